@@ -1,0 +1,22 @@
+PYTHON ?= python3
+PIP := $(PYTHON) -m pip
+
+.PHONY: install run test test-slow lint
+
+install:
+	$(PIP) install -q -e ".[dev]"
+
+# The main job: the quickstart ablation on the embedded corpus, ending with a comparison table.
+run: install
+	minimind run experiments/quickstart.yaml
+
+# The default suite (CPU, well under 15 minutes on 2 cores).
+test: install
+	$(PYTHON) -m pytest -q -m "not slow"
+
+# Long tests: real servers, multi-process training.
+test-slow: install
+	$(PYTHON) -m pytest -q -m slow
+
+lint:
+	ruff check registry minimind tests
