@@ -1,0 +1,24 @@
+"""Corpora, tokenizers, token caches and batches.
+
+data = prepare_data(DataConfig(corpus="tinyshakespeare"))
+batches = TrainBatches(data.train_tokens, batch_size=16, seq_len=128, seed=0)
+val = fixed_val_batches(data.val_tokens, batch_size=16, seq_len=128, n_batches=10)
+bpb = bits_per_byte(mean_val_loss, len(data.val_tokens), data.val_bytes)
+"""
+
+from minimind.data.batches import TrainBatches, fixed_val_batches
+from minimind.data.bpb import bits_per_byte
+from minimind.data.config import DataConfig, TokenizerConfig
+from minimind.data.errors import DataError
+from minimind.data.prepare import PreparedData, prepare_data
+
+__all__ = [
+    "DataConfig",
+    "DataError",
+    "PreparedData",
+    "TokenizerConfig",
+    "TrainBatches",
+    "bits_per_byte",
+    "fixed_val_batches",
+    "prepare_data",
+]

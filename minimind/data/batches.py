@@ -1,0 +1,102 @@
+"""Batches of token windows: a seeded random stream for training, a fixed set for validation.
+
+A batch is a CPU LongTensor [B, seq_len] of consecutive token ids (the model shifts labels
+itself). When CUDA is available it is in pinned memory, so the runner can copy it to the device
+with `non_blocking=True`; every batch is a fresh tensor, so an in-flight copy is never overwritten.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+class TrainBatches:
+    """Random windows of `seq_len` tokens, drawn uniformly from `tokens` [n_tokens].
+
+    Batch i is drawn from a generator seeded with (seed, rank, i), so the stream is fully
+    determined by the seed, rank `r` of a DDP run gets its own stream from the shared seed, and
+    resuming needs only the batch index: `state_dict()` saved by any rank restores every rank.
+    """
+
+    def __init__(
+        self,
+        tokens: np.ndarray,
+        batch_size: int,
+        seq_len: int,
+        seed: int,
+        rank: int = 0,
+        pin_memory: bool | None = None,
+    ) -> None:
+        if batch_size < 1 or seq_len < 1:
+            raise ValueError(f"batch_size and seq_len must be >= 1, got {batch_size}, {seq_len}")
+        if seed < 0 or rank < 0:
+            raise ValueError(f"seed and rank must be >= 0, got {seed}, {rank}")
+        if len(tokens) < seq_len:
+            raise ValueError(f"{len(tokens)} training tokens cannot fill one window of {seq_len}")
+        self.tokens = tokens
+        self.batch_size = batch_size
+        self.seq_len = seq_len
+        self.seed = seed
+        self.rank = rank
+        self.pin_memory = torch.cuda.is_available() if pin_memory is None else pin_memory
+        self.batches_drawn = 0
+
+    def __iter__(self) -> TrainBatches:
+        return self
+
+    def __next__(self) -> torch.Tensor:
+        """The next batch, LongTensor [batch_size, seq_len]."""
+        rng = np.random.default_rng([self.seed, self.rank, self.batches_drawn])
+        starts = rng.integers(0, len(self.tokens) - self.seq_len + 1, size=self.batch_size)
+        self.batches_drawn += 1
+        return _windows(self.tokens, starts, self.seq_len, self.pin_memory)
+
+    def state_dict(self) -> dict[str, int]:
+        return {"seed": self.seed, "batches_drawn": self.batches_drawn}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        if state["seed"] != self.seed:
+            raise ValueError(f"batch state of seed {state['seed']} loaded into seed {self.seed}")
+        self.batches_drawn = int(state["batches_drawn"])
+
+
+def fixed_val_batches(
+    tokens: np.ndarray,
+    batch_size: int,
+    seq_len: int,
+    n_batches: int,
+    name: str = "the validation split",
+    pin_memory: bool | None = None,
+) -> list[torch.Tensor]:
+    """Up to `n_batches` batches [batch_size, seq_len] of non-overlapping windows, evenly spaced
+    over the whole of `tokens`, identical for every variant and seed.
+
+    A split too short for `n_batches · batch_size` windows gives fewer batches; one shorter than
+    `batch_size` windows gives a single smaller batch. `name` (the corpus) goes in the error
+    raised when not even one window fits.
+    """
+    if batch_size < 1 or seq_len < 1 or n_batches < 1:
+        raise ValueError(
+            f"batch_size, seq_len, n_batches must be >= 1: {batch_size, seq_len, n_batches}"
+        )
+    available = len(tokens) // seq_len
+    if available == 0:
+        raise ValueError(f"{name} has {len(tokens)} tokens, fewer than one window of {seq_len}")
+    # Whole batches if at least one fits, else a single batch of every window there is.
+    count = min(n_batches * batch_size, available // batch_size * batch_size) or available
+    windows = np.arange(count) * available // count  # distinct, since count <= available
+    if pin_memory is None:
+        pin_memory = torch.cuda.is_available()
+    starts = windows * seq_len
+    return [
+        _windows(tokens, starts[i : i + batch_size], seq_len, pin_memory)
+        for i in range(0, len(starts), batch_size)
+    ]
+
+
+def _windows(tokens: np.ndarray, starts: np.ndarray, seq_len: int, pin: bool) -> torch.Tensor:
+    """tokens[s : s + seq_len] for each start s, as a LongTensor [len(starts), seq_len]."""
+    rows = tokens[starts[:, None] + np.arange(seq_len)].astype(np.int64)
+    batch = torch.from_numpy(rows)
+    return batch.pin_memory() if pin else batch
