@@ -1,0 +1,56 @@
+"""Experiment specs (DESIGN.md §4): schema, loading, overrides and expansion into variants.
+
+    from minimind.spec import load_spec, expand, flatten, spec_hash, SpecError
+
+    spec = load_spec("experiments/norm.yaml", overrides=["train.steps=50"])
+    for variant in expand(spec):          # one per ablation cell; `base` without `ablate`
+        cfg = variant.spec.model_config_obj()
+        params = flatten(variant.spec)    # dotted keys -> scalars, for MLflow
+
+Every problem is a `SpecError` whose `str` is one line `<field.path>: <message>`.
+"""
+
+from minimind.spec.errors import SpecError
+from minimind.spec.loader import dump_spec, load_spec, parse_override
+from minimind.spec.naming import BASE_VARIANT, variant_name
+from minimind.spec.schema import ModelSection, Spec, validate_spec
+from minimind.spec.sections import OptimizerConfig, ScheduleConfig, TrackingConfig, TrainConfig
+from minimind.spec.sweep_config import (
+    OBJECTIVE_METRICS,
+    Objective,
+    ParamSpec,
+    PrunerConfig,
+    ReduceConfig,
+    SamplerConfig,
+    SweepConfig,
+)
+from minimind.spec.variants import Variant, expand, flatten, resolved_model, spec_hash, with_values
+
+__all__ = [
+    "BASE_VARIANT",
+    "OBJECTIVE_METRICS",
+    "ModelSection",
+    "Objective",
+    "OptimizerConfig",
+    "ParamSpec",
+    "PrunerConfig",
+    "ReduceConfig",
+    "SamplerConfig",
+    "ScheduleConfig",
+    "Spec",
+    "SpecError",
+    "SweepConfig",
+    "TrackingConfig",
+    "TrainConfig",
+    "Variant",
+    "dump_spec",
+    "expand",
+    "flatten",
+    "load_spec",
+    "parse_override",
+    "resolved_model",
+    "spec_hash",
+    "validate_spec",
+    "variant_name",
+    "with_values",
+]

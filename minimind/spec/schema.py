@@ -1,0 +1,274 @@
+"""The experiment spec schema (DESIGN.md §4) and its whole-spec checks.
+
+`Spec` validates everything a run needs before anything trains: each section, the cross-section
+constraints (`train.seq_len` within `model.max_seq_len`), every ablation variant and both ends of
+every sweep dimension. An invalid spec raises pydantic's `ValidationError`; `validate_spec` turns
+it into a one-line `SpecError`.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+import registry
+from minimind.config import ModelConfig
+from minimind.data.config import DataConfig
+from minimind.spec.ablation import (
+    ablated_keys,
+    ablation_grid,
+    axis_options,
+    check_axes,
+    key_problem,
+    place,
+)
+from minimind.spec.errors import (
+    SpecError,
+    field_error,
+    first_error,
+    format_path,
+    from_validation_error,
+    suggest,
+)
+from minimind.spec.naming import variant_name
+from minimind.spec.sections import TrackingConfig, TrainConfig
+from minimind.spec.sweep_config import SweepConfig
+from minimind.spec.tree import assign, split_key
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+_MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+class ModelSection(BaseModel):
+    """`preset` plus any `ModelConfig` field, which overrides the preset's value."""
+
+    model_config = ConfigDict(extra="allow")
+
+    preset: str = "tiny"
+    _resolved: ModelConfig = PrivateAttr()
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, preset: str) -> str:
+        names = ModelConfig.preset_names()
+        if preset not in names:
+            raise ValueError(
+                f"unknown preset {preset!r}; choices: {', '.join(names)}{suggest(preset, names)}"
+            )
+        return preset
+
+    @model_validator(mode="after")
+    def _resolve(self) -> ModelSection:
+        try:
+            self._resolved = ModelConfig.preset(self.preset, **self.fields)
+        except ValidationError as err:
+            loc, message = first_error(err, ModelConfig)
+            field_error(loc, message)
+        return self
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The fields set over the preset."""
+        return dict(self.model_extra or {})
+
+    def resolve(self) -> ModelConfig:
+        """The preset with the fields applied."""
+        return self._resolved
+
+
+AblationValues = Annotated[list[Any], Field(min_length=1)]
+
+
+class Spec(BaseModel):
+    """An experiment: one model/data/train configuration, the seeds to run it with, the
+    `ablate` axes that turn it into variants, and an optional Optuna `sweep`.
+
+    `plugins` are imported before `model` is validated, so plugin components validate.
+    `extends` is consumed by `load_spec`; a loaded spec has it merged and set to None.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str = ""
+    extends: str | None = None
+    plugins: list[str] = Field(default_factory=list)
+    model: ModelSection = Field(default_factory=ModelSection)
+    data: DataConfig = Field(default_factory=DataConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    seeds: list[Annotated[int, Field(ge=0)]] = Field(default_factory=lambda: [0], min_length=1)
+    ablate: dict[str, AblationValues] = Field(default_factory=dict)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    sweep: SweepConfig | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, name: str) -> str:
+        if not _NAME.fullmatch(name):
+            raise ValueError(
+                f"must be 1-100 letters, digits, '_', '.' or '-' starting with a letter or "
+                f"digit (it names MLflow experiments and directories), got {name!r}"
+            )
+        return name
+
+    @field_validator("plugins")
+    @classmethod
+    def _load_plugins(cls, modules: list[str]) -> list[str]:
+        for i, module in enumerate(modules):
+            if not _MODULE.fullmatch(module):
+                field_error((i,), f"not a module name: {module!r}")
+            try:
+                registry.load_plugins([module])
+            except Exception as err:  # a plugin is user code: any failure is a spec error
+                field_error((i,), f"cannot load plugin {module!r}: {type(err).__name__}: {err}")
+        return modules
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, seeds: list[int]) -> list[int]:
+        for i, seed in enumerate(seeds):
+            if seed in seeds[:i]:
+                field_error((i,), f"duplicate seed {seed}")
+        return seeds
+
+    @field_validator("ablate")
+    @classmethod
+    def _ablation_axes(cls, ablate: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        check_axes(ablate)
+        return ablate
+
+    @model_validator(mode="after")
+    def _whole_spec(self) -> Spec:
+        if self.tracking.experiment is None:
+            self.tracking.experiment = self.name
+        model = self.model.resolve()
+        if self.train.seq_len > model.max_seq_len:
+            field_error(
+                ("train", "seq_len"),
+                f"must be <= model.max_seq_len ({model.max_seq_len}), got {self.train.seq_len}",
+            )
+        tokenizer = self.data.tokenizer
+        if tokenizer.path is None and model.vocab_size < tokenizer.vocab_size:
+            field_error(
+                ("model", "vocab_size"),
+                f"must be >= data.tokenizer.vocab_size ({tokenizer.vocab_size}), "
+                f"got {model.vocab_size}",
+            )
+        if self.ablate:
+            self._check_variants()
+        if self.sweep is not None and self.sweep.params:
+            self._check_sweep_params()
+        return self
+
+    def _check_variants(self) -> None:
+        """Each ablation value alone, then each combination, must give a valid spec."""
+        base = self.base_tree()
+        for axis, values in self.ablate.items():
+            for i, assignments in enumerate(axis_options(axis, values)):
+                problem = probe(base, assignments)
+                if problem:
+                    where = f"ablate.{axis}[{i}]"
+                    targets = {k: where if k == axis else f"{where}.{k}" for k in assignments}
+                    field_error(*place(targets, where, *problem))
+        if len(self.ablate) > 1:
+            for combo in ablation_grid(self.ablate):
+                problem = probe(base, combo)
+                if problem:
+                    path, message = problem
+                    field_error(("ablate",), f"variant {variant_name(combo)}: {path}: {message}")
+
+    def _check_sweep_params(self) -> None:
+        """Both ends of each range and every choice must validate, in every variant."""
+        assert self.sweep is not None
+        base = self.base_tree()
+        ablated = ablated_keys(self.ablate)
+        for key, param in self.sweep.params.items():
+            where = f"sweep.params.{key}"
+            problem = key_problem(key)
+            if problem:
+                field_error((where,), problem)
+            if key in ablated:
+                field_error(
+                    (where,), f"is also varied by ablate.{ablated[key]}; search or ablate it"
+                )
+            labels = (
+                [f"choices[{i}]" for i in range(len(param.choices or ()))]
+                if param.type == "categorical"
+                else ["low", "high"]
+            )
+            for combo in ablation_grid(self.ablate):
+                context = f"in variant {variant_name(combo)}, " if combo else ""
+                for label, value in zip(labels, param.probe_values(), strict=True):
+                    problem = probe(base, {**combo, key: value})
+                    if problem:
+                        path, message = place(
+                            {key: f"{where}.{label}"}, f"{where}.{label}", *problem
+                        )
+                        field_error(path, context + message)
+
+    def model_config_obj(self) -> ModelConfig:
+        """The resolved model: the preset with the section's fields applied."""
+        return self.model.resolve()
+
+    def tree(self) -> dict[str, Any]:
+        """This spec as plain data (JSON types) that validates back to an equal spec."""
+        return self.model_dump(mode="json", exclude={"extends"})
+
+    def base_tree(self) -> dict[str, Any]:
+        """`tree()` without `ablate` and `sweep`: the starting point of one variant."""
+        return {**self.tree(), "ablate": {}, "sweep": None}
+
+
+def validate_spec(tree: Mapping[str, Any]) -> Spec:
+    """Validate a raw spec tree; any problem is a one-line `SpecError`."""
+    try:
+        return Spec.model_validate(tree)
+    except ValidationError as err:
+        raise from_validation_error(err, Spec) from None
+
+
+def apply(tree: Mapping[str, Any], assignments: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of `tree` with each dotted key set to its value.
+
+    Setting an option of a model slot the section leaves to its preset (`model.mlp.top_k` on
+    `minimind-moe`) starts from the preset's component, so its other options are kept.
+    """
+    out = copy.deepcopy(dict(tree))
+    for key, value in assignments.items():
+        assign(out, split_key(key), value, seed=lambda parts: _preset_component(out, parts))
+    return out
+
+
+def probe(tree: Mapping[str, Any], assignments: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(path, message) of the first problem of `tree` with `assignments`, or None if valid."""
+    try:
+        Spec.model_validate(apply(tree, assignments))
+    except SpecError as err:
+        return err.path, err.message
+    except ValidationError as err:
+        loc, message = first_error(err, Spec)
+        return format_path(loc), message
+    return None
+
+
+def _preset_component(tree: dict[str, Any], parts: list[str]) -> dict[str, Any] | None:
+    section = tree.get("model")
+    if len(parts) != 2 or parts[0] != "model" or parts[1] not in registry.SLOTS:
+        return None
+    preset = section.get("preset", "tiny") if isinstance(section, dict) else "tiny"
+    if preset not in ModelConfig.preset_names():
+        return None
+    name, options = ModelConfig.preset(preset).component(parts[1])
+    return {"name": name, **options}

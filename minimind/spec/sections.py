@@ -1,0 +1,96 @@
+"""The `train:` and `tracking:` sections of an experiment spec.
+
+Every field has a default that runs on a CPU, so a spec needs only a `name`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from minimind.spec.errors import field_error
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class OptimizerConfig(_Section):
+    """AdamW; the runner exempts norms, biases and embeddings from weight decay."""
+
+    name: Literal["adamw"] = "adamw"
+    lr: float = Field(default=3.0e-3, gt=0)
+    betas: tuple[float, float] = (0.9, 0.95)
+    weight_decay: float = Field(default=0.1, ge=0)
+    eps: float = Field(default=1.0e-8, gt=0)
+
+    @field_validator("betas")
+    @classmethod
+    def _betas_in_unit_interval(cls, betas: tuple[float, float]) -> tuple[float, float]:
+        for i, beta in enumerate(betas):
+            if not 0.0 <= beta < 1.0:
+                field_error((i,), f"must be in [0, 1), got {beta}")
+        return betas
+
+
+class ScheduleConfig(_Section):
+    """Learning-rate schedule: linear warmup over `warmup` steps, then the named decay.
+
+    `min_lr_ratio` is the final lr as a fraction of `optimizer.lr` (cosine, linear, wsd).
+    `decay_fraction` is the share of the run spent in wsd's final decay (warmup-stable-decay).
+    """
+
+    name: Literal["cosine", "linear", "constant", "wsd"] = "cosine"
+    warmup: int = Field(default=30, ge=0)
+    min_lr_ratio: float = Field(default=0.1, ge=0, le=1)
+    decay_fraction: float = Field(default=0.2, gt=0, le=1)
+
+
+class TrainConfig(_Section):
+    """The training loop. The run ends at the first of `steps`, `tokens` or `time_limit` (seconds).
+
+    One optimizer step consumes `batch_size * grad_accum * seq_len` tokens.
+    `grad_clip` and `checkpoint_every` may be null to turn clipping and checkpoints off.
+    """
+
+    steps: int | None = Field(default=300, gt=0)
+    tokens: int | None = Field(default=None, gt=0)
+    time_limit: float | None = Field(default=None, gt=0)
+    batch_size: int = Field(default=16, gt=0)
+    seq_len: int = Field(default=128, gt=0)
+    grad_accum: int = Field(default=1, gt=0)
+    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
+    grad_clip: float | None = Field(default=1.0, gt=0)
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    compile: bool = False
+    device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
+    eval_every: int = Field(default=50, gt=0)
+    eval_batches: int = Field(default=10, gt=0)
+    log_every: int = Field(default=10, gt=0)
+    checkpoint_every: int | None = Field(default=100, gt=0)
+    checkpoint_dir: str = Field(default="results/checkpoints", min_length=1)
+    sample_tokens: int = Field(default=64, ge=0)
+
+    @model_validator(mode="after")
+    def _budget(self) -> TrainConfig:
+        if self.steps is None and self.tokens is None and self.time_limit is None:
+            field_error(("steps",), "set at least one of steps, tokens or time_limit")
+        if self.steps is not None and self.schedule.warmup >= self.steps:
+            field_error(
+                ("schedule", "warmup"),
+                f"must be < train.steps ({self.steps}), got {self.schedule.warmup}",
+            )
+        return self
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.batch_size * self.grad_accum * self.seq_len
+
+
+class TrackingConfig(_Section):
+    """Where runs are logged. `experiment` defaults to the spec's `name`."""
+
+    uri: str = Field(default="sqlite:///results/mlflow.db", min_length=1)
+    experiment: str | None = Field(default=None, min_length=1)

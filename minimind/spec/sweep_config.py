@@ -1,0 +1,220 @@
+"""The `sweep:` section of an experiment spec: an Optuna study over dotted spec keys.
+
+Only `minimind sweep` reads it. Whether each searched key fits the rest of the spec (the key
+exists, its ends and choices validate) is checked by `Spec`, which sees the whole spec.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from minimind.spec.errors import field_error, show, suggest
+
+# Metrics a trial can be scored on: those the runner logs (DESIGN.md §5).
+OBJECTIVE_METRICS: tuple[str, ...] = (
+    "train/loss",
+    "train/aux_loss",
+    "val/loss",
+    "val/bpb",
+    "opt/grad_norm",
+    "perf/tokens_per_s",
+    "perf/step_ms",
+    "perf/mfu",
+    "sys/peak_mem_mb",
+    "moe/load_cv",
+)
+
+Direction = Literal["minimize", "maximize"]
+Scalar = bool | int | float | str | None  # what Optuna's categorical distribution stores safely
+
+_DB_URL = re.compile(r"[A-Za-z][\w+.-]*://.*")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Objective(_Section):
+    metric: str
+    direction: Direction = "minimize"
+
+    @field_validator("metric")
+    @classmethod
+    def _known_metric(cls, metric: str) -> str:
+        if metric not in OBJECTIVE_METRICS:
+            raise ValueError(
+                f"unknown metric {metric!r}; choices: {', '.join(OBJECTIVE_METRICS)}"
+                f"{suggest(metric, OBJECTIVE_METRICS)}"
+            )
+        return metric
+
+
+class ReduceConfig(_Section):
+    """How a trial's logged metric becomes its value: the `last` point, the `min` or `max` over
+    evaluations, or the mean of the last `k` points (`mean_last_k`)."""
+
+    name: Literal["last", "min", "max", "mean_last_k"] = "last"
+    k: int = Field(default=3, gt=0)
+
+
+class SamplerConfig(_Section):
+    name: Literal["tpe", "random", "grid", "cmaes", "nsga2", "bruteforce"] = "tpe"
+    seed: int | None = 0
+    options: dict[str, Any] = Field(default_factory=dict)  # keyword arguments of the sampler
+
+
+class PrunerConfig(_Section):
+    name: Literal["median", "hyperband", "successive_halving", "none"] = "median"
+    options: dict[str, Any] = Field(default_factory=dict)  # keyword arguments of the pruner
+
+
+class ParamSpec(_Section):
+    """One search dimension, mapped onto Optuna's `suggest_float`, `suggest_int` or
+    `suggest_categorical`. `float`/`int` need `low` and `high` (inclusive); `categorical` needs
+    `choices`."""
+
+    type: Literal["float", "int", "categorical"]
+    low: int | float | None = None
+    high: int | float | None = None
+    log: bool = False
+    step: int | float | None = Field(default=None, gt=0)
+    choices: list[Scalar] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _per_type(self) -> ParamSpec:
+        if self.type == "categorical":
+            for key in ("low", "high", "step"):
+                if getattr(self, key) is not None:
+                    field_error((key,), "not allowed for a categorical param; use choices")
+            if self.log:
+                field_error(("log",), "not allowed for a categorical param")
+            if self.choices is None:
+                field_error(("choices",), "required for a categorical param")
+            seen: list[Any] = []
+            for i, choice in enumerate(self.choices):
+                if any(choice == s and type(choice) is type(s) for s in seen):
+                    field_error(("choices", i), f"duplicate choice {show(choice)}")
+                seen.append(choice)
+            return self
+        if self.choices is not None:
+            field_error(("choices",), f"not allowed for a {self.type} param; use low and high")
+        for key in ("low", "high"):
+            value = getattr(self, key)
+            if value is None:
+                field_error((key,), f"required for a {self.type} param")
+            if self.type == "int" and float(value) != int(value):
+                field_error((key,), f"must be an integer for an int param, got {value}")
+        if self.type == "int":
+            self.low, self.high = int(self.low), int(self.high)
+            if self.step is not None and float(self.step) != int(self.step):
+                field_error(("step",), f"must be an integer for an int param, got {self.step}")
+        if self.high < self.low:
+            field_error(("high",), f"must be >= low ({self.low}), got {self.high}")
+        if self.log and self.low <= 0:
+            field_error(("low",), f"must be > 0 when log is true, got {self.low}")
+        if self.log and self.step not in (None, 1):
+            field_error(("step",), "cannot be combined with log: true")
+        return self
+
+    def probe_values(self) -> list[Any]:
+        """Values that bound the search: both ends of a range, or every choice."""
+        return list(self.choices) if self.type == "categorical" else [self.low, self.high]
+
+
+class SweepConfig(_Section):
+    """An Optuna study. `objective` is a metric name (scored in `direction`) or a list of
+    `{metric, direction}`; it is stored as the list. A multi-objective study cannot be pruned,
+    so its pruner defaults to `none` and any other pruner is an error."""
+
+    trials: int = Field(default=20, gt=0)
+    timeout: float | None = Field(default=None, gt=0)
+    objective: list[Objective] = Field(
+        default_factory=lambda: [Objective(metric="val/bpb")], min_length=1
+    )
+    direction: Direction = "minimize"
+    reduce: ReduceConfig = Field(default_factory=ReduceConfig)
+    sampler: SamplerConfig = Field(default_factory=SamplerConfig)
+    pruner: PrunerConfig = Field(default_factory=PrunerConfig)
+    storage: str = "sqlite:///results/optuna.db"
+    params: dict[str, ParamSpec] = Field(default_factory=dict)
+    seeds_per_trial: int = Field(default=1, gt=0)
+    workers: int = Field(default=1, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalize(cls, data: Any) -> Any:
+        """A bare metric or component name becomes its mapping form."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        direction = data.get("direction", "minimize")
+        objective = data.get("objective")
+        if isinstance(objective, str):
+            data["objective"] = [{"metric": objective, "direction": direction}]
+        elif isinstance(objective, list):
+            data["objective"] = [
+                {"metric": o, "direction": direction}
+                if isinstance(o, str)
+                else {"direction": direction, **o}
+                if isinstance(o, dict)
+                else o
+                for o in objective
+            ]
+        for key in ("reduce", "sampler", "pruner"):
+            if isinstance(data.get(key), str):
+                data[key] = {"name": data[key]}
+        return data
+
+    @field_validator("storage")
+    @classmethod
+    def _storage_url(cls, storage: str) -> str:
+        if storage.startswith("journal:"):
+            if not storage.removeprefix("journal:").strip():
+                raise ValueError("journal storage needs a file: journal:PATH")
+        elif not _DB_URL.fullmatch(storage):
+            raise ValueError(
+                "must be journal:PATH or a database URL such as sqlite:///results/optuna.db, "
+                f"got {storage!r}"
+            )
+        return storage
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SweepConfig:
+        metrics = [o.metric for o in self.objective]
+        for i, metric in enumerate(metrics):
+            if metric in metrics[:i]:
+                field_error(("objective", i, "metric"), f"duplicate objective {metric!r}")
+        if self.is_multi_objective and self.pruner.name != "none":
+            if "pruner" in self.model_fields_set:
+                field_error(
+                    ("pruner",),
+                    f"a multi-objective study cannot be pruned; use pruner: none, "
+                    f"not {self.pruner.name!r}",
+                )
+            self.pruner = PrunerConfig(name="none")
+        if self.is_multi_objective and self.sampler.name == "cmaes":
+            field_error(("sampler",), "cmaes supports a single objective only; try nsga2 or tpe")
+        if self.sampler.name in ("grid", "bruteforce"):
+            for key, param in self.params.items():
+                if param.type == "float" and param.step is None:
+                    field_error(
+                        ("sampler",),
+                        f"{self.sampler.name} needs a finite space: give float param "
+                        f"{key!r} a step, or make it categorical",
+                    )
+        return self
+
+    @property
+    def is_multi_objective(self) -> bool:
+        return len(self.objective) > 1
+
+    @property
+    def metrics(self) -> list[str]:
+        return [o.metric for o in self.objective]
+
+    @property
+    def directions(self) -> list[str]:
+        return [o.direction for o in self.objective]

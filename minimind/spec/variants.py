@@ -1,0 +1,107 @@
+"""From one spec to the runs it describes: variants, flat params and a content hash."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import registry
+from minimind.spec.ablation import ablation_grid
+from minimind.spec.naming import variant_name
+from minimind.spec.schema import Spec, apply, validate_spec
+
+Scalar = str | int | float | bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One ablation cell: `spec` has the `assignments` applied and `ablate` emptied."""
+
+    name: str
+    spec: Spec
+    assignments: dict[str, Any]
+
+
+def expand(spec: Spec) -> list[Variant]:
+    """The Cartesian product of `spec.ablate` (keys in order, values in list order).
+
+    A spec without `ablate` gives one variant named `base`. Names are unique: a clash left by
+    making values path-safe gets a `-2`, `-3`... suffix.
+    """
+    tree = {**spec.tree(), "ablate": {}}
+    variants: list[Variant] = []
+    taken: set[str] = set()
+    for assignments in ablation_grid(spec.ablate):
+        name = variant_name(assignments)
+        n = 1
+        while name in taken:
+            n += 1
+            name = f"{variant_name(assignments)}-{n}"
+        taken.add(name)
+        variants.append(Variant(name, validate_spec(apply(tree, assignments)), assignments))
+    return variants
+
+
+def with_values(spec: Spec, assignments: Mapping[str, Any]) -> Spec:
+    """`spec` with each dotted key set to its value, validated (raises `SpecError`).
+
+    For a sweep trial: `with_values(spec, {"train.optimizer.lr": 1e-3, "model.mlp": "relu"})`.
+    """
+    return validate_spec(apply(spec.tree(), assignments))
+
+
+def resolved_model(spec: Spec) -> dict[str, Any]:
+    """The resolved model as plain data; each slot is `{name: <canonical>, **options}` with
+    every option filled in, so equivalent spellings (`rope-gptj`, `{name: rope, style: gptj}`)
+    compare equal."""
+    cfg = spec.model_config_obj()
+    out: dict[str, Any] = {"preset": spec.model.preset}
+    for field, value in cfg.model_dump(mode="json").items():
+        if field in registry.SLOTS:
+            name, options = cfg.component(field)
+            value = {"name": name, **options}
+        out[field] = value
+    out["head_dim"] = cfg.resolved_head_dim
+    return json.loads(json.dumps(out, default=str))
+
+
+def flatten(spec: Spec) -> dict[str, Scalar]:
+    """The resolved spec as dotted keys, for MLflow params.
+
+    The model is resolved (preset applied). A mapping with a `name` is listed under its own key
+    (`model.position: rope`, `model.position.style: neox`); lists are JSON strings; null values
+    and the free-text `description` are left out.
+    """
+    tree = spec.tree()
+    tree.pop("description")
+    tree["model"] = resolved_model(spec)
+    out: dict[str, Scalar] = {}
+    _flatten_into(out, "", tree)
+    return out
+
+
+def spec_hash(spec: Spec) -> str:
+    """A 12-hex-digit sha256 of what determines training: the resolved model, data, train,
+    plugins and ablate. Name, description, seeds, tracking and sweep do not change it."""
+    tree = spec.tree()
+    model = resolved_model(spec)
+    model.pop("preset")
+    content = {key: tree[key] for key in ("data", "train", "plugins", "ablate")}
+    canonical = json.dumps({"model": model, **content}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def _flatten_into(out: dict[str, Scalar], prefix: str, value: Any) -> None:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if key == "name" and prefix:
+                out[prefix] = item
+            else:
+                _flatten_into(out, f"{prefix}.{key}" if prefix else str(key), item)
+    elif isinstance(value, list | tuple):
+        out[prefix] = json.dumps(value)
+    elif value is not None:
+        out[prefix] = value
