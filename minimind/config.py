@@ -1,0 +1,246 @@
+"""ModelConfig: the `model:` section of a spec, validated, with parameter and FLOP counts.
+
+Each of the five slots (norm, position, attention, mlp, block) holds a component spec, a bare name
+or a mapping with `name` plus options, validated through the registry when the config is built.
+Everything is counted from the config alone, before any weights exist.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+import registry
+
+Component = str | dict[str, Any]
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # The defaults: trains on a laptop CPU in seconds.
+    "tiny": {},
+    # MiniMind2-small (jingyaogong/minimind): 25.8M parameters.
+    "minimind-26m": {
+        "vocab_size": 6400,
+        "dim": 512,
+        "n_layers": 8,
+        "n_heads": 8,
+        "n_kv_heads": 2,
+        "max_seq_len": 512,
+        "norm": "rmsnorm",
+        "position": {"name": "rope", "style": "neox", "theta": 1e6},
+        "attention": "gqa",
+        "mlp": "swiglu",
+        "block": "prenorm",
+        "tie_embeddings": True,
+    },
+    # MiniMind2-MoE: the same with 4 routed experts (top-2) and 1 shared expert.
+    "minimind-moe": {
+        "vocab_size": 6400,
+        "dim": 512,
+        "n_layers": 8,
+        "n_heads": 8,
+        "n_kv_heads": 2,
+        "max_seq_len": 512,
+        "norm": "rmsnorm",
+        "position": {"name": "rope", "style": "neox", "theta": 1e6},
+        "attention": "gqa",
+        "mlp": {"name": "moe", "n_experts": 4, "top_k": 2, "n_shared": 1},
+        "block": "prenorm",
+        "tie_embeddings": True,
+    },
+    # GPT-2 small with nanoGPT's padded vocabulary: 124.5M parameters.
+    "gpt2-small": {
+        "vocab_size": 50304,
+        "dim": 768,
+        "n_layers": 12,
+        "n_heads": 12,
+        "n_kv_heads": None,
+        "max_seq_len": 1024,
+        "norm": "layernorm",
+        "position": "learned",
+        "attention": {"name": "mha", "bias": True},
+        "mlp": {"name": "gelu", "approximate": "tanh", "bias": True},
+        "block": "prenorm",
+        "tie_embeddings": True,
+    },
+    # Llama-3 architecture at GPT-2-small size: untied, GQA, RoPE theta 5e5, RMSNorm eps 1e-6.
+    "llama-like": {
+        "vocab_size": 32000,
+        "dim": 768,
+        "n_layers": 12,
+        "n_heads": 12,
+        "n_kv_heads": 4,
+        "max_seq_len": 2048,
+        "norm": {"name": "rmsnorm", "eps": 1e-6},
+        "position": {"name": "rope", "style": "neox", "theta": 500000.0},
+        "attention": "gqa",
+        "mlp": "swiglu",
+        "block": "prenorm",
+        "tie_embeddings": False,
+    },
+}
+
+
+class ModelConfig(BaseModel):
+    """A decoder-only LM assembled from registry components; frozen (use `replace` to change it).
+
+    `n_kv_heads` is used by `gqa` only (`mha` has n_heads key/value heads and `mqa` one), so one
+    config can ablate the attention kind. `head_dim` defaults to dim // n_heads.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    vocab_size: int = Field(2048, gt=0)
+    dim: int = Field(64, gt=0)
+    n_layers: int = Field(2, gt=0)
+    n_heads: int = Field(4, gt=0)
+    n_kv_heads: int | None = Field(2, gt=0)
+    head_dim: int | None = Field(None, gt=0)
+    max_seq_len: int = Field(256, gt=0)
+    norm: Component = "rmsnorm"
+    position: Component = "rope"
+    attention: Component = "gqa"
+    mlp: Component = "swiglu"
+    block: Component = "prenorm"
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    tie_embeddings: bool = True
+
+    @classmethod
+    def preset_names(cls) -> list[str]:
+        return list(PRESETS)
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> ModelConfig:
+        """The preset `name` with `overrides` (whole fields; a slot mapping replaces the preset's)."""
+        if name not in PRESETS:
+            close = difflib.get_close_matches(name, PRESETS, n=1, cutoff=0.0)
+            raise ValueError(
+                f"unknown preset {name!r}; presets: {', '.join(PRESETS)}"
+                + (f"; did you mean {close[0]!r}?" if close else "")
+            )
+        return cls(**{**PRESETS[name], **overrides})
+
+    def replace(self, **changes: Any) -> ModelConfig:
+        """A copy with `changes`, validated again (unlike `model_copy(update=...)`)."""
+        return type(self)(**{**self.model_dump(), **changes})
+
+    @field_validator(*registry.SLOTS, mode="plain", json_schema_input_type=Component)
+    @classmethod
+    def _known_component(cls, spec: Any, info: ValidationInfo) -> Component:
+        # "plain": the registry checks the type too, so a bad value gives one error at the field
+        registry.resolve(info.field_name, spec)
+        return spec if isinstance(spec, str) else dict(spec)
+
+    @model_validator(mode="after")
+    def _consistent_sizes(self) -> ModelConfig:
+        errors: list[tuple[str, str]] = []
+        if self.head_dim is None and self.dim % self.n_heads:
+            errors.append(
+                (
+                    "dim",
+                    f"dim ({self.dim}) must be divisible by n_heads ({self.n_heads}), "
+                    "or head_dim must be set",
+                )
+            )
+        elif self.n_kv_heads is not None and self.n_heads % self.n_kv_heads:
+            errors.append(
+                (
+                    "n_kv_heads",
+                    f"n_heads ({self.n_heads}) must be divisible by n_kv_heads ({self.n_kv_heads})",
+                )
+            )
+        if not errors:
+            for slot in ("norm", "position", "attention", "mlp"):
+                try:
+                    registry.check_dims(slot, getattr(self, slot), **self.slot_dims(slot))
+                except registry.RegistryError as err:
+                    errors.append((slot, str(err)))
+        if errors:
+            raise ValidationError.from_exception_data(
+                type(self).__name__,
+                [
+                    InitErrorDetails(
+                        type=PydanticCustomError("model_config", "{reason}", {"reason": reason}),
+                        loc=(field,),
+                        input=getattr(self, field),
+                    )
+                    for field, reason in errors
+                ],
+            )
+        return self
+
+    @property
+    def resolved_head_dim(self) -> int:
+        return self.head_dim if self.head_dim is not None else self.dim // self.n_heads
+
+    def slot_dims(self, slot: str) -> dict[str, Any]:
+        """The structural sizes the model passes to the `slot` component (not for blocks)."""
+        sizes: dict[str, dict[str, Any]] = {
+            "norm": {"dim": self.dim},
+            "position": {
+                "dim": self.dim,
+                "head_dim": self.resolved_head_dim,
+                "max_seq_len": self.max_seq_len,
+            },
+            "attention": {
+                "dim": self.dim,
+                "n_heads": self.n_heads,
+                "n_kv_heads": self.n_kv_heads,
+                "head_dim": self.resolved_head_dim,
+                "dropout": self.dropout,
+            },
+            "mlp": {"dim": self.dim, "dropout": self.dropout},
+        }
+        return sizes[slot]
+
+    def component(self, slot: str) -> tuple[str, dict[str, Any]]:
+        """Canonical name and options (defaults filled in) of `slot`, e.g. ("rope", {"style": ...})."""
+        return registry.resolve(slot, getattr(self, slot))
+
+    def _count(self, slot: str, active: bool = False) -> int:
+        return registry.count_params(
+            slot, getattr(self, slot), active=active, **self.slot_dims(slot)
+        )
+
+    def _body_params(self, active: bool) -> int:
+        """Parameters of the blocks and the final norm."""
+        block = registry.component_class("block", self.component("block")[0])
+        norm = self._count("norm")
+        per_layer = self._count("attention") + self._count("mlp", active) + block.n_norms * norm
+        return self.n_layers * per_layer + (norm if block.final_norm else 0)
+
+    def _embedding_params(self) -> int:
+        """Token embedding plus the position module's parameters (a learned table)."""
+        return self.vocab_size * self.dim + self._count("position")
+
+    def _head_params(self) -> int:
+        return 0 if self.tie_embeddings else self.vocab_size * self.dim
+
+    def num_params(self) -> int:
+        """Exact parameter count of `MiniMindLM(self)`; tied embeddings counted once."""
+        return self._embedding_params() + self._body_params(False) + self._head_params()
+
+    def num_active_params(self) -> int:
+        """Parameters one token uses: as `num_params`, but MoE counts top_k + shared experts only."""
+        return self._embedding_params() + self._body_params(True) + self._head_params()
+
+    def flops_per_token(self, seq_len: int) -> float:
+        """Training FLOPs (forward + backward) per token at context `seq_len` (PaLM, appendix B).
+
+        6·N + 12·n_layers·n_heads·head_dim·seq_len, where N counts the active non-embedding
+        parameters (blocks and final norm) plus the LM head matmul (vocab·dim, tied or not);
+        the second term is the attention score and value matmuls over the full (unmasked) context.
+        """
+        n = self._body_params(True) + self.vocab_size * self.dim
+        attention = 12 * self.n_layers * self.n_heads * self.resolved_head_dim * seq_len
+        return float(6 * n + attention)

@@ -1,0 +1,171 @@
+"""Sampling for `MiniMindLM.generate`: repetition penalty, temperature, top-k, top-p, EOS per row.
+
+Per step, on the last position's logits [B, vocab] in float32, in this order (as HF transformers):
+repetition penalty over every token already in the row (prompt included), temperature, top-k,
+top-p, then sampling (or argmax when temperature is 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+import torch
+
+
+class _SizedConfig(Protocol):
+    max_seq_len: int
+
+
+class CausalLM(Protocol):
+    """What generation needs from a model (MiniMindLM provides it)."""
+
+    training: bool
+    config: _SizedConfig
+
+    def __call__(self, input_ids: torch.Tensor, *, cache: object = None) -> object: ...
+    def new_cache(self) -> object: ...
+    def train(self, mode: bool = True) -> object: ...
+
+
+def apply_repetition_penalty(
+    logits: torch.Tensor, tokens: torch.Tensor, penalty: float
+) -> torch.Tensor:
+    """CTRL's penalty on every token in `tokens` [B, T]: positive logits [B, V] are divided by
+    `penalty`, negative ones multiplied, so a penalty > 1 always makes a seen token less likely."""
+    if penalty == 1.0:
+        return logits
+    seen = logits.gather(1, tokens)
+    seen = torch.where(seen > 0, seen / penalty, seen * penalty)
+    return logits.scatter(1, tokens, seen)
+
+
+def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """Keep the k largest logits [B, V] of each row (ties with the k-th kept); -inf elsewhere."""
+    kth = logits.topk(min(k, logits.size(-1)), dim=-1).values[:, -1:]
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
+    """Nucleus filter: keep the smallest set of most likely tokens whose probability reaches p.
+
+    logits [B, V] -> [B, V] with -inf outside the nucleus; the most likely token is always kept.
+    """
+    ordered, order = logits.sort(dim=-1, descending=True)
+    probs = ordered.softmax(dim=-1)
+    mass_before = probs.cumsum(dim=-1) - probs  # probability of the strictly more likely tokens
+    drop_sorted = mass_before >= p
+    drop_sorted[:, 0] = False
+    drop = drop_sorted.scatter(1, order, drop_sorted)
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def sample_next(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """The next token [B] from logits [B, V]; temperature 0 is greedy (argmax)."""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    logits = logits / temperature
+    if top_k is not None:
+        logits = top_k_filter(logits, top_k)
+    if top_p is not None:
+        logits = top_p_filter(logits, top_p)
+    probs = logits.softmax(dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+
+
+def generate_tokens(
+    model: CausalLM,
+    input_ids: torch.Tensor,
+    max_new_tokens: int,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    repetition_penalty: float = 1.0,
+    eos_token_id: int | None = None,
+    use_cache: bool = True,
+    generator: torch.Generator | None = None,
+) -> Iterator[torch.Tensor]:
+    """Check the arguments now, then return an iterator of new tokens [B, 1], one per step.
+
+    Each forward runs under no_grad in eval mode (restored afterwards, so that a stream can be
+    consumed from a training loop). Once the context fills `max_seq_len`, the last max_seq_len
+    tokens are re-encoded at each step (a sliding window); with and without the cache this is the
+    same computation. A row that produced `eos_token_id` continues with EOS; the iterator stops
+    when every row has finished.
+    """
+    if input_ids.dim() != 2 or input_ids.size(1) == 0:
+        raise ValueError(f"input_ids must be [B, T] with T >= 1, got {tuple(input_ids.shape)}")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k must be >= 1, got {top_k}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    if repetition_penalty <= 0:
+        raise ValueError(f"repetition_penalty must be > 0, got {repetition_penalty}")
+    return _token_stream(
+        model,
+        input_ids,
+        max_new_tokens,
+        temperature,
+        top_k,
+        top_p,
+        repetition_penalty,
+        eos_token_id,
+        use_cache,
+        generator,
+    )
+
+
+def _last_logits(model: CausalLM, input_ids: torch.Tensor, cache: object) -> torch.Tensor:
+    """Logits [B, V] of the last position, in eval mode without autograd."""
+    was_training = model.training
+    if was_training:
+        model.train(False)
+    try:
+        with torch.no_grad():
+            return model(input_ids, cache=cache).logits[:, -1].float()
+    finally:
+        if was_training:
+            model.train(True)
+
+
+def _token_stream(
+    model: CausalLM,
+    ids: torch.Tensor,
+    max_new_tokens: int,
+    temperature: float,
+    top_k: int | None,
+    top_p: float | None,
+    repetition_penalty: float,
+    eos_token_id: int | None,
+    use_cache: bool,
+    generator: torch.Generator | None,
+) -> Iterator[torch.Tensor]:
+    window = model.config.max_seq_len
+    finished = torch.zeros(ids.size(0), dtype=torch.bool, device=ids.device)
+    cache = None
+    for _ in range(max_new_tokens):
+        if cache is None or len(cache) >= window:
+            cache = model.new_cache() if use_cache else None
+            logits = _last_logits(model, ids[:, -window:], cache)
+        else:
+            logits = _last_logits(model, ids[:, -1:], cache)
+        logits = apply_repetition_penalty(logits, ids, repetition_penalty)
+        token = sample_next(logits, temperature, top_k, top_p, generator)
+        if eos_token_id is not None:
+            token = token.masked_fill(finished, eos_token_id)
+            finished |= token == eos_token_id
+        ids = torch.cat((ids, token[:, None]), dim=1)
+        yield token[:, None]
+        if eos_token_id is not None and bool(finished.all()):
+            return

@@ -1,0 +1,170 @@
+"""MiniMindLM: a decoder-only language model assembled from registry components.
+
+    tokens -> embed_tokens -> position.embed -> dropout -> blocks -> norm -> lm_head -> logits
+
+Each block is built from the config's block, attention, mlp and norm; attention rotates q and k
+with `position.rotate`. The model never asks which kind of component it holds: position modules
+offer `embed` and `rotate`, every mlp offers `aux_loss` and `expert_load`, and the block says
+whether it needs a final norm.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import registry
+from minimind.config import ModelConfig
+from minimind.generation import generate_tokens
+
+RESIDUAL_OUTPUTS = ("o_proj.weight", "down_proj.weight")
+"""Output projections into the residual stream; their init std is 0.02 / sqrt(2·n_layers)."""
+
+
+@dataclass
+class LMOutput:
+    logits: torch.Tensor  # [B, T, vocab]
+    loss: torch.Tensor | None  # 0-dim mean cross-entropy over non-ignored targets, or None
+    aux_loss: torch.Tensor  # 0-dim sum of the mlps' auxiliary losses (already scaled); 0 if dense
+
+
+class KVCache:
+    """Per-layer keys and values for incremental decoding; `len(cache)` is the tokens seen."""
+
+    def __init__(self, n_layers: int) -> None:
+        self.layers = [registry.KVCacheLayer() for _ in range(n_layers)]
+
+    def __len__(self) -> int:
+        return len(self.layers[0])
+
+
+class MiniMindLM(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.dim)
+        self.position = registry.build("position", config.position, **config.slot_dims("position"))
+        self.dropout = nn.Dropout(config.dropout)
+        self.layers = nn.ModuleList(
+            registry.build(
+                "block",
+                config.block,
+                attention=registry.build(
+                    "attention", config.attention, **config.slot_dims("attention")
+                ),
+                mlp=registry.build("mlp", config.mlp, **config.slot_dims("mlp")),
+                norm=lambda: registry.build("norm", config.norm, **config.slot_dims("norm")),
+            )
+            for _ in range(config.n_layers)
+        )
+        needs_final_norm = type(self.layers[0]).final_norm
+        self.norm = (
+            registry.build("norm", config.norm, **config.slot_dims("norm"))
+            if needs_final_norm
+            else nn.Identity()
+        )
+        self.lm_head = nn.Linear(config.dim, config.vocab_size, bias=False)
+        self.apply(self._init_weights)
+        residual_std = 0.02 / math.sqrt(2 * config.n_layers)
+        for name, param in self.named_parameters():
+            if name.endswith(RESIDUAL_OUTPUTS):
+                nn.init.normal_(param, mean=0.0, std=residual_std)
+        if config.tie_embeddings:
+            self.lm_head.weight = self.embed_tokens.weight
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def new_cache(self) -> KVCache:
+        """An empty KV cache for incremental decoding with `forward(..., cache=...)`."""
+        return KVCache(self.config.n_layers)
+
+    def num_params(self) -> int:
+        """Parameters actually allocated (shared tensors counted once)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+    ) -> LMOutput:
+        """input_ids [B, T]; labels [B, T] aligned with the inputs (shifted here, -100 ignored).
+
+        With `cache`, input_ids are the tokens after the cached ones; their keys and values are
+        appended to the cache and their positions start at the cache length.
+        """
+        past = len(cache) if cache is not None else 0
+        length = input_ids.size(1)
+        if past + length > self.config.max_seq_len:
+            raise ValueError(
+                f"sequence of {past + length} tokens exceeds max_seq_len {self.config.max_seq_len}"
+            )
+        positions = torch.arange(past, past + length, device=input_ids.device)
+        x = self.dropout(self.position.embed(self.embed_tokens(input_ids), positions))
+        for i, layer in enumerate(self.layers):
+            layer_cache = cache.layers[i] if cache is not None else None
+            x = layer(x, positions, self.position.rotate, layer_cache)
+        logits = self.lm_head(self.norm(x))
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(
+                logits[:, :-1].flatten(0, 1).float(),
+                labels[:, 1:].flatten(),
+                ignore_index=-100,
+            )
+        aux_loss = sum((layer.mlp.aux_loss for layer in self.layers), logits.new_zeros(()))
+        return LMOutput(logits=logits, loss=loss, aux_loss=aux_loss)
+
+    def moe_load(self) -> torch.Tensor | None:
+        """[n_moe_layers, n_experts]: each layer's share of routed assignments in the last forward."""
+        loads = [
+            layer.mlp.expert_load for layer in self.layers if layer.mlp.expert_load is not None
+        ]
+        return torch.stack(loads) if loads else None
+
+    def generate(
+        self,
+        input_ids: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        repetition_penalty: float = 1.0,
+        eos_token_id: int | None = None,
+        stream: bool = False,
+        use_cache: bool = True,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor | Iterator[torch.Tensor]:
+        """Continue input_ids [B, T] by up to `max_new_tokens` tokens; temperature 0 is greedy.
+
+        Returns [B, T + n] (n < max_new_tokens when every row reached `eos_token_id`; a finished
+        row is padded with EOS), or with `stream=True` an iterator of [B, 1] tokens, one step at a
+        time, whose concatenation after input_ids is that same tensor. See `minimind.generation`.
+        """
+        tokens = generate_tokens(
+            self,
+            input_ids,
+            max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            repetition_penalty=repetition_penalty,
+            eos_token_id=eos_token_id,
+            use_cache=use_cache,
+            generator=generator,
+        )
+        if stream:
+            return tokens
+        return torch.cat([input_ids, *tokens], dim=1)

@@ -1,0 +1,48 @@
+"""The component registry: five slots of swappable `torch.nn` modules and the mechanism around them.
+
+    import registry
+    norm = registry.build("norm", {"name": "rmsnorm", "eps": 1e-6}, dim=64)
+    registry.choices("mlp")            # ['gelu', 'moe', 'relu', 'swiglu']
+    registry.describe("position", "rope")
+
+The built-in components register themselves when this package is imported; user code registers
+more with the `register` decorator (see `registry.core`). Nothing here imports `minimind`.
+"""
+
+from registry import attention, block, mlp, moe, norm, position  # noqa: F401  (registers built-ins)
+from registry.attention import KVCacheLayer, causal_mask
+from registry.core import (
+    SLOTS,
+    ComponentSpec,
+    OptionInfo,
+    RegistryError,
+    aliases,
+    build,
+    check_dims,
+    choices,
+    component_class,
+    count_params,
+    describe,
+    load_plugins,
+    register,
+    resolve,
+)
+
+__all__ = [
+    "SLOTS",
+    "ComponentSpec",
+    "KVCacheLayer",
+    "OptionInfo",
+    "RegistryError",
+    "aliases",
+    "build",
+    "causal_mask",
+    "check_dims",
+    "choices",
+    "component_class",
+    "count_params",
+    "describe",
+    "load_plugins",
+    "register",
+    "resolve",
+]

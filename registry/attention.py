@@ -1,0 +1,170 @@
+"""attention slot: causal self-attention `mha`, `mqa` and `gqa`, differing only in key/value heads.
+
+- `mha`: n_kv_heads = n_heads;  `mqa`: n_kv_heads = 1;  `gqa`: the config's `n_kv_heads`.
+Projections are named `q_proj`, `k_proj`, `v_proj`, `o_proj` as in Llama, so weights map onto HF
+transformers. Training runs `F.scaled_dot_product_attention(is_causal=True)` with `enable_gqa`, so
+K/V are never repeated in memory. Decoding with a cache (fewer queries than keys) uses an explicit
+boolean mask aligned to the bottom right, because `is_causal=True` aligns top-left there.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from registry.core import register
+
+Rotate = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+class KVCacheLayer:
+    """Keys and values [B, Hkv, S, hd] of one layer for the S tokens seen so far.
+
+    They are stored before any GQA repetition, and new entries are concatenated after the old ones.
+    """
+
+    def __init__(self) -> None:
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return 0 if self.k is None else self.k.size(2)
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add k, v [B, Hkv, T, hd]; return all keys and values [B, Hkv, S + T, hd]."""
+        if self.k is None or self.v is None:
+            self.k, self.v = k, v
+        else:
+            self.k, self.v = torch.cat((self.k, k), dim=2), torch.cat((self.v, v), dim=2)
+        return self.k, self.v
+
+
+def causal_mask(n_queries: int, n_keys: int, device: torch.device | None = None) -> torch.Tensor:
+    """Boolean mask [n_queries, n_keys], True where attention is allowed.
+
+    Aligned bottom-right: query i is the token at absolute position n_keys - n_queries + i and sees
+    keys 0..that position.
+    """
+    ones = torch.ones(n_queries, n_keys, dtype=torch.bool, device=device)
+    return ones.tril(diagonal=n_keys - n_queries)
+
+
+class CausalSelfAttention(nn.Module):
+    """Causal self-attention: x [B, T, dim] -> [B, T, dim]; subclasses choose `kv_heads`."""
+
+    @dataclass(frozen=True)
+    class Options:
+        bias: bool = False
+
+    @staticmethod
+    def kv_heads(n_heads: int, n_kv_heads: int | None) -> int:
+        raise NotImplementedError
+
+    def __init__(
+        self,
+        options: Options,
+        *,
+        dim: int,
+        n_heads: int,
+        n_kv_heads: int | None,
+        head_dim: int,
+        dropout: float,
+    ) -> None:
+        super().__init__()
+        self.n_heads, self.head_dim, self.dropout = n_heads, head_dim, dropout
+        self.n_kv_heads = self.kv_heads(n_heads, n_kv_heads)
+        self.q_proj = nn.Linear(dim, n_heads * head_dim, bias=options.bias)
+        self.k_proj = nn.Linear(dim, self.n_kv_heads * head_dim, bias=options.bias)
+        self.v_proj = nn.Linear(dim, self.n_kv_heads * head_dim, bias=options.bias)
+        self.o_proj = nn.Linear(n_heads * head_dim, dim, bias=options.bias)
+        self.resid_dropout = nn.Dropout(dropout)
+
+    @classmethod
+    def param_count(
+        cls,
+        options: Options,
+        *,
+        dim: int,
+        n_heads: int,
+        n_kv_heads: int | None,
+        head_dim: int,
+        dropout: float,
+    ) -> int:
+        q_width, kv_width = n_heads * head_dim, cls.kv_heads(n_heads, n_kv_heads) * head_dim
+        weights = 2 * dim * q_width + 2 * dim * kv_width
+        biases = q_width + 2 * kv_width + dim
+        return weights + (biases if options.bias else 0)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        positions: torch.Tensor,
+        rotate: Rotate,
+        cache: KVCacheLayer | None = None,
+    ) -> torch.Tensor:
+        """x [B, T, dim], positions [T] (absolute) -> [B, T, dim]; appends k, v to `cache`."""
+        batch, length, _ = x.shape
+        q = self.q_proj(x).view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        q, k = rotate(q, k, positions)
+        if cache is not None:
+            k, v = cache.append(k, v)
+        n_keys = k.size(2)
+        mask = None if n_keys == length else causal_mask(length, n_keys, x.device)
+        y = F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=mask,
+            dropout_p=self.dropout if self.training else 0.0,
+            is_causal=mask is None,
+            enable_gqa=self.n_kv_heads != self.n_heads,
+        )
+        y = y.transpose(1, 2).reshape(batch, length, self.n_heads * self.head_dim)
+        return self.resid_dropout(self.o_proj(y))
+
+
+@register("attention", "mha")
+class MultiHeadAttention(CausalSelfAttention):
+    """Every query head has its own key/value head (n_kv_heads = n_heads; the config's is unused)."""
+
+    @staticmethod
+    def kv_heads(n_heads: int, n_kv_heads: int | None) -> int:
+        return n_heads
+
+
+@register("attention", "mqa")
+class MultiQueryAttention(CausalSelfAttention):
+    """All query heads share one key/value head (n_kv_heads = 1; the config's is unused)."""
+
+    @staticmethod
+    def kv_heads(n_heads: int, n_kv_heads: int | None) -> int:
+        return 1
+
+
+@register("attention", "gqa")
+class GroupedQueryAttention(CausalSelfAttention):
+    """Groups of n_heads / n_kv_heads query heads share a key/value head (the config's n_kv_heads)."""
+
+    @staticmethod
+    def kv_heads(n_heads: int, n_kv_heads: int | None) -> int:
+        if n_kv_heads is None:
+            raise ValueError("gqa needs n_kv_heads")
+        return n_kv_heads
+
+    @classmethod
+    def check_dims(
+        cls,
+        options: CausalSelfAttention.Options,
+        *,
+        dim: int,
+        n_heads: int,
+        n_kv_heads: int | None,
+        head_dim: int,
+        dropout: float,
+    ) -> None:
+        if n_kv_heads is None:
+            raise ValueError("gqa needs n_kv_heads (the number of key/value heads)")

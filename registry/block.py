@@ -1,0 +1,66 @@
+"""block slot: `prenorm` and `postnorm` residual blocks around one attention and one mlp.
+
+A block is given its attention and mlp modules and a norm factory; it keeps them as `attn`, `mlp`,
+`attn_norm` and `mlp_norm`. `final_norm` says whether the model must normalise the last block's
+output before the LM head, and `n_norms` how many norms a block builds (for parameter counts).
+A plugin block subclasses `Block` and owns no parameters beyond these parts.
+"""
+
+from collections.abc import Callable
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from registry.attention import KVCacheLayer, Rotate
+from registry.core import register
+
+
+class Block(nn.Module):
+    """Holds the parts; subclasses define the residual wiring."""
+
+    final_norm: ClassVar[bool]
+    n_norms: ClassVar[int] = 2
+
+    def __init__(
+        self, *, attention: nn.Module, mlp: nn.Module, norm: Callable[[], nn.Module]
+    ) -> None:
+        super().__init__()
+        self.attn_norm, self.attn = norm(), attention
+        self.mlp_norm, self.mlp = norm(), mlp
+
+
+@register("block", "prenorm")
+class PreNormBlock(Block):
+    """x + attn(norm(x)), then x + mlp(norm(x)) (GPT-2, Llama); the model adds a final norm."""
+
+    final_norm = True
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        positions: torch.Tensor,
+        rotate: Rotate,
+        cache: KVCacheLayer | None = None,
+    ) -> torch.Tensor:
+        """x [B, T, dim] -> [B, T, dim]."""
+        x = x + self.attn(self.attn_norm(x), positions, rotate, cache)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+@register("block", "postnorm")
+class PostNormBlock(Block):
+    """norm(x + attn(x)), then norm(x + mlp(x)) (the original Transformer); no final norm."""
+
+    final_norm = False
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        positions: torch.Tensor,
+        rotate: Rotate,
+        cache: KVCacheLayer | None = None,
+    ) -> torch.Tensor:
+        """x [B, T, dim] -> [B, T, dim]."""
+        x = self.attn_norm(x + self.attn(x, positions, rotate, cache))
+        return self.mlp_norm(x + self.mlp(x))

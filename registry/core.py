@@ -1,0 +1,297 @@
+"""The registry mechanism: slots, names, aliases and typed options.
+
+A component is a `torch.nn.Module` class registered under a slot and a name::
+
+    @register("norm", "rmsnorm")
+    class RMSNorm(nn.Module):
+        @dataclass(frozen=True)
+        class Options:
+            eps: Annotated[float, Gt(0)] = 1e-5
+
+        def __init__(self, options: Options, *, dim: int) -> None: ...
+
+Its options sit next to it as a frozen dataclass named `Options` (no `Options` means the component
+takes no options). Field annotations are validated with pydantic, so `Annotated` constraints and
+`Literal` choices work, and an `Options.__post_init__` may raise `ValueError` for checks that span
+several options. Structural sizes (dim, n_heads, ...) are not options: the model passes them to the
+constructor as keyword arguments (`**dims`).
+
+Optional class hooks, all taking the validated `Options` instance and the same `**dims`:
+- `alias_options: ClassVar[dict[str, dict]]`: options that an alias fixes (`rope-gptj` -> style gptj).
+- `check_dims(options, **dims)`: raise `ValueError` when the options do not fit the sizes.
+- `param_count(options, **dims)` / `active_param_count(options, **dims)`: exact parameter counts
+  without building; without them `count_params` builds the module on the meta device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal, TypeVar
+
+import torch
+from pydantic import TypeAdapter, ValidationError
+
+SLOTS: tuple[str, ...] = ("norm", "position", "attention", "mlp", "block")
+
+ComponentSpec = str | Mapping[str, Any]
+"""A bare name (`"rmsnorm"`) or a mapping with `name` plus options (`{"name": "rmsnorm", "eps": 1e-6}`)."""
+
+C = TypeVar("C", bound=type)
+
+
+class RegistryError(ValueError):
+    """The one error type of the registry: unknown slot, name or option, or an ill-typed option."""
+
+
+@dataclasses.dataclass(frozen=True)
+class OptionInfo:
+    """One option of a component, as `describe` reports it."""
+
+    name: str
+    type: str
+    default: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class _Entry:
+    cls: type
+    canonical: str
+    fixed: Mapping[str, Any]  # options fixed by an alias; empty for the canonical name
+
+
+_names: dict[str, dict[str, _Entry]] = {slot: {} for slot in SLOTS}  # name or alias -> entry
+_adapters: dict[tuple[type, str], TypeAdapter] = {}
+
+
+def _check_slot(slot: str) -> None:
+    if slot not in _names:
+        raise RegistryError(f"unknown slot {slot!r}; slots: {', '.join(SLOTS)}")
+
+
+def _suggest(word: str, candidates: list[str]) -> str:
+    best = difflib.get_close_matches(word, candidates, n=1, cutoff=0.0)
+    return f"; did you mean {best[0]!r}?" if best else ""
+
+
+def register(slot: str, name: str, *aliases: str) -> Callable[[C], C]:
+    """Class decorator: register `cls` in `slot` under `name` and `aliases`.
+
+    Registering a name that another class already holds is an error; re-registering the same class
+    (same module and qualified name, as when a plugin module is reloaded) replaces it.
+    """
+    _check_slot(slot)
+
+    def decorate(cls: C) -> C:
+        alias_options = getattr(cls, "alias_options", {})
+        for key in (name, *aliases):
+            held = _names[slot].get(key)
+            if held is not None and _qualname(held.cls) != _qualname(cls):
+                raise RegistryError(
+                    f"{slot} {key!r} is already registered by {_qualname(held.cls)}"
+                )
+        _names[slot][name] = _Entry(cls, name, {})
+        for alias in aliases:
+            _names[slot][alias] = _Entry(cls, name, dict(alias_options.get(alias, {})))
+        return cls
+
+    return decorate
+
+
+def _qualname(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def choices(slot: str) -> list[str]:
+    """Canonical names registered in `slot`, sorted (aliases excluded; see `aliases`)."""
+    _check_slot(slot)
+    return sorted({entry.canonical for entry in _names[slot].values()})
+
+
+def aliases(slot: str, name: str) -> dict[str, dict[str, Any]]:
+    """The aliases of canonical `name` in `slot`, each with the options it fixes."""
+    canonical = _lookup(slot, name).canonical
+    return {
+        key: dict(entry.fixed)
+        for key, entry in sorted(_names[slot].items())
+        if entry.canonical == canonical and key != canonical
+    }
+
+
+def _lookup(slot: str, name: str) -> _Entry:
+    _check_slot(slot)
+    entry = _names[slot].get(name)
+    if entry is None:
+        names = sorted(_names[slot])
+        raise RegistryError(
+            f"unknown {slot} {name!r}; choices: {', '.join(names)}{_suggest(name, names)}"
+        )
+    return entry
+
+
+def component_class(slot: str, name: str) -> type:
+    """The class registered under `name` (or an alias) in `slot`."""
+    return _lookup(slot, name).cls
+
+
+def _option_fields(cls: type) -> list[dataclasses.Field]:
+    options = getattr(cls, "Options", None)
+    return list(dataclasses.fields(options)) if options is not None else []
+
+
+def _option_types(cls: type) -> dict[str, Any]:
+    options = getattr(cls, "Options", None)
+    return typing.get_type_hints(options, include_extras=True) if options is not None else {}
+
+
+def _adapter(cls: type, option: str) -> TypeAdapter:
+    key = (cls, option)
+    if key not in _adapters:
+        _adapters[key] = TypeAdapter(_option_types(cls)[option])
+    return _adapters[key]
+
+
+def _split(slot: str, spec: ComponentSpec) -> tuple[str, dict[str, Any]]:
+    if isinstance(spec, str):
+        return spec, {}
+    if isinstance(spec, Mapping):
+        if not isinstance(spec.get("name"), str):
+            raise RegistryError(f"a {slot} given as a mapping needs a string 'name', got {spec!r}")
+        return spec["name"], {k: v for k, v in spec.items() if k != "name"}
+    raise RegistryError(
+        f"a {slot} must be a name or a mapping with 'name', got {type(spec).__name__}"
+    )
+
+
+def _validated_options(slot: str, spec: ComponentSpec) -> tuple[_Entry, Any]:
+    name, given = _split(slot, spec)
+    entry = _lookup(slot, name)
+    fields = [f.name for f in _option_fields(entry.cls)]
+    valid = ", ".join(fields) if fields else "(none)"
+    label = f"{slot} {entry.canonical!r}"
+    values: dict[str, Any] = {}
+    for key, value in given.items():
+        if key not in fields:
+            raise RegistryError(
+                f"unknown option {key!r} for {label}; valid options: {valid}{_suggest(key, fields)}"
+            )
+        if key in entry.fixed and value != entry.fixed[key]:
+            raise RegistryError(
+                f"option {key!r} of {label} is fixed to {entry.fixed[key]!r} by alias {name!r}"
+            )
+        try:
+            values[key] = _adapter(entry.cls, key).validate_python(value)
+        except ValidationError as err:
+            reason = "; ".join(e["msg"] for e in err.errors())
+            raise RegistryError(
+                f"option {key!r} of {label} must be {_type_name(_option_types(entry.cls)[key])}, "
+                f"got {value!r} ({reason}); valid options: {valid}"
+            ) from None
+    for key, value in entry.fixed.items():
+        values.setdefault(key, value)
+    if getattr(entry.cls, "Options", None) is None:
+        return entry, None
+    try:
+        return entry, entry.cls.Options(**values)
+    except ValueError as err:
+        raise RegistryError(f"{label}: {err}") from None
+
+
+def resolve(slot: str, spec: ComponentSpec) -> tuple[str, dict[str, Any]]:
+    """Canonical name and validated options (defaults filled in) of `spec`; builds nothing."""
+    entry, options = _validated_options(slot, spec)
+    return entry.canonical, dataclasses.asdict(options) if options is not None else {}
+
+
+def _with_options(options: Any) -> tuple[Any, ...]:
+    # components without an `Options` class are constructed from their sizes alone
+    return () if options is None else (options,)
+
+
+def build(slot: str, spec: ComponentSpec, **dims: Any) -> torch.nn.Module:
+    """Build the component `spec` of `slot`; `dims` are the structural sizes its constructor takes."""
+    entry, options = _validated_options(slot, spec)
+    return entry.cls(*_with_options(options), **dims)
+
+
+def check_dims(slot: str, spec: ComponentSpec, **dims: Any) -> None:
+    """Raise `RegistryError` when `spec`'s options do not fit the structural sizes `dims`."""
+    entry, options = _validated_options(slot, spec)
+    hook = getattr(entry.cls, "check_dims", None)
+    if hook is None:
+        return
+    try:
+        hook(*_with_options(options), **dims)
+    except ValueError as err:
+        raise RegistryError(f"{slot} {entry.canonical!r}: {err}") from None
+
+
+def count_params(slot: str, spec: ComponentSpec, *, active: bool = False, **dims: Any) -> int:
+    """Parameters of the component `spec` built with `dims`, without allocating weights.
+
+    `active=True` counts only the parameters one token uses (differs from the total for MoE).
+    Components without a `param_count` hook are built on the meta device and counted.
+    """
+    entry, options = _validated_options(slot, spec)
+    hook = getattr(entry.cls, "active_param_count" if active else "param_count", None)
+    if hook is None and active:
+        hook = getattr(entry.cls, "param_count", None)
+    if hook is not None:
+        return int(hook(*_with_options(options), **dims))
+    with torch.device("meta"):
+        module = entry.cls(*_with_options(options), **dims)
+    return sum(p.numel() for p in module.parameters())
+
+
+def describe(slot: str, name: str) -> list[OptionInfo]:
+    """The options of component `name` in `slot`, each with its type and default."""
+    entry = _lookup(slot, name)
+    types = _option_types(entry.cls)
+    infos = []
+    for field in _option_fields(entry.cls):
+        if field.default is not dataclasses.MISSING:
+            default = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            default = field.default_factory()
+        else:
+            default = None
+        infos.append(OptionInfo(field.name, _type_name(types[field.name]), default))
+    return infos
+
+
+def _type_name(annotation: Any) -> str:
+    """A short readable type: `float > 0`, `neox|gptj`, `int | None`."""
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        base, *metadata = typing.get_args(annotation)
+        bounds = [_bound_text(m) for m in metadata]
+        return " ".join([_type_name(base), *[b for b in bounds if b]])
+    if origin is Literal:
+        return "|".join(str(arg) for arg in typing.get_args(annotation))
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(arg) for arg in typing.get_args(annotation))
+    if annotation is type(None):
+        return "None"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _bound_text(metadata: Any) -> str:
+    symbols = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
+    return ", ".join(
+        f"{symbol} {getattr(metadata, attr)}"
+        for attr, symbol in symbols.items()
+        if getattr(metadata, attr, None) is not None
+    )
+
+
+def load_plugins(modules: list[str]) -> None:
+    """Import user modules whose import registers components (`plugins: [mypkg.norms]` in a spec)."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            raise RegistryError(f"cannot import plugin module {module!r}: {err}") from err

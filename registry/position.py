@@ -1,0 +1,160 @@
+"""position slot: `none`, `learned`, `sinusoidal` and `rope` (aliases `rope-neox`, `rope-gptj`).
+
+Every position module offers the same two operations, so neither the model nor attention asks
+which kind it has:
+- `embed(x [B, T, D], positions [T]) -> [B, T, D]` adds an absolute signal (identity for rotary);
+- `rotate(q [B, H, T, hd], k [B, Hkv, T, hd], positions [T]) -> (q, k)` rotates queries and keys
+  (identity for absolute kinds).
+The model calls `embed` once on the token embeddings; attention calls `rotate`. `positions` are
+absolute, so with a KV cache they start at the cache length.
+"""
+
+from dataclasses import dataclass
+from typing import Annotated, ClassVar, Literal
+
+import torch
+from annotated_types import Gt, Interval
+from torch import nn
+
+from registry.core import register
+
+
+class PositionModule(nn.Module):
+    """Identity for both operations; subclasses override the one they implement."""
+
+    def __init__(self, *, dim: int, head_dim: int, max_seq_len: int) -> None:
+        super().__init__()
+        self.dim, self.head_dim, self.max_seq_len = dim, head_dim, max_seq_len
+
+    @classmethod
+    def param_count(cls, *args: object, **dims: int) -> int:
+        return 0
+
+    def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return q, k
+
+
+@register("position", "none")
+class NoPosition(PositionModule):
+    """No position signal (NoPE): the causal mask alone orders the tokens."""
+
+
+@register("position", "learned")
+class LearnedPosition(PositionModule):
+    """A learned table of absolute position embeddings [max_seq_len, dim] (GPT-2)."""
+
+    def __init__(self, *, dim: int, head_dim: int, max_seq_len: int) -> None:
+        super().__init__(dim=dim, head_dim=head_dim, max_seq_len=max_seq_len)
+        self.table = nn.Embedding(max_seq_len, dim)
+
+    @classmethod
+    def param_count(cls, *, dim: int, head_dim: int, max_seq_len: int) -> int:
+        return max_seq_len * dim
+
+    def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return x + self.table(positions)
+
+
+def sinusoid_table(positions: torch.Tensor, dim: int, base: float = 10000.0) -> torch.Tensor:
+    """Vaswani et al. encodings in float32: PE[p, 2i] = sin(p / base^(2i/dim)), PE[p, 2i+1] = cos(...).
+
+    positions [T] -> [T, dim].
+    """
+    exponents = torch.arange(0, dim, 2, dtype=torch.float32, device=positions.device) / dim
+    angles = positions.to(torch.float32)[:, None] / base ** exponents[None, :]
+    table = torch.empty(len(positions), dim, dtype=torch.float32, device=positions.device)
+    table[:, 0::2] = angles.sin()
+    table[:, 1::2] = angles.cos()[:, : dim // 2]
+    return table
+
+
+@register("position", "sinusoidal")
+class SinusoidalPosition(PositionModule):
+    """Fixed sinusoidal absolute encodings added to the embeddings; computed on the fly in float32."""
+
+    @dataclass(frozen=True)
+    class Options:
+        base: Annotated[float, Gt(0)] = 10000.0
+
+    def __init__(self, options: Options, *, dim: int, head_dim: int, max_seq_len: int) -> None:
+        super().__init__(dim=dim, head_dim=head_dim, max_seq_len=max_seq_len)
+        self.base = options.base
+
+    def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return x + sinusoid_table(positions, self.dim, self.base).to(x.dtype)
+
+
+def rotary_dim(head_dim: int, fraction: float) -> int:
+    """Rotated channels per head, as GPT-NeoX's `rotary_pct`: int(head_dim * fraction)."""
+    return int(head_dim * fraction)
+
+
+@register("position", "rope", "rope-neox", "rope-gptj")
+class RotaryPosition(PositionModule):
+    """Rotary position embedding (RoPE) on the first `rotary_dim` channels of each head.
+
+    The styles share the angles theta_i = theta^(-2i/rotary_dim) and differ only in layout:
+    `neox` rotates channel i with i + rotary_dim/2 (GPT-NeoX, Llama); `gptj` rotates adjacent pairs
+    2i and 2i+1 (GPT-J). cos and sin are computed in float32 over the head dimension, and the
+    rotation runs in float32 before casting back, so bf16 training keeps exact angles.
+    """
+
+    alias_options: ClassVar[dict[str, dict[str, str]]] = {
+        "rope-neox": {"style": "neox"},
+        "rope-gptj": {"style": "gptj"},
+    }
+
+    @dataclass(frozen=True)
+    class Options:
+        style: Literal["neox", "gptj"] = "neox"
+        theta: Annotated[float, Gt(0)] = 10000.0
+        fraction: Annotated[float, Interval(gt=0, le=1)] = 1.0
+
+    def __init__(self, options: Options, *, dim: int, head_dim: int, max_seq_len: int) -> None:
+        super().__init__(dim=dim, head_dim=head_dim, max_seq_len=max_seq_len)
+        self.style, self.theta = options.style, options.theta
+        self.rotary_dim = rotary_dim(head_dim, options.fraction)
+
+    @classmethod
+    def check_dims(cls, options: Options, *, dim: int, head_dim: int, max_seq_len: int) -> None:
+        rotated = rotary_dim(head_dim, options.fraction)
+        if rotated < 2 or rotated % 2:
+            raise ValueError(
+                f"the rotary dimension int(head_dim {head_dim} * fraction {options.fraction}) = "
+                f"{rotated} must be even and at least 2"
+            )
+
+    def cos_sin(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin [T, rotary_dim] in float32, laid out for this style."""
+        exponents = torch.arange(0, self.rotary_dim, 2, device=positions.device).float()
+        inv_freq = 1.0 / (self.theta ** (exponents / self.rotary_dim))
+        angles = positions.float()[:, None] * inv_freq[None, :]  # [T, rotary_dim / 2]
+        if self.style == "neox":
+            angles = torch.cat((angles, angles), dim=-1)
+        else:
+            angles = angles.repeat_interleave(2, dim=-1)
+        return angles.cos(), angles.sin()
+
+    def _rotate_channels(self, x: torch.Tensor) -> torch.Tensor:
+        """The 90-degree partner of each channel: (-x2, x1) per rotated pair."""
+        if self.style == "neox":
+            first, second = x.chunk(2, dim=-1)
+            return torch.cat((-second, first), dim=-1)
+        even, odd = x[..., 0::2], x[..., 1::2]
+        return torch.stack((-odd, even), dim=-1).flatten(-2)
+
+    def _apply(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        rotated, passed = x[..., : self.rotary_dim].float(), x[..., self.rotary_dim :]
+        rotated = rotated * cos + self._rotate_channels(rotated) * sin
+        return torch.cat((rotated.to(x.dtype), passed), dim=-1)
+
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        cos, sin = self.cos_sin(positions)
+        return self._apply(q, cos, sin), self._apply(k, cos, sin)

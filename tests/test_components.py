@@ -1,0 +1,348 @@
+"""Registry components against independent references: torch norms, HF transformers' RoPE
+functions, the sinusoid formula, and attention written out with plain tensor ops."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers import GPTNeoXConfig
+from transformers.models.gpt_neox.modeling_gpt_neox import (
+    GPTNeoXRotaryEmbedding,
+)
+from transformers.models.gpt_neox.modeling_gpt_neox import (
+    apply_rotary_pos_emb as neox_apply_rotary_pos_emb,
+)
+from transformers.models.gptj.modeling_gptj import (
+    apply_rotary_pos_emb as gptj_apply_rotary_pos_emb,
+)
+from transformers.models.gptj.modeling_gptj import create_sinusoidal_positions
+
+import registry
+from registry.mlp import swiglu_hidden
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py: tiny ops, one thread
+
+
+def identity_rotate(q, k, positions):
+    return q, k
+
+
+# --- 1. norms ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_layernorm_matches_torch(bias):
+    torch.manual_seed(0)
+    ours = registry.build("norm", {"name": "layernorm", "eps": 1e-6, "bias": bias}, dim=24)
+    reference = torch.nn.LayerNorm(24, eps=1e-6, bias=bias)
+    with torch.no_grad():
+        reference.weight.normal_()
+        if bias:
+            reference.bias.normal_()
+    ours.load_state_dict(reference.state_dict())
+    x = torch.randn(3, 5, 24) * 3 + 1
+    torch.testing.assert_close(ours(x), reference(x), rtol=0, atol=1e-6)
+
+
+def test_rmsnorm_matches_torch():
+    torch.manual_seed(0)
+    ours = registry.build("norm", {"name": "rmsnorm", "eps": 1e-6}, dim=24)
+    reference = torch.nn.RMSNorm(24, eps=1e-6)
+    with torch.no_grad():
+        reference.weight.normal_()
+    ours.load_state_dict(reference.state_dict())
+    x = torch.randn(3, 5, 24) * 3 + 1
+    torch.testing.assert_close(ours(x), reference(x), rtol=0, atol=1e-6)
+    # and the definition itself: x / sqrt(mean(x^2) + eps) * w
+    by_hand = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * reference.weight
+    torch.testing.assert_close(ours(x), by_hand, rtol=0, atol=1e-5)
+
+
+def test_norm_param_counts():
+    for spec, expected in [
+        ("rmsnorm", 24),
+        ("layernorm", 48),
+        ({"name": "layernorm", "bias": False}, 24),
+    ]:
+        module = registry.build("norm", spec, dim=24)
+        assert sum(p.numel() for p in module.parameters()) == expected
+        assert registry.count_params("norm", spec, dim=24) == expected
+
+
+# --- 2. RoPE -----------------------------------------------------------------------------------
+
+
+def rope(style, head_dim, theta=10000.0, fraction=1.0):
+    spec = {"name": "rope", "style": style, "theta": theta, "fraction": fraction}
+    return registry.build("position", spec, dim=4 * head_dim, head_dim=head_dim, max_seq_len=64)
+
+
+@pytest.mark.parametrize("fraction", [1.0, 0.5, 0.25])
+def test_rope_neox_matches_hf_gpt_neox(fraction):
+    """Element by element against HF GPT-NeoX's rotary embedding and apply_rotary_pos_emb,
+    including partial rotary (`fraction` == GPT-NeoX's rotary_pct) and an offset start."""
+    torch.manual_seed(0)
+    head_dim, n_heads, theta = 32, 4, 500.0
+    config = GPTNeoXConfig(
+        hidden_size=head_dim * n_heads,
+        num_attention_heads=n_heads,
+        rotary_pct=fraction,
+        rotary_emb_base=theta,
+    )
+    assert config.rope_parameters["partial_rotary_factor"] == fraction
+    assert config.rope_parameters["rope_theta"] == theta
+    positions = torch.arange(7, 7 + 9)
+    q, k = torch.randn(2, n_heads, 9, head_dim), torch.randn(2, 2, 9, head_dim)
+    cos, sin = GPTNeoXRotaryEmbedding(config)(q, positions[None].expand(2, -1))
+    assert cos.shape[-1] == int(head_dim * fraction)
+    expected_q, expected_k = neox_apply_rotary_pos_emb(q, k, cos, sin)
+
+    actual_q, actual_k = rope("neox", head_dim, theta, fraction).rotate(q, k, positions)
+    torch.testing.assert_close(actual_q, expected_q, rtol=0, atol=1e-5)
+    torch.testing.assert_close(actual_k, expected_k, rtol=0, atol=1e-5)
+    # the unrotated channels pass through untouched
+    rotated = int(head_dim * fraction)
+    assert torch.equal(actual_q[..., rotated:], q[..., rotated:])
+
+
+@pytest.mark.parametrize("fraction", [1.0, 0.5])
+def test_rope_gptj_matches_hf_gptj(fraction):
+    """Against HF GPT-J: sincos table, gather by position, apply_rotary_pos_emb on [B, T, H, hd]."""
+    torch.manual_seed(0)
+    head_dim, n_heads, length = 16, 3, 10
+    rotated = int(head_dim * fraction)
+    positions = torch.arange(3, 3 + length)
+    q, k = torch.randn(2, n_heads, length, head_dim), torch.randn(2, 1, length, head_dim)
+    sincos = create_sinusoidal_positions(64, rotated)[positions][None]  # [1, T, rotated]
+    sin, cos = torch.split(sincos, rotated // 2, dim=-1)
+
+    def hf(x):  # HF GPT-J works on [B, T, H, hd] and rotates the first rotary_dim channels
+        x = x.transpose(1, 2)
+        out = torch.cat(
+            (gptj_apply_rotary_pos_emb(x[..., :rotated], sin, cos), x[..., rotated:]), dim=-1
+        )
+        return out.transpose(1, 2)
+
+    actual_q, actual_k = rope("gptj", head_dim, fraction=fraction).rotate(q, k, positions)
+    torch.testing.assert_close(actual_q, hf(q), rtol=0, atol=1e-5)
+    torch.testing.assert_close(actual_k, hf(k), rtol=0, atol=1e-5)
+
+
+def test_rope_styles_differ_in_layout_only():
+    """gptj on interleaved channels equals neox on the same channels split into halves."""
+    torch.manual_seed(0)
+    head_dim = 8
+    q, k = torch.randn(1, 2, 5, head_dim), torch.randn(1, 2, 5, head_dim)
+    positions = torch.arange(5)
+    # channel order (0, 2, 4, 6, 1, 3, 5, 7) turns adjacent pairs into (i, i + d/2) pairs
+    perm = torch.cat((torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)))
+    gq, gk = rope("gptj", head_dim).rotate(q, k, positions)
+    nq, nk = rope("neox", head_dim).rotate(q[..., perm], k[..., perm], positions)
+    torch.testing.assert_close(gq[..., perm], nq, rtol=0, atol=1e-6)
+    assert not torch.allclose(gq, rope("neox", head_dim).rotate(q, k, positions)[0], atol=1e-3)
+
+
+@pytest.mark.parametrize("style", ["neox", "gptj"])
+def test_rope_score_depends_only_on_relative_position(style):
+    torch.manual_seed(0)
+    module = rope(style, 16, fraction=0.5)
+    q, k = torch.randn(1, 1, 1, 16), torch.randn(1, 1, 1, 16)
+
+    def score(m, n):
+        rq, _ = module.rotate(q, k, torch.tensor([m]))
+        _, rk = module.rotate(q, k, torch.tensor([n]))
+        return (rq * rk).sum().item()
+
+    for m, n in [(5, 2), (3, 3), (1, 4)]:
+        for shift in (1, 7, 40):
+            assert score(m + shift, n + shift) == pytest.approx(score(m, n), abs=1e-4)
+    assert score(5, 2) != pytest.approx(score(6, 2), abs=1e-3)
+
+
+def test_rope_aliases_fix_the_style():
+    assert registry.resolve("position", "rope-gptj") == (
+        "rope",
+        {"style": "gptj", "theta": 10000.0, "fraction": 1.0},
+    )
+    assert registry.resolve("position", {"name": "rope-neox", "theta": 1e6})[1]["style"] == "neox"
+    with pytest.raises(registry.RegistryError, match="fixed to 'gptj'"):
+        registry.resolve("position", {"name": "rope-gptj", "style": "neox"})
+
+
+def test_rotary_dimension_must_be_even():
+    with pytest.raises(registry.RegistryError, match="must be even"):
+        registry.check_dims(
+            "position", {"name": "rope", "fraction": 0.5}, dim=24, head_dim=6, max_seq_len=8
+        )
+
+
+# --- 3. absolute positions ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dim", [8, 7])
+def test_sinusoidal_matches_formula(dim):
+    module = registry.build("position", "sinusoidal", dim=dim, head_dim=dim, max_seq_len=32)
+    positions = torch.arange(4, 12)
+    out = module.embed(torch.zeros(1, len(positions), dim), positions)[0]
+    for row, pos in enumerate(positions.tolist()):
+        for i in range(dim):
+            angle = pos / 10000 ** (2 * (i // 2) / dim)
+            expected = math.sin(angle) if i % 2 == 0 else math.cos(angle)
+            assert out[row, i].item() == pytest.approx(expected, abs=1e-5)
+    q, k = torch.randn(1, 1, 3, dim), torch.randn(1, 1, 3, dim)
+    assert module.rotate(q, k, torch.arange(3)) == (q, k)
+
+
+def test_learned_positions_and_none():
+    learned = registry.build("position", "learned", dim=8, head_dim=4, max_seq_len=16)
+    assert registry.count_params("position", "learned", dim=8, head_dim=4, max_seq_len=16) == 128
+    x = torch.randn(2, 3, 8)
+    positions = torch.tensor([5, 6, 7])
+    torch.testing.assert_close(learned.embed(x, positions), x + learned.table.weight[5:8])
+    none = registry.build("position", "none", dim=8, head_dim=4, max_seq_len=16)
+    assert torch.equal(none.embed(x, positions), x)
+    assert sum(p.numel() for p in none.parameters()) == 0
+
+
+# --- 4. attention ------------------------------------------------------------------------------
+
+
+def attention(name, dim=32, n_heads=4, n_kv_heads=2, bias=False):
+    return registry.build(
+        "attention",
+        {"name": name, "bias": bias},
+        dim=dim,
+        n_heads=n_heads,
+        n_kv_heads=n_kv_heads,
+        head_dim=dim // n_heads,
+        dropout=0.0,
+    )
+
+
+def reference_attention(module, x, rotate, positions):
+    """Written out: repeated K/V heads, scores, masked_fill(-inf) above the diagonal, softmax."""
+    batch, length, _ = x.shape
+    heads, kv_heads, head_dim = module.n_heads, module.n_kv_heads, module.head_dim
+    q = module.q_proj(x).view(batch, length, heads, head_dim).transpose(1, 2)
+    k = module.k_proj(x).view(batch, length, kv_heads, head_dim).transpose(1, 2)
+    v = module.v_proj(x).view(batch, length, kv_heads, head_dim).transpose(1, 2)
+    q, k = rotate(q, k, positions)
+    k = k.repeat_interleave(heads // kv_heads, dim=1)
+    v = v.repeat_interleave(heads // kv_heads, dim=1)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(head_dim)
+    future = torch.ones(length, length, dtype=torch.bool).triu(diagonal=1)
+    weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+    y = (weights @ v).transpose(1, 2).reshape(batch, length, heads * head_dim)
+    return module.o_proj(y)
+
+
+@pytest.mark.parametrize("name", ["mha", "mqa", "gqa"])
+@pytest.mark.parametrize("with_rope", [False, True])
+def test_sdpa_path_equals_explicit_attention(name, with_rope):
+    torch.manual_seed(0)
+    module = attention(name, bias=True)
+    rotate = rope("neox", 8).rotate if with_rope else identity_rotate
+    x, positions = torch.randn(2, 7, 32), torch.arange(7)
+    expected = reference_attention(module, x, rotate, positions)
+    torch.testing.assert_close(module(x, positions, rotate), expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["mha", "mqa", "gqa"])
+def test_cached_attention_uses_bottom_right_mask(name):
+    """Prefill 5 tokens, then 3 at once and 1 more: equal to the full causal pass."""
+    torch.manual_seed(0)
+    module = attention(name)
+    rotate = rope("gptj", 8).rotate
+    x = torch.randn(2, 9, 32)
+    full = module(x, torch.arange(9), rotate)
+    cache = registry.KVCacheLayer()
+    parts = [module(x[:, :5], torch.arange(5), rotate, cache)]
+    parts.append(module(x[:, 5:8], torch.arange(5, 8), rotate, cache))
+    parts.append(module(x[:, 8:], torch.arange(8, 9), rotate, cache))
+    assert len(cache) == 9 and cache.k.size(1) == module.n_kv_heads  # stored before repetition
+    torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=0, atol=1e-5)
+
+
+def test_causal_mask_alignment():
+    expected = torch.tensor(
+        [[True, True, True, False, False], [True, True, True, True, False], [True] * 5]
+    )
+    assert torch.equal(registry.causal_mask(3, 5), expected)
+    assert torch.equal(registry.causal_mask(4, 4), torch.ones(4, 4, dtype=torch.bool).tril())
+
+
+def test_gqa_with_all_heads_equals_mha():
+    torch.manual_seed(0)
+    mha = attention("mha")
+    gqa = attention("gqa", n_kv_heads=4)
+    gqa.load_state_dict(mha.state_dict())
+    x, positions = torch.randn(2, 6, 32), torch.arange(6)
+    rotate = rope("neox", 8).rotate
+    torch.testing.assert_close(gqa(x, positions, rotate), mha(x, positions, rotate), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "name, n_kv_heads, bias, expected",
+    [
+        # q and o: 32·32 each; k and v: 32·(kv·8) each; biases 32 + 2·kv·8 + 32
+        ("mha", 2, False, 2 * 32 * 32 + 2 * 32 * 32),
+        ("mqa", 2, False, 2 * 32 * 32 + 2 * 32 * 8),
+        ("gqa", 2, False, 2 * 32 * 32 + 2 * 32 * 16),
+        ("gqa", 2, True, 2 * 32 * 32 + 2 * 32 * 16 + 32 + 2 * 16 + 32),
+        ("mqa", None, True, 2 * 32 * 32 + 2 * 32 * 8 + 32 + 2 * 8 + 32),
+    ],
+)
+def test_attention_heads_and_param_counts(name, n_kv_heads, bias, expected):
+    module = attention(name, n_kv_heads=n_kv_heads, bias=bias)
+    assert module.k_proj.out_features == module.n_kv_heads * 8
+    assert module.n_kv_heads == {"mha": 4, "mqa": 1, "gqa": n_kv_heads}[name]
+    assert sum(p.numel() for p in module.parameters()) == expected
+    dims = dict(dim=32, n_heads=4, n_kv_heads=n_kv_heads, head_dim=8, dropout=0.0)
+    assert registry.count_params("attention", {"name": name, "bias": bias}, **dims) == expected
+
+
+# --- dense mlps --------------------------------------------------------------------------------
+
+
+def test_dense_mlps_match_their_formulas():
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 16)
+    relu = registry.build("mlp", "relu", dim=16, dropout=0.0)
+    assert relu.up_proj.out_features == 64
+    torch.testing.assert_close(relu(x), relu.down_proj(torch.relu(relu.up_proj(x))))
+    gelu = registry.build("mlp", {"name": "gelu", "approximate": "tanh"}, dim=16, dropout=0.0)
+    up = gelu.up_proj(x)
+    tanh_gelu = 0.5 * up * (1 + torch.tanh(math.sqrt(2 / math.pi) * (up + 0.044715 * up**3)))
+    torch.testing.assert_close(gelu(x), gelu.down_proj(tanh_gelu), rtol=0, atol=1e-5)
+    swiglu = registry.build("mlp", "swiglu", dim=16, dropout=0.0)
+    gated = F.silu(swiglu.gate_proj(x)) * swiglu.up_proj(x)
+    torch.testing.assert_close(swiglu(x), swiglu.down_proj(gated))
+    for module in (relu, gelu, swiglu):
+        assert module.aux_loss.item() == 0 and module.aux_loss.dim() == 0
+        assert module.expert_load is None
+
+
+def test_swiglu_hidden_default():
+    assert swiglu_hidden(512) == 1408  # ceil(1365.33) = 1366 -> 1408
+    assert swiglu_hidden(768) == 2048
+    assert swiglu_hidden(96) == 256
+    module = registry.build("mlp", "swiglu", dim=512, dropout=0.0)
+    assert module.up_proj.out_features == 1408
+    # about the parameters of a 4·dim two-matrix MLP
+    assert 3 * 1408 / (2 * 4 * 512) == pytest.approx(1.03, abs=0.01)
+
+
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
+        ("relu", 2 * 16 * 64),
+        ({"name": "gelu", "hidden": 10, "bias": True}, 2 * 16 * 10 + 10 + 16),
+        ("swiglu", 3 * 16 * 64),
+        ({"name": "swiglu", "hidden": 24, "bias": True}, 3 * 16 * 24 + 2 * 24 + 16),
+    ],
+)
+def test_dense_mlp_param_counts(spec, expected):
+    module = registry.build("mlp", spec, dim=16, dropout=0.0)
+    assert sum(p.numel() for p in module.parameters()) == expected
+    assert registry.count_params("mlp", spec, dim=16, dropout=0.0) == expected

@@ -1,0 +1,228 @@
+"""generate and its sampling helpers, against HF transformers' logits processors and by hand."""
+
+import types
+
+import pytest
+import torch
+from transformers.generation.logits_process import (
+    RepetitionPenaltyLogitsProcessor,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
+
+from minimind import MiniMindLM, ModelConfig
+from minimind.generation import (
+    apply_repetition_penalty,
+    generate_tokens,
+    sample_next,
+    top_k_filter,
+    top_p_filter,
+)
+
+SMALL = dict(vocab_size=61, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, max_seq_len=24)
+
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py: tiny ops, one thread
+
+
+@pytest.fixture(scope="module")
+def model() -> MiniMindLM:
+    torch.manual_seed(0)
+    return MiniMindLM(ModelConfig(**SMALL)).eval()
+
+
+@pytest.fixture
+def prompt() -> torch.Tensor:
+    return torch.randint(0, 61, (3, 5), generator=torch.Generator().manual_seed(0))
+
+
+# --- greedy and cache ---------------------------------------------------------------------------
+
+
+def test_greedy_is_deterministic_and_follows_the_argmax_chain(model, prompt):
+    first = model.generate(prompt, 8, temperature=0)
+    assert torch.equal(first, model.generate(prompt, 8, temperature=0))
+    assert torch.equal(first[:, :5], prompt) and first.shape == (3, 13)
+    ids = prompt
+    with torch.no_grad():
+        for _ in range(8):
+            ids = torch.cat((ids, model(ids).logits[:, -1].argmax(-1, keepdim=True)), dim=1)
+    assert torch.equal(first, ids)
+
+
+def test_top_k_1_sampling_is_greedy(model, prompt):
+    greedy = model.generate(prompt, 6, temperature=0)
+    assert torch.equal(model.generate(prompt, 6, temperature=1.3, top_k=1), greedy)
+
+
+def test_sampling_is_reproducible_with_a_generator(model, prompt):
+    def sample(seed):
+        generator = torch.Generator().manual_seed(seed)
+        return model.generate(prompt, 10, temperature=1.0, generator=generator)
+
+    assert torch.equal(sample(3), sample(3))
+    assert not torch.equal(sample(3), sample(4))
+
+
+def test_sliding_window_beyond_max_seq_len_with_and_without_cache(model, prompt):
+    cached = model.generate(prompt, 30, temperature=0, use_cache=True)  # 35 > max_seq_len 24
+    uncached = model.generate(prompt, 30, temperature=0, use_cache=False)
+    assert cached.shape == (3, 35)
+    assert torch.equal(cached, uncached)
+
+
+def test_generate_restores_training_mode_and_tracks_no_gradients(prompt):
+    torch.manual_seed(0)
+    model = MiniMindLM(ModelConfig(**SMALL, dropout=0.5))
+    model.train()
+    first = model.generate(prompt, 5, temperature=0)
+    assert model.training
+    assert torch.equal(first, model.generate(prompt, 5, temperature=0))  # dropout was off
+    assert not first.requires_grad
+    assert all(p.grad is None for p in model.parameters())
+
+
+# --- streaming ----------------------------------------------------------------------------------
+
+
+def test_stream_yields_one_token_per_step(model, prompt):
+    stream = model.generate(prompt, 7, temperature=0, stream=True)
+    assert isinstance(stream, types.GeneratorType)
+    chunks = []
+    for chunk in stream:
+        assert chunk.shape == (3, 1)
+        chunks.append(chunk)
+    assert len(chunks) == 7
+    assert torch.equal(torch.cat([prompt, *chunks], 1), model.generate(prompt, 7, temperature=0))
+
+
+def test_stream_is_lazy(prompt):
+    calls = []
+    stub = CountingLM(vocab=10)
+    original = stub.forward
+    stub.forward = lambda *a, **k: calls.append(1) or original(*a, **k)
+    stream = generate_tokens(stub, prompt % 10, 5, temperature=0, use_cache=False)
+    assert calls == []
+    next(stream)
+    assert len(calls) == 1
+
+
+# --- EOS per row --------------------------------------------------------------------------------
+
+
+class CountingLM(torch.nn.Module):
+    """Predicts (last token + 1) mod vocab with certainty: a scripted model for EOS tests."""
+
+    def __init__(self, vocab: int) -> None:
+        super().__init__()
+        self.vocab = vocab
+        self.config = types.SimpleNamespace(max_seq_len=64)
+
+    def forward(self, input_ids, cache=None):
+        logits = torch.nn.functional.one_hot((input_ids + 1) % self.vocab, self.vocab).float()
+        return types.SimpleNamespace(logits=logits * 20)
+
+    def new_cache(self):
+        raise AssertionError("not used with use_cache=False")
+
+
+def test_eos_stops_each_row_on_its_own():
+    stub = CountingLM(vocab=10)
+    prompt = torch.tensor([[0, 3], [0, 1], [0, 6]])
+    tokens = list(generate_tokens(stub, prompt, 20, temperature=0, eos_token_id=5, use_cache=False))
+    out = torch.cat([prompt, *tokens], dim=1)
+    # rows reach EOS after 2, 4 and 9 steps; a finished row keeps emitting EOS
+    assert out.tolist() == [
+        [0, 3, 4, 5, 5, 5, 5, 5, 5, 5, 5],
+        [0, 1, 2, 3, 4, 5, 5, 5, 5, 5, 5],
+        [0, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5],
+    ]
+
+
+def test_generation_stops_when_every_row_has_finished():
+    stub = CountingLM(vocab=10)
+    prompt = torch.tensor([[3], [1]])
+    tokens = list(generate_tokens(stub, prompt, 10, temperature=0, eos_token_id=5, use_cache=False))
+    assert len(tokens) == 4  # row 1 needs 4 steps (2, 3, 4, 5); row 0 pads with EOS meanwhile
+    assert torch.cat(tokens, 1).tolist() == [[4, 5, 5, 5], [2, 3, 4, 5]]
+    assert len(list(generate_tokens(stub, prompt, 10, temperature=0, use_cache=False))) == 10
+
+
+# --- repetition penalty, top-k, top-p -----------------------------------------------------------
+
+
+def test_repetition_penalty_divides_positive_and_multiplies_negative():
+    logits = torch.tensor([[2.0, -2.0, 1.0, -1.0, 0.5]])
+    seen = torch.tensor([[0, 1, 1]])
+    expected = torch.tensor([[1.0, -4.0, 1.0, -1.0, 0.5]])
+    torch.testing.assert_close(apply_repetition_penalty(logits, seen, 2.0), expected)
+    # a penalty below 1 encourages repetition the same way round
+    torch.testing.assert_close(
+        apply_repetition_penalty(logits, seen, 0.5), torch.tensor([[4.0, -1.0, 1.0, -1.0, 0.5]])
+    )
+
+
+def test_repetition_penalty_matches_hf():
+    torch.manual_seed(0)
+    logits, seen = torch.randn(4, 50), torch.randint(0, 50, (4, 12))
+    expected = RepetitionPenaltyLogitsProcessor(1.7)(seen, logits.clone())
+    torch.testing.assert_close(apply_repetition_penalty(logits, seen, 1.7), expected)
+
+
+def test_repetition_penalty_in_generate_avoids_repeats(model, prompt):
+    plain = model.generate(prompt, 12, temperature=0)
+    penalised = model.generate(prompt, 12, temperature=0, repetition_penalty=1e6)
+    for row in penalised[:, 5:]:
+        assert len(set(row.tolist())) == 12  # every seen token is pushed below every unseen one
+    assert not torch.equal(plain, penalised)
+
+
+@pytest.mark.parametrize("k", [1, 3, 7])
+def test_top_k_filter_matches_hf(k):
+    torch.manual_seed(0)
+    logits = torch.randn(5, 40)
+    expected = TopKLogitsWarper(top_k=k)(None, logits.clone())
+    assert torch.equal(top_k_filter(logits, k), expected)
+
+
+@pytest.mark.parametrize("p", [0.05, 0.5, 0.9, 1.0])
+def test_top_p_filter_matches_hf(p):
+    torch.manual_seed(0)
+    logits = torch.randn(5, 40) * 2
+    expected = TopPLogitsWarper(top_p=p)(None, logits.clone())
+    assert torch.equal(top_p_filter(logits, p).isinf(), expected.isinf())
+
+
+def test_top_p_nucleus_by_hand():
+    logits = torch.tensor([[0.5, 0.3, 0.15, 0.05]]).log()
+    support = lambda p: (~top_p_filter(logits, p).isinf()).nonzero()[:, 1].tolist()  # noqa: E731
+    assert support(0.3) == [0]
+    assert support(0.7) == [0, 1]
+    assert support(0.9) == [0, 1, 2]
+    assert support(1.0) == [0, 1, 2, 3]
+
+
+def test_sampling_stays_in_the_support():
+    torch.manual_seed(0)
+    logits = torch.randn(1, 30).repeat(1000, 1)
+    generator = torch.Generator().manual_seed(0)
+    top3 = logits[0].topk(3).indices.tolist()
+    drawn = sample_next(logits, 1.0, top_k=3, generator=generator)
+    assert set(drawn.tolist()) == set(top3)
+    nucleus = (~top_p_filter(logits[:1], 0.6).isinf()).nonzero()[:, 1].tolist()
+    drawn = sample_next(logits, 1.0, top_p=0.6, generator=generator)
+    assert set(drawn.tolist()) <= set(nucleus) and len(set(drawn.tolist())) > 1
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(temperature=-1.0), "temperature"),
+        (dict(top_k=0), "top_k"),
+        (dict(top_p=0.0), "top_p"),
+        (dict(repetition_penalty=0.0), "repetition_penalty"),
+    ],
+)
+def test_invalid_sampling_arguments_are_rejected_eagerly(model, prompt, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        model.generate(prompt, 3, stream=True, **kwargs)

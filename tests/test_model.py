@@ -1,0 +1,312 @@
+"""ModelConfig (validation, presets, counts) and MiniMindLM (HF Llama parity, loss, init, tying)."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from pydantic import ValidationError
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from minimind import MiniMindLM, ModelConfig
+
+SMALL = dict(vocab_size=61, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, max_seq_len=32)
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py: tiny ops, one thread
+
+
+def error_of(**fields):
+    with pytest.raises(ValidationError) as info:
+        ModelConfig(**fields)
+    errors = info.value.errors()
+    assert len(errors) == 1, errors
+    return errors[0]["loc"], errors[0]["msg"]
+
+
+# --- ModelConfig validation ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fields, loc, message",
+    [
+        (dict(dim=30, n_heads=4), ("dim",), "divisible by n_heads"),
+        (dict(n_heads=4, n_kv_heads=3), ("n_kv_heads",), "divisible by n_kv_heads"),
+        (dict(head_dim=6, position={"name": "rope", "fraction": 0.5}), ("position",), "even"),
+        (dict(dim=36, n_heads=4, position="rope-gptj"), ("position",), "= 9 must be even"),
+        (dict(mlp={"name": "moe", "n_experts": 2, "top_k": 3}), ("mlp",), "top_k \\(3\\)"),
+        (dict(attention="gqa", n_kv_heads=None), ("attention",), "needs n_kv_heads"),
+        (dict(norm="rmsnrom"), ("norm",), "choices: layernorm, rmsnorm; did you mean 'rmsnorm'"),
+        (dict(mlp={"name": "swiglu", "hiden": 8}), ("mlp",), "valid options: hidden, bias"),
+        (dict(block=3), ("block",), "must be a name or a mapping"),
+        (dict(dropout=1.5), ("dropout",), "less than 1"),
+        (dict(dim=0), ("dim",), "greater than 0"),
+        (dict(n_layer=2), ("n_layer",), "Extra inputs"),
+    ],
+)
+def test_validation_errors_name_the_field(fields, loc, message):
+    actual_loc, actual_message = error_of(**fields)
+    assert actual_loc == loc
+    assert __import__("re").search(message, actual_message), actual_message
+
+
+def test_head_dim_lifts_the_divisibility_rule():
+    config = ModelConfig(dim=30, n_heads=4, n_kv_heads=2, head_dim=8)
+    assert config.resolved_head_dim == 8
+    model = MiniMindLM(config)
+    assert model.layers[0].attn.q_proj.out_features == 32
+    assert model.num_params() == config.num_params()
+
+
+def test_mha_and_mqa_ignore_n_kv_heads_so_attention_can_be_ablated():
+    for attention, kv in [("mha", 4), ("mqa", 1), ("gqa", 2)]:
+        model = MiniMindLM(ModelConfig(**SMALL, attention=attention))
+        assert model.layers[0].attn.n_kv_heads == kv
+
+
+def test_config_is_frozen_and_replace_revalidates():
+    config = ModelConfig.preset("tiny")
+    with pytest.raises(ValidationError):
+        config.dim = 128
+    assert config.replace(norm="layernorm").norm == "layernorm"
+    with pytest.raises(ValidationError):
+        config.replace(n_kv_heads=3)
+
+
+def test_component_gives_canonical_name_and_filled_options():
+    config = ModelConfig(position={"name": "rope-gptj", "theta": 100}, mlp="moe")
+    assert config.component("position") == (
+        "rope",
+        {"style": "gptj", "theta": 100.0, "fraction": 1.0},
+    )
+    name, options = config.component("mlp")
+    assert name == "moe" and options["n_experts"] == 4 and options["expert"] == "swiglu"
+    assert config.component("norm") == ("rmsnorm", {"eps": 1e-5})
+
+
+def test_round_trip_through_model_dump():
+    config = ModelConfig.preset("minimind-moe", dropout=0.1)
+    assert ModelConfig(**config.model_dump()) == config
+
+
+# --- presets and counts -------------------------------------------------------------------------
+
+
+def test_preset_names_and_unknown_preset():
+    assert ModelConfig.preset_names() == [
+        "tiny",
+        "minimind-26m",
+        "minimind-moe",
+        "gpt2-small",
+        "llama-like",
+    ]
+    assert ModelConfig.preset("tiny") == ModelConfig()
+    with pytest.raises(ValueError, match="did you mean 'gpt2-small'"):
+        ModelConfig.preset("gpt2")
+    assert ModelConfig.preset("tiny", dim=128).dim == 128
+
+
+@pytest.mark.parametrize("name", ModelConfig.preset_names())
+def test_num_params_equals_the_built_model_for_every_preset(name):
+    config = ModelConfig.preset(name)
+    with torch.device("meta"):
+        model = MiniMindLM(config)
+    assert config.num_params() == sum(p.numel() for p in model.parameters())
+    if config.component("mlp")[0] != "moe":
+        assert config.num_active_params() == config.num_params()
+
+
+def test_minimind_26m_by_hand():
+    config = ModelConfig.preset("minimind-26m")
+    embedding = 6400 * 512
+    attention = 512 * 512 * 2 + 512 * 128 * 2  # q, o: 8 heads of 64; k, v: 2 heads of 64
+    mlp = 3 * 512 * 1408
+    expected = embedding + 8 * (attention + mlp + 2 * 512) + 512
+    assert config.num_params() == expected == 25_829_888
+
+
+def test_gpt2_small_by_hand():
+    config = ModelConfig.preset("gpt2-small")
+    d, v, layers = 768, 50304, 12
+    per_layer = (4 * d * d + 4 * d) + (8 * d * d + 4 * d + d) + 2 * (2 * d)
+    expected = v * d + 1024 * d + layers * per_layer + 2 * d
+    assert config.num_params() == expected == 124_475_904
+
+
+def test_moe_active_params_by_hand():
+    config = ModelConfig.preset("minimind-moe")
+    expert, router = 3 * 512 * 1408, 512 * 4
+    assert config.num_params() - config.num_active_params() == 8 * 2 * expert
+    dense = ModelConfig.preset("minimind-26m")
+    assert config.num_active_params() == dense.num_params() + 8 * (router + 2 * expert)
+
+
+def test_flops_per_token_formula():
+    config = ModelConfig(**SMALL)  # tied, swiglu hidden 128, rmsnorm, prenorm
+    body = 2 * ((2 * 32 * 32 + 2 * 32 * 16) + 3 * 32 * 128 + 2 * 32) + 32
+    expected = 6 * (body + 61 * 32) + 12 * 2 * 4 * 8 * 20
+    assert config.flops_per_token(20) == expected
+    untied = config.replace(tie_embeddings=False, position="learned")
+    assert untied.flops_per_token(20) == expected  # neither the table nor untying changes FLOPs
+    moe = config.replace(mlp={"name": "moe", "n_experts": 8, "top_k": 2, "hidden": 16})
+    moe_body = 2 * ((2 * 32 * 32 + 2 * 32 * 16) + 32 * 8 + 2 * 3 * 32 * 16 + 2 * 32) + 32
+    assert moe.flops_per_token(20) == 6 * (moe_body + 61 * 32) + 12 * 2 * 4 * 8 * 20
+
+
+# --- 5. whole-model parity with HF Llama --------------------------------------------------------
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_llama_like_matches_hf_llama_logits(tied):
+    torch.manual_seed(0)
+    config = ModelConfig(
+        **SMALL,
+        norm={"name": "rmsnorm", "eps": 1e-6},
+        position={"name": "rope", "style": "neox", "theta": 500.0},
+        attention="gqa",
+        mlp={"name": "swiglu", "hidden": 96},
+        block="prenorm",
+        tie_embeddings=tied,
+    )
+    ours = MiniMindLM(config).eval()
+    hf_config = LlamaConfig(
+        vocab_size=61,
+        hidden_size=32,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+        rms_norm_eps=1e-6,
+        rope_parameters={"rope_type": "default", "rope_theta": 500.0},
+        tie_word_embeddings=tied,
+        attn_implementation="eager",
+    )
+    hf = LlamaForCausalLM(hf_config).eval()
+    state = {
+        "model.embed_tokens.weight": ours.embed_tokens.weight,
+        "model.norm.weight": ours.norm.weight,
+    }
+    state["lm_head.weight"] = ours.lm_head.weight
+    for i, layer in enumerate(ours.layers):
+        prefix = f"model.layers.{i}."
+        for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            state[prefix + f"self_attn.{proj}.weight"] = getattr(layer.attn, proj).weight
+        for proj in ("gate_proj", "up_proj", "down_proj"):
+            state[prefix + f"mlp.{proj}.weight"] = getattr(layer.mlp, proj).weight
+        # our norms are random too, so that a swapped pair would show
+        with torch.no_grad():
+            layer.attn_norm.weight.uniform_(0.5, 1.5)
+            layer.mlp_norm.weight.uniform_(0.5, 1.5)
+        state[prefix + "input_layernorm.weight"] = layer.attn_norm.weight
+        state[prefix + "post_attention_layernorm.weight"] = layer.mlp_norm.weight
+    missing, unexpected = hf.load_state_dict(
+        {k: v.detach() for k, v in state.items()}, strict=False
+    )
+    assert not unexpected and set(missing) <= {"lm_head.weight"}
+
+    ids = torch.randint(0, 61, (2, 17))
+    with torch.no_grad():
+        ours_out = ours(ids, labels=ids)
+        hf_out = hf(input_ids=ids, labels=ids)
+    torch.testing.assert_close(ours_out.logits, hf_out.logits, rtol=0, atol=1e-4)
+    torch.testing.assert_close(ours_out.loss, hf_out.loss, rtol=0, atol=1e-5)
+
+
+# --- forward outputs, init, tying ---------------------------------------------------------------
+
+
+def test_loss_is_shifted_cross_entropy_ignoring_minus_100():
+    torch.manual_seed(0)
+    model = MiniMindLM(ModelConfig(**SMALL))
+    ids = torch.randint(0, 61, (2, 9))
+    labels = ids.clone()
+    labels[0, 3:5] = -100
+    out = model(ids, labels=labels)
+    assert out.logits.shape == (2, 9, 61)
+    total, count = 0.0, 0
+    for b in range(2):
+        for t in range(8):
+            target = labels[b, t + 1].item()
+            if target != -100:
+                total += F.cross_entropy(out.logits[b, t], torch.tensor(target)).item()
+                count += 1
+    assert count == 14
+    assert out.loss.item() == pytest.approx(total / count, rel=1e-5)
+    assert model(ids).loss is None
+    assert out.aux_loss.dim() == 0 and out.aux_loss.item() == 0
+    assert model.moe_load() is None
+
+
+def test_moe_model_reports_aux_loss_and_load():
+    torch.manual_seed(0)
+    config = ModelConfig(**SMALL, mlp={"name": "moe", "n_experts": 4, "aux_loss_coef": 0.1})
+    model = MiniMindLM(config)
+    out = model(torch.randint(0, 61, (2, 9)))
+    per_layer = [layer.mlp.aux_loss for layer in model.layers]
+    assert out.aux_loss.item() == pytest.approx(sum(a.item() for a in per_layer))
+    assert out.aux_loss.item() > 0
+    load = model.moe_load()
+    assert load.shape == (2, 4)
+    torch.testing.assert_close(load.sum(1), torch.ones(2))
+
+
+def test_init_scales_residual_output_projections():
+    torch.manual_seed(0)
+    n_layers = 4
+    config = ModelConfig(vocab_size=64, dim=256, n_layers=n_layers, n_heads=4, mlp="relu")
+    model = MiniMindLM(config)
+    residual_std = 0.02 / math.sqrt(2 * n_layers)
+    layer = model.layers[1]
+    for weight, std in [
+        (layer.attn.q_proj.weight, 0.02),
+        (layer.attn.k_proj.weight, 0.02),
+        (layer.mlp.up_proj.weight, 0.02),
+        (layer.attn.o_proj.weight, residual_std),
+        (layer.mlp.down_proj.weight, residual_std),
+        (model.embed_tokens.weight, 0.02),
+    ]:
+        assert weight.std().item() == pytest.approx(std, rel=0.05)
+        assert abs(weight.mean().item()) < std / 10
+    assert torch.equal(layer.attn_norm.weight, torch.ones(256))
+
+
+def test_moe_expert_down_projections_are_scaled_too():
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=64, dim=256, n_layers=8, n_heads=4, mlp={"name": "moe", "n_shared": 1}
+    )
+    model = MiniMindLM(config)
+    moe = model.layers[0].mlp
+    for expert in (moe.experts[0], moe.shared[0]):
+        assert expert.down_proj.weight.std().item() == pytest.approx(0.02 / 4, rel=0.05)
+        assert expert.up_proj.weight.std().item() == pytest.approx(0.02, rel=0.05)
+
+
+def test_tied_and_untied_embeddings():
+    tied = MiniMindLM(ModelConfig(**SMALL))
+    assert tied.lm_head.weight is tied.embed_tokens.weight
+    untied = MiniMindLM(ModelConfig(**SMALL, tie_embeddings=False))
+    assert untied.lm_head.weight is not untied.embed_tokens.weight
+    assert untied.num_params() - tied.num_params() == 61 * 32
+
+
+def test_postnorm_has_no_final_norm():
+    model = MiniMindLM(ModelConfig(**SMALL, block="postnorm"))
+    assert isinstance(model.norm, torch.nn.Identity)
+    assert model.num_params() == ModelConfig(**SMALL, block="postnorm").num_params()
+
+
+def test_forward_rejects_sequences_longer_than_max_seq_len():
+    model = MiniMindLM(ModelConfig(**SMALL))
+    with pytest.raises(ValueError, match="exceeds max_seq_len 32"):
+        model(torch.zeros(1, 33, dtype=torch.long))
+
+
+def test_dropout_is_active_only_in_training():
+    torch.manual_seed(0)
+    model = MiniMindLM(ModelConfig(**SMALL, dropout=0.5))
+    ids = torch.randint(0, 61, (1, 8))
+    model.train()
+    assert not torch.equal(model(ids).logits, model(ids).logits)
+    model.eval()
+    assert torch.equal(model(ids).logits, model(ids).logits)
