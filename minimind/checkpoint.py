@@ -1,0 +1,111 @@
+"""Training checkpoints: atomic writes, safe loads, and the RNG states that make resume bit-exact.
+
+A checkpoint is one `torch.save` file holding a plain dict. The runner stores in it the model,
+optimizer and scheduler state dicts, `capture_rng_state()`, the data sampler state, the step, the
+tokens seen, the elapsed training time and the MLflow run ids. Everything in it must survive
+`torch.load(weights_only=True)`: tensors, dicts, lists, tuples, str, int, float, bool and None.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import torch
+
+
+def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Write a file so that readers see either the old content or the complete new one.
+
+    `write(f)` fills a temporary file in the same directory (same filesystem, so the rename is
+    atomic); it is flushed and fsynced before `os.replace`. If `write` raises, or the process dies
+    mid-write, the previous file at `path` is untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    # Persists the rename itself; not every platform can open a directory.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
+    """Save `state` to `path` atomically (see `atomic_write`)."""
+    atomic_write(path, lambda f: torch.save(state, f))
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Load a checkpoint written by `save_checkpoint`, refusing anything but plain data."""
+    return torch.load(path, map_location=map_location, weights_only=True)
+
+
+def capture_rng_state() -> dict[str, Any]:
+    """The state of every global generator a training step may draw from, in weights_only-safe types.
+
+    Keys: `torch` (uint8 tensor), `cuda` (list of uint8 tensors, one per device; empty without
+    CUDA), `python` (`random.getstate()` as [version, list of 625 ints, gauss_next]) and `numpy`
+    (the legacy global MT19937 state: `keys` int64 tensor [624], `pos`, `has_gauss`,
+    `cached_gaussian`).
+    """
+    version, internal, gauss_next = random.getstate()
+    _, keys, pos, has_gauss, cached_gaussian = np.random.get_state(legacy=True)
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "python": [version, list(internal), gauss_next],
+        "numpy": {
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached_gaussian),
+        },
+    }
+
+
+def restore_rng_state(state: dict[str, Any]) -> None:
+    """Put back the generator states captured by `capture_rng_state`.
+
+    CUDA states are restored only when the number of visible devices matches the capture.
+    """
+    torch.set_rng_state(state["torch"])
+    cuda_states = state["cuda"]
+    if cuda_states and torch.cuda.is_available() and len(cuda_states) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda_states)
+    version, internal, gauss_next = state["python"]
+    random.setstate((version, tuple(internal), gauss_next))
+    np_state = state["numpy"]
+    np.random.set_state(
+        (
+            "MT19937",
+            np_state["keys"].numpy().astype(np.uint32),
+            np_state["pos"],
+            np_state["has_gauss"],
+            np_state["cached_gaussian"],
+        )
+    )

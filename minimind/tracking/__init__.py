@@ -1,0 +1,29 @@
+"""MLflow tracking for minimind runs: batched, asynchronous, and tolerant of server outages.
+
+    tracker = Tracker("sqlite:///results/mlflow.db", "norm-ablation")
+    install_termination_handlers()                   # SIGTERM/SIGHUP -> Terminated -> KILLED
+    with tracker.start_parent("norm") as parent:
+        with tracker.start_child(parent, "norm=rmsnorm/seed1", params, tags) as run:
+            run.log_metrics({"train/loss": 3.2}, step=10)   # queued; a background thread sends
+            run.flush()                                      # before writing a checkpoint
+    # an exception ends the runs FAILED (tag failure_reason), Ctrl-C or SIGTERM KILLED
+
+On `--resume`: `tracker.find_parent(...)`, `tracker.children(...)`, `tracker.resume_run(run_id)`
+(drops metric points already logged) and `tracker.fail_stale_runs(parent_id)`. A run whose server
+stayed away past the outage limit keeps its records in a fallback file: `minimind sync PATH`.
+"""
+
+from minimind.tracking.fallback import ReplayReport, replay
+from minimind.tracking.lifecycle import Terminated, install_termination_handlers
+from minimind.tracking.run import RunHandle
+from minimind.tracking.tracker import Tracker, git_commit
+
+__all__ = [
+    "ReplayReport",
+    "RunHandle",
+    "Terminated",
+    "Tracker",
+    "git_commit",
+    "install_termination_handlers",
+    "replay",
+]

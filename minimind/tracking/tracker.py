@@ -1,0 +1,205 @@
+"""`Tracker`: one experiment on one MLflow backend; creates, finds, resumes and cleans up runs.
+
+Runs are addressed by explicit ids through `MlflowClient`, never through mlflow's global "active
+run", so parent and child runs (and threads) cannot be confused. The run layout is DESIGN.md §5: a
+parent run per invocation tagged `minimind.role=parent`, and child runs tagged
+`minimind.role=child` with `mlflow.parentRunId`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from mlflow.entities import Run
+from mlflow.exceptions import MlflowException
+
+from minimind.tracking.backend import connect, default_artifact_location
+from minimind.tracking.ops import logged_steps, tag_value
+from minimind.tracking.retry import RetryClock
+from minimind.tracking.run import DEFAULT_FALLBACK_DIR, RunHandle, outage_limit
+
+ROLE_TAG = "minimind.role"
+PARENT_TAG = "mlflow.parentRunId"
+STALE_REASON = "the process died without ending the run (SIGKILL, OOM kill or power loss)"
+
+
+def git_commit(directory: str | Path | None = None) -> str | None:
+    """The commit checked out in `directory` (default: the working directory), or None."""
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=directory,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if result.returncode != 0:
+        return None
+    return result.stdout.strip() or None
+
+
+class Tracker:
+    """An MLflow experiment at `uri` (created if absent) and the runs in it.
+
+    Synchronous calls (creating, finding, resuming runs) retry through a server outage of up to
+    `outage_s` seconds (default `$MINIMIND_TRACKING_OUTAGE_S` or 300) and then raise; run handles
+    use the same limit before they spill to `fallback_dir` (see `RunHandle`). New runs get the tag
+    `git_commit` unless the caller gives one.
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        experiment: str,
+        *,
+        outage_s: float | None = None,
+        fallback_dir: str | Path = DEFAULT_FALLBACK_DIR,
+        flush_interval_s: float = 2.0,
+    ) -> None:
+        self.uri = uri
+        self.experiment = experiment
+        self.client = connect(uri)
+        self.outage_s = outage_limit(outage_s)
+        self.fallback_dir = Path(fallback_dir)
+        self.flush_interval_s = flush_interval_s
+        self._retry = RetryClock(self.outage_s, label=f"tracking server {uri}")
+        self.experiment_id: str = self._retry.call(self._ensure_experiment)
+        self._git_commit = git_commit()
+
+    def _ensure_experiment(self) -> str:
+        found = self.client.get_experiment_by_name(self.experiment)
+        if found is None:
+            try:
+                return self.client.create_experiment(
+                    self.experiment, artifact_location=default_artifact_location(self.uri)
+                )
+            except MlflowException as exc:  # another process created it first
+                if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                    raise
+                found = self.client.get_experiment_by_name(self.experiment)
+        if found.lifecycle_stage == "deleted":
+            self.client.restore_experiment(found.experiment_id)
+        return found.experiment_id
+
+    def start_parent(self, name: str, tags: Mapping[str, Any] | None = None) -> RunHandle:
+        """Create the parent run of one invocation."""
+        return self._create(name, {ROLE_TAG: "parent", **(tags or {})})
+
+    def start_child(
+        self,
+        parent: RunHandle | str,
+        name: str,
+        params: Mapping[str, Any] | None = None,
+        tags: Mapping[str, Any] | None = None,
+    ) -> RunHandle:
+        """Create a child run of `parent` (a handle or a run id) and queue its params."""
+        parent_id = parent.run_id if isinstance(parent, RunHandle) else parent
+        handle = self._create(name, {PARENT_TAG: parent_id, ROLE_TAG: "child", **(tags or {})})
+        if params:
+            handle.log_params(params)
+        return handle
+
+    def _create(self, name: str, tags: dict[str, Any]) -> RunHandle:
+        if self._git_commit is not None:
+            tags.setdefault("git_commit", self._git_commit)
+        tags = {key: tag_value(value) for key, value in tags.items()}
+        run = self._retry.call(
+            lambda: self.client.create_run(self.experiment_id, run_name=name, tags=tags)
+        )
+        return self._handle(run.info.run_id, name)
+
+    def resume_run(self, run_id: str) -> RunHandle:
+        """Reopen a run (status back to RUNNING, `failure_reason` cleared) to continue logging.
+
+        The run's metric history is read once; from then on the handle drops metric points whose
+        (key, step) is already logged, so a deterministic run resumed from a checkpoint at step s
+        re-logs steps s+1.. without duplicating those that got out before it stopped.
+        """
+        run = self._retry.call(lambda: self.client.get_run(run_id))
+        skip = self._retry.call(lambda: logged_steps(self.client, run_id))
+        self._retry.call(lambda: self.client.update_run(run_id, status="RUNNING"))
+        if "failure_reason" in run.data.tags:
+            self._retry.call(lambda: self.client.delete_tag(run_id, "failure_reason"))
+        return self._handle(run_id, run.info.run_name, skip)
+
+    def _handle(self, run_id: str, name: str, skip: dict[str, set[int]] | None = None) -> RunHandle:
+        return RunHandle(
+            self.client,
+            run_id,
+            name=name,
+            tracking_uri=self.uri,
+            outage_s=self.outage_s,
+            fallback_dir=self.fallback_dir,
+            flush_interval_s=self.flush_interval_s,
+            skip_steps=skip,
+        )
+
+    def find_runs(
+        self,
+        tags: Mapping[str, str] | None = None,
+        statuses: Iterable[str] | None = None,
+        name: str | None = None,
+    ) -> list[Run]:
+        """Runs of this experiment with all of `tags`, newest first, optionally filtered by
+        status (e.g. `("RUNNING", "FAILED", "KILLED")`) and run name."""
+        clauses = [f"tags.`{key}` = {_quote(value)}" for key, value in (tags or {}).items()]
+        if name is not None:
+            clauses.append(f"attributes.run_name = {_quote(name)}")
+        wanted = set(statuses) if statuses is not None else None
+        runs: list[Run] = []
+        token = None
+        while True:
+            page = self._retry.call(
+                lambda token=token: self.client.search_runs(
+                    [self.experiment_id],
+                    filter_string=" and ".join(clauses),
+                    order_by=["attributes.start_time DESC"],
+                    page_token=token,
+                )
+            )
+            runs += [run for run in page if wanted is None or run.info.status in wanted]
+            token = page.token
+            if not token:
+                return runs
+
+    def find_parent(
+        self, tags: Mapping[str, str], statuses: Iterable[str] | None = None
+    ) -> Run | None:
+        """The newest parent run with all of `tags` (e.g. `{"spec_hash": h}`) and a status in
+        `statuses` (any when None), or None."""
+        runs = self.find_runs({ROLE_TAG: "parent", **tags}, statuses)
+        return runs[0] if runs else None
+
+    def children(self, parent_run_id: str, statuses: Iterable[str] | None = None) -> list[Run]:
+        """The child runs of a parent, newest first."""
+        return self.find_runs({PARENT_TAG: parent_run_id}, statuses)
+
+    def fail_stale_runs(
+        self, parent_run_id: str, status: str = "KILLED", reason: str = STALE_REASON
+    ) -> list[str]:
+        """End the RUNNING children of a parent whose process is gone, and the parent itself if
+        RUNNING; returns the ids ended. Only for parents known to be dead (SIGKILL leaves runs
+        RUNNING because no handler can run)."""
+        stale = [run.info.run_id for run in self.children(parent_run_id, ["RUNNING"])]
+        parent = self._retry.call(lambda: self.client.get_run(parent_run_id))
+        if parent.info.status == "RUNNING":
+            stale.append(parent_run_id)
+        for run_id in stale:
+            self._retry.call(
+                lambda run_id=run_id: self.client.set_tag(run_id, "failure_reason", reason)
+            )
+            self._retry.call(lambda run_id=run_id: self.client.set_terminated(run_id, status))
+        return stale
+
+
+def _quote(value: str) -> str:
+    # MLflow's search grammar has no escape inside string literals.
+    value = str(value)
+    if "'" in value:
+        raise ValueError(f"cannot search for a value containing a single quote: {value!r}")
+    return f"'{value}'"

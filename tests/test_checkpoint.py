@@ -1,0 +1,128 @@
+"""Checkpoints: everything the runner saves round-trips under weights_only=True, RNG states
+restore exactly, and a write that fails or is killed leaves the previous checkpoint intact."""
+
+from __future__ import annotations
+
+import pickle
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from minimind.checkpoint import (
+    atomic_write,
+    capture_rng_state,
+    load_checkpoint,
+    restore_rng_state,
+    save_checkpoint,
+)
+
+
+def training_state() -> dict:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.LayerNorm(8))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (step + 1))
+    model(torch.randn(2, 4)).sum().backward()
+    optimizer.step()
+    scheduler.step()
+    return {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "rng": capture_rng_state(),
+        "sampler": {"seed": 1, "position": 1234, "order": [3, 1, 2]},
+        "step": 17,
+        "tokens_seen": 17 * 2048,
+        "elapsed_s": 12.5,
+        "run_ids": {"parent": "a" * 32, "child": "b" * 32},
+    }
+
+
+def assert_same(a: object, b: object) -> None:
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys()
+        for key in a:
+            assert_same(a[key], b[key])
+    elif isinstance(a, (list, tuple)):
+        assert type(a) is type(b)
+        for x, y in zip(a, b, strict=True):
+            assert_same(x, y)
+    else:
+        assert a == b
+
+
+def test_round_trip_under_weights_only(tmp_path: Path) -> None:
+    state = training_state()
+    path = tmp_path / "ckpt" / "step17.pt"
+    save_checkpoint(path, state)
+    assert_same(state, load_checkpoint(path))
+    assert_same(state, torch.load(path, weights_only=True))
+    assert [p.name for p in path.parent.iterdir()] == ["step17.pt"]  # no temp file left
+
+
+def test_rng_state_restores_every_generator(tmp_path: Path) -> None:
+    save_checkpoint(tmp_path / "c.pt", {"rng": capture_rng_state()})
+    expected = (torch.rand(5), random.random(), np.random.rand(3), torch.randn(2))
+    restore_rng_state(load_checkpoint(tmp_path / "c.pt")["rng"])
+    again = (torch.rand(5), random.random(), np.random.rand(3), torch.randn(2))
+    assert torch.equal(expected[0], again[0]) and torch.equal(expected[3], again[3])
+    assert expected[1] == again[1]
+    np.testing.assert_array_equal(expected[2], again[2])
+
+
+def test_load_refuses_arbitrary_objects(tmp_path: Path) -> None:
+    torch.save({"fn": Path("x")}, tmp_path / "unsafe.pt")
+    with pytest.raises(pickle.UnpicklingError):
+        load_checkpoint(tmp_path / "unsafe.pt")
+
+
+class Unpicklable:
+    def __reduce__(self):
+        raise RuntimeError("cannot pickle this")
+
+
+def test_failed_write_keeps_previous_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "last.pt"
+    save_checkpoint(path, {"step": 1, "w": torch.ones(3)})
+
+    with pytest.raises(RuntimeError, match="cannot pickle"):
+        save_checkpoint(path, {"step": 2, "w": torch.zeros(1000), "bad": Unpicklable()})
+
+    def half_then_crash(f) -> None:
+        f.write(b"PK\x03\x04 half a zip")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write(path, half_then_crash)
+
+    assert_same(load_checkpoint(path), {"step": 1, "w": torch.ones(3)})
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
+
+
+def test_kill_during_write_keeps_previous_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "last.pt"
+    save_checkpoint(path, {"step": 1})
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from minimind.checkpoint import atomic_write
+
+        def write(f):
+            f.write(b"x" * 100_000)
+            f.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        atomic_write({str(path)!r}, write)
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    assert result.returncode == -9
+    assert load_checkpoint(path) == {"step": 1}

@@ -1,0 +1,375 @@
+"""Tracker and RunHandle against real sqlite MLflow stores: names, batching, statuses, resume,
+retry through an outage, spill to the fallback file and `minimind sync`."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH
+
+from minimind.cli import main as cli_main
+from minimind.tracking import RunHandle, Tracker, git_commit
+from minimind.tracking.backend import connect, sqlite_db_path
+
+
+@pytest.fixture(scope="module")
+def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty, migrated MLflow database; creating one costs seconds, copying it does not."""
+    path = tmp_path_factory.mktemp("template") / "mlflow.db"
+    MlflowClient(f"sqlite:///{path}").search_experiments()
+    return path
+
+
+@pytest.fixture
+def uri(tmp_path: Path, template_db: Path) -> str:
+    db = tmp_path / "store" / "mlflow.db"
+    db.parent.mkdir()
+    shutil.copy(template_db, db)
+    return f"sqlite:///{db}"
+
+
+@pytest.fixture
+def tracker(uri: str, tmp_path: Path) -> Tracker:
+    return Tracker(uri, "exp", fallback_dir=tmp_path / "fallback", flush_interval_s=60.0)
+
+
+def steps_of(client: MlflowClient, run_id: str, key: str) -> list[int]:
+    return sorted(m.step for m in client.get_metric_history(run_id, key))
+
+
+def closed_port_uri() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def test_run_layout_params_tags_metrics_and_artifacts(tracker: Tracker, tmp_path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    params = {"train.optimizer.lr": 3e-4, "model.norm": "rmsnorm", "note": None, "long": "x" * 7000}
+    parent = tracker.start_parent("norm", {"spec_hash": "abc123"})
+    child = tracker.start_child(parent, "norm=rmsnorm/seed1", params, {"seed": 1, "variant": "v"})
+    for step in range(1, 31):
+        child.log_metrics({"train/loss": 1.0 / step, "opt/lr": torch.tensor(0.5)}, step)
+    child.log_metrics({"val/loss": float("nan")}, step=30)
+    child.log_text("once upon a time", "samples/generations.txt")
+    child.log_dict({"model": {"dim": 64}}, "spec.yaml")
+    fig, ax = plt.subplots()
+    ax.plot([1, 2, 3])
+    child.log_figure(fig, "plots/loss.png")
+    plt.close(fig)
+    source = tmp_path / "summary.txt"
+    source.write_text("42 params")
+    child.log_artifact(source)
+    source.unlink()  # queued artifacts are copies
+    child.end()
+    parent.end()
+
+    client = tracker.client
+    run = client.get_run(child.run_id)
+    assert run.info.status == "FINISHED" and run.info.run_name == "norm=rmsnorm/seed1"
+    assert run.data.tags["mlflow.parentRunId"] == parent.run_id
+    assert run.data.tags["minimind.role"] == "child"
+    assert run.data.tags["seed"] == "1" and run.data.tags["variant"] == "v"
+    assert run.data.params["train.optimizer.lr"] == "0.0003"
+    assert run.data.params["note"] == "None"
+    assert run.data.params["long"] == "x" * MAX_PARAM_VAL_LENGTH
+    assert steps_of(client, child.run_id, "train/loss") == list(range(1, 31))
+    history = {m.step: m.value for m in client.get_metric_history(child.run_id, "train/loss")}
+    assert history[4] == 0.25
+    assert client.get_metric_history(child.run_id, "opt/lr")[0].value == 0.5
+    assert math.isnan(client.get_metric_history(child.run_id, "val/loss")[0].value)
+    root = {a.path for a in client.list_artifacts(child.run_id)}
+    assert root == {"samples", "spec.yaml", "plots", "summary.txt"}
+    assert [a.path for a in client.list_artifacts(child.run_id, "plots")] == ["plots/loss.png"]
+    spec = Path(client.download_artifacts(child.run_id, "spec.yaml", str(tmp_path)))
+    assert spec.read_text() == "model:\n  dim: 64\n"
+    # artifacts sit next to the database, not in the working directory
+    assert run.info.artifact_uri.startswith(str(Path(tracker.uri[len("sqlite:///") :]).parent))
+    parent_run = client.get_run(parent.run_id)
+    assert parent_run.data.tags["minimind.role"] == "parent"
+    assert parent_run.data.tags["spec_hash"] == "abc123"
+    assert not (tmp_path / "fallback").exists()
+
+
+def test_metrics_are_sent_in_batches(tracker: Tracker) -> None:
+    calls: list[int] = []
+    log_batch = tracker.client.log_batch
+
+    def spy(run_id, metrics=(), params=(), tags=(), synchronous=None):
+        if metrics:
+            calls.append(len(metrics))
+        return log_batch(run_id, metrics=metrics, params=params, tags=tags, synchronous=synchronous)
+
+    tracker.client.log_batch = spy
+    run = tracker.start_child("parent-id", "batched")
+    for step in range(100):
+        run.log_metrics({"a": step, "b": step, "c": step}, step)
+    run.flush()
+    assert calls == [300]  # 100 calls, one request
+
+    for step in range(100, 1100):  # past the wake-up threshold and the 1000-point limit
+        run.log_metrics({"a": step, "b": step, "c": step}, step)
+    run.end()
+    assert sum(calls) == 3300 and max(calls) <= 1000 and len(calls) <= 8
+    assert steps_of(tracker.client, run.run_id, "b") == list(range(1100))
+
+
+def test_a_rejected_metric_name_does_not_sink_the_batch(
+    tracker: Tracker, capfd: pytest.CaptureFixture[str]
+) -> None:
+    run = tracker.start_child("parent-id", "bad-name")
+    for step in range(5):
+        run.log_metrics({"train/loss": 1.0, "bad name!": 2.0, "opt/lr": 0.1}, step)
+    run.end()
+    assert steps_of(tracker.client, run.run_id, "train/loss") == list(range(5))
+    assert steps_of(tracker.client, run.run_id, "opt/lr") == list(range(5))
+    assert tracker.client.get_run(run.run_id).info.status == "FINISHED"
+    assert capfd.readouterr().err.count("could not record metrics") == 1
+
+
+def test_exception_ends_run_failed_with_reason(tracker: Tracker) -> None:
+    with pytest.raises(ValueError, match="loss is nan"):
+        with tracker.start_child("parent-id", "crash") as run:
+            run.log_metrics({"train/loss": 1.0}, 1)
+            raise ValueError("loss is nan")
+    info = tracker.client.get_run(run.run_id)
+    assert info.info.status == "FAILED"
+    assert info.data.tags["failure_reason"] == "ValueError: loss is nan"
+    assert steps_of(tracker.client, run.run_id, "train/loss") == [1]
+
+
+def test_keyboard_interrupt_ends_run_killed(tracker: Tracker) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        with tracker.start_parent("interrupted") as run:
+            raise KeyboardInterrupt
+    info = tracker.client.get_run(run.run_id)
+    assert info.info.status == "KILLED"
+    assert "KeyboardInterrupt" in info.data.tags["failure_reason"]
+
+
+def test_explicit_end_is_kept_by_the_context_manager(tracker: Tracker) -> None:
+    with tracker.start_child("parent-id", "nan") as run:
+        run.end("FAILED", "non-finite loss at step 7")
+    info = tracker.client.get_run(run.run_id)
+    assert info.info.status == "FAILED"
+    assert info.data.tags["failure_reason"] == "non-finite loss at step 7"
+    with pytest.raises(RuntimeError):
+        run.log_metrics({"a": 1.0}, 1)
+
+
+def test_sigterm_ends_run_killed(uri: str, tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import time
+        from minimind.tracking import Tracker, install_termination_handlers
+        install_termination_handlers()
+        tracker = Tracker({uri!r}, "exp", fallback_dir={str(tmp_path / "fb")!r})
+        with tracker.start_parent("victim") as run:
+            run.log_metrics({{"train/loss": 2.0}}, 1)
+            print(run.run_id, flush=True)
+            while True:
+                time.sleep(0.05)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    run_id = proc.stdout.readline().strip()
+    assert run_id, proc.stderr.read()
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    assert "Terminated: SIGTERM" in stderr
+    run = MlflowClient(uri).get_run(run_id)
+    assert run.info.status == "KILLED"
+    assert run.data.tags["failure_reason"] == "terminated by SIGTERM"
+    assert [m.step for m in MlflowClient(uri).get_metric_history(run_id, "train/loss")] == [1]
+
+
+def test_resume_drops_steps_already_logged(tracker: Tracker) -> None:
+    run = tracker.start_child("parent-id", "norm/seed1")
+    for step in range(1, 13):  # killed at step 12, last checkpoint at step 8
+        run.log_metrics({"train/loss": 10.0 - step}, step)
+        if step % 4 == 0:
+            run.log_metrics({"val/loss": 20.0 - step}, step)
+    run.end("KILLED", "SIGKILL")
+
+    resumed = tracker.resume_run(run.run_id)
+    info = tracker.client.get_run(run.run_id)
+    assert info.info.status == "RUNNING" and "failure_reason" not in info.data.tags
+    assert resumed.name == "norm/seed1"
+    for step in range(9, 21):  # recomputed from the checkpoint
+        resumed.log_metrics({"train/loss": 10.0 - step, "train/tokens": 64.0 * step}, step)
+        if step % 4 == 0:
+            resumed.log_metrics({"val/loss": 20.0 - step}, step)
+    resumed.end()
+
+    client = tracker.client
+    assert client.get_run(run.run_id).info.status == "FINISHED"
+    assert steps_of(client, run.run_id, "train/loss") == list(range(1, 21))
+    assert steps_of(client, run.run_id, "val/loss") == [4, 8, 12, 16, 20]
+    assert steps_of(client, run.run_id, "train/tokens") == list(range(9, 21))
+
+
+def test_find_parent_children_and_fail_stale_runs(tracker: Tracker) -> None:
+    old = tracker.start_parent("first", {"spec_hash": "h1"})
+    old.end("KILLED", "SIGTERM")
+    parent = tracker.start_parent("second", {"spec_hash": "h1"})
+    tracker.start_parent("other", {"spec_hash": "h2"}).end()
+    done = tracker.start_child(parent, "a/seed1")
+    done.end()
+    # a SIGKILLed process: runs created but never ended
+    stale = tracker.client.create_run(
+        tracker.experiment_id,
+        run_name="b/seed1",
+        tags={"mlflow.parentRunId": parent.run_id, "minimind.role": "child"},
+    )
+
+    assert tracker.find_parent({"spec_hash": "h1"}).info.run_id == parent.run_id
+    assert tracker.find_parent({"spec_hash": "h1"}, ["KILLED"]).info.run_id == old.run_id
+    assert tracker.find_parent({"spec_hash": "nope"}) is None
+    assert {r.info.run_name for r in tracker.children(parent.run_id)} == {"a/seed1", "b/seed1"}
+    assert [r.info.run_name for r in tracker.find_runs(name="a/seed1")] == ["a/seed1"]
+
+    ended = tracker.fail_stale_runs(parent.run_id)
+    assert set(ended) == {stale.info.run_id, parent.run_id}
+    for run_id in ended:
+        run = tracker.client.get_run(run_id)
+        assert run.info.status == "KILLED" and "SIGKILL" in run.data.tags["failure_reason"]
+    assert tracker.client.get_run(done.run_id).info.status == "FINISHED"
+    assert tracker.children(parent.run_id, ["RUNNING"]) == []
+
+
+class FlakyClient:
+    """An MlflowClient whose next `log_batch` calls fail: "down" before reaching the store,
+    "lost" after the store has written (the response never arrives)."""
+
+    def __init__(self, client: MlflowClient, failures: list[str]) -> None:
+        self._client = client
+        self.failures = failures
+
+    def __getattr__(self, name: str):
+        return getattr(self._client, name)
+
+    def log_batch(self, *args, **kwargs):
+        mode = self.failures.pop(0) if self.failures else None
+        if mode == "down":
+            raise MlflowException("Connection refused")  # INTERNAL_ERROR, like a dead server
+        result = self._client.log_batch(*args, **kwargs)
+        if mode == "lost":
+            raise ConnectionResetError("response lost")
+        return result
+
+
+def test_outage_is_retried_without_loss_or_duplicates(
+    tracker: Tracker, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    run_id = tracker.client.create_run(tracker.experiment_id).info.run_id
+    flaky = FlakyClient(tracker.client, ["down", "lost", "down"])
+    run = RunHandle(flaky, run_id, outage_s=60, fallback_dir=tmp_path / "fb", flush_interval_s=60)
+    for step in range(50):
+        run.log_metrics({"train/loss": float(step)}, step)
+    run.end()
+
+    history = tracker.client.get_metric_history(run_id, "train/loss")
+    assert sorted(m.step for m in history) == list(range(50))
+    assert tracker.client.get_run(run_id).info.status == "FINISHED"
+    assert flaky.failures == []
+    assert run.spilled_to is None and not (tmp_path / "fb").exists()
+    err = capfd.readouterr().err
+    assert "unreachable" in err and "reachable again" in err
+
+
+def test_spill_to_fallback_then_sync(
+    tracker: Tracker, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    run_id = tracker.client.create_run(tracker.experiment_id, run_name="offline").info.run_id
+    for step in (0, 1):  # these got out before the outage
+        tracker.client.log_metric(run_id, "train/loss", 100.0 + step, step=step)
+
+    run = RunHandle(connect(closed_port_uri()), run_id, outage_s=0.5, fallback_dir=tmp_path / "fb")
+    for step in range(10):
+        run.log_metrics({"train/loss": 100.0 + step, "opt/lr": 0.1}, step)
+    run.log_params({"seed": 3})
+    run.log_text("sample", "samples/gen.txt")
+    run.end("FAILED", "ValueError: boom")
+
+    path = tmp_path / "fb" / f"{run_id}.jsonl"
+    assert run.spilled_to == path and path.exists()
+    err = capfd.readouterr().err
+    assert err.count(f"minimind sync {path}") == 1
+
+    assert cli_main(["sync", str(path), "--tracking-uri", tracker.uri]) == 0
+    out = capfd.readouterr().out
+    assert "18 metric points sent, 2 already logged" in out and "run ended FAILED" in out
+    client = tracker.client
+    run_info = client.get_run(run_id)
+    assert run_info.info.status == "FAILED"
+    assert run_info.data.tags["failure_reason"] == "ValueError: boom"
+    assert run_info.data.params["seed"] == "3"
+    assert steps_of(client, run_id, "train/loss") == list(range(10))
+    assert steps_of(client, run_id, "opt/lr") == list(range(10))
+    assert [a.path for a in client.list_artifacts(run_id, "samples")] == ["samples/gen.txt"]
+
+    # idempotent: a second sync (here through the directory) adds nothing
+    assert cli_main(["sync", str(tmp_path / "fb"), "--tracking-uri", tracker.uri]) == 0
+    assert "0 metric points sent, 20 already logged" in capfd.readouterr().out
+    assert steps_of(client, run_id, "train/loss") == list(range(10))
+
+
+def test_sync_rejects_other_files(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"hello": 1}) + "\n")
+    assert cli_main(["sync", str(other)]) == 2
+    assert "not a minimind tracking fallback file" in capfd.readouterr().err
+    assert cli_main(["sync", str(tmp_path / "missing.jsonl")]) == 2
+
+
+def test_sqlite_parent_directory_is_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # sqlite cannot create the directory itself; building the store (seconds) is not under test
+    monkeypatch.setattr("minimind.tracking.backend.MlflowClient", lambda tracking_uri: None)
+    db = tmp_path / "deep" / "er" / "mlflow.db"
+    connect(f"sqlite:///{db}")
+    assert db.parent.is_dir()
+    assert sqlite_db_path("sqlite:///results/mlflow.db") == Path("results/mlflow.db")
+    assert sqlite_db_path("http://127.0.0.1:5000") is None
+
+
+def test_git_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert git_commit() is None
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
+    subprocess.run(["git", "init", "-q"], check=True, env=env)
+    subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "x"], check=True, env=env)
+    expected = subprocess.run(
+        ["git", "log", "-1", "--format=%H"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert git_commit() == expected and len(expected) == 40
