@@ -1,0 +1,100 @@
+"""`minimind compare`: the seed-aggregated comparison of runs, as a table, file or report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from minimind.compare import CompareError, compare, load_runs, render
+
+DEFAULT_TRACKING_URI = "sqlite:///results/mlflow.db"
+DEFAULT_REPORTS_DIR = Path("results/reports")
+FORMATS = ("table", "csv", "markdown", "json")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "compare",
+        help="compare runs across variants, aggregated over seeds",
+        description=(
+            "Compare the runs of an experiment: one row per variant with mean ± std over seeds "
+            "and the delta against a baseline with a 95% confidence interval. By default the "
+            "latest `minimind run` invocation (parent run) of the experiment, or the latest "
+            "overall when no experiment is given."
+        ),
+    )
+    p.add_argument("experiment", nargs="?", help="MLflow experiment name (the spec's name)")
+    p.add_argument("--all", action="store_true", help="every run in the experiment(s)")
+    p.add_argument("--by", metavar="KEY", help="group by a param or tag (default: variant)")
+    p.add_argument("--baseline", metavar="VARIANT", help="group the deltas are taken against")
+    p.add_argument("--format", choices=FORMATS, default="table", help="output format")
+    p.add_argument(
+        "--filter",
+        metavar="EXPR",
+        default="",
+        help="MLflow search filter, e.g. \"tags.variant = 'x'\"",
+    )
+    p.add_argument("--experiments", metavar="A,B", help="comma-separated experiments to search")
+    p.add_argument("--metric", default="val/bpb", help="the objective (default: val/bpb)")
+    p.add_argument(
+        "--ci",
+        choices=("auto", "welch", "bootstrap"),
+        default="auto",
+        help="interval of the delta (auto: Welch's t; the percentile bootstrap is too narrow "
+        "with few seeds)",
+    )
+    p.add_argument("--report", action="store_true", help="write an HTML/markdown report")
+    p.add_argument(
+        "--report-dir", type=Path, help="report folder (default: results/reports/<experiment>)"
+    )
+    p.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="MLflow tracking URI")
+    p.set_defaults(func=run_compare)
+
+
+def _experiments(args: argparse.Namespace) -> list[str]:
+    names = [args.experiment] if args.experiment else []
+    if args.experiments:
+        names += [n.strip() for n in args.experiments.split(",") if n.strip()]
+    return list(dict.fromkeys(names))
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    try:
+        runset = load_runs(
+            args.tracking_uri,
+            _experiments(args),
+            all_runs=args.all,
+            filter_string=args.filter,
+        )
+        if runset.runs.empty:
+            where = ", ".join(runset.experiments) or "any experiment"
+            raise CompareError(f"no runs to compare in {where} ({runset.selection})", exit_code=1)
+        comparison = compare(
+            runset, metric=args.metric, by=args.by, baseline=args.baseline, ci=args.ci
+        )
+    except CompareError as e:
+        print(f"minimind compare: {e}", file=sys.stderr)
+        return e.exit_code
+    if args.format == "table" and sys.stdout.isatty():
+        render.print_rich(comparison)
+    else:
+        writers = {
+            "table": render.to_plain,
+            "csv": render.to_csv,
+            "markdown": render.to_markdown,
+            "json": render.to_json,
+        }
+        sys.stdout.write(writers[args.format](comparison))
+        if args.format in ("csv", "json") and len(comparison.problems):
+            print(
+                f"{len(comparison.problems)} failed or incomplete run(s) left out of the statistics.",
+                file=sys.stderr,
+            )
+    if args.report:
+        from minimind.compare.report import write_report
+
+        folder = args.report_dir or DEFAULT_REPORTS_DIR / "+".join(runset.experiments)
+        index = write_report(comparison, folder)
+        print(f"Report written to {index}", file=sys.stderr)
+    return 0

@@ -1,0 +1,315 @@
+"""Rendering a `Comparison`: human cells (rich, plain text, markdown, HTML) and machine output
+(CSV and JSON with one `<metric>_<stat>` column per statistic)."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from minimind.compare.table import SIZE_PARAMS, SPREAD_METRICS, Comparison
+
+MISSING = "-"
+PROBLEM_HEADERS = ["run", "variant", "seed", "status", "reason"]
+
+
+def _nan(x: Any) -> bool:
+    return x is None or (isinstance(x, float | np.floating) and math.isnan(x))
+
+
+def fmt_count(x: float) -> str:
+    """1234567 -> '1.23M'."""
+    if _nan(x):
+        return MISSING
+    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{suffix}"
+    return f"{x:.3g}"
+
+
+def fmt_pm(mean: float, std: float, digits: int = 4) -> str:
+    """'1.2345 ± 0.0012', or the mean alone when there is no spread (one seed)."""
+    if _nan(mean):
+        return MISSING
+    return f"{mean:.{digits}f}" if _nan(std) else f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def fmt_seconds(s: float) -> str:
+    if _nan(s):
+        return MISSING
+    if s < 60:
+        return f"{s:.1f} s"
+    if s < 3600:
+        return f"{int(s // 60)}m{int(s % 60):02d}s"
+    return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
+
+
+def fmt_mem(mb: float) -> str:
+    if _nan(mb):
+        return MISSING
+    return f"{mb / 1024:.1f} GB" if mb >= 10240 else f"{mb:.0f} MB"
+
+
+def fmt_percent(fraction: float) -> str:
+    return MISSING if _nan(fraction) else f"{100 * fraction:.2f}%"
+
+
+def fmt_delta(row: pd.Series, metric: str, digits: int = 4) -> str:
+    """'+0.0123 [-0.0050, +0.0296]'; the baseline row says 'baseline'."""
+    delta = row[f"{metric}_delta"]
+    if row["is_baseline"]:
+        return "baseline"
+    if _nan(delta):
+        return MISSING
+    if _nan(row[f"{metric}_delta_low"]):
+        return f"{delta:+.{digits}f}"
+    low, high = row[f"{metric}_delta_low"], row[f"{metric}_delta_high"]
+    return f"{delta:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
+
+
+def verdict(row: pd.Series, metric: str, maximize: bool) -> str:
+    """'baseline', 'within noise', 'better', 'worse', or why no interval could be given."""
+    method = row[f"{metric}_delta_method"]
+    if method == "baseline":
+        return "baseline"
+    if method == "none":
+        return "n/a (<2 seeds)" if not _nan(row[f"{metric}_delta"]) else MISSING
+    if row[f"{metric}_within_noise"]:
+        return "within noise"
+    return "better" if (row[f"{metric}_delta"] > 0) == maximize else "worse"
+
+
+def short_labels(labels: list[str]) -> tuple[str | None, list[str]]:
+    """Drop a `key=` prefix that every label shares: (`key`, values), else (None, labels).
+
+    `model.norm=layernorm`, `model.norm=rmsnorm` -> (`model.norm`, [`layernorm`, `rmsnorm`]).
+    """
+    keys = {label.split("=", 1)[0] for label in labels if "=" in label}
+    if len(keys) != 1 or not all("=" in label for label in labels):
+        return None, labels
+    key = keys.pop()
+    if any("," in label for label in labels):  # several axes: the prefix is only the first one
+        return None, labels
+    return key, [label.split("=", 1)[1] for label in labels]
+
+
+def group_header(comparison: Comparison) -> str:
+    key, _ = short_labels(list(comparison.table["variant"]))
+    return key or comparison.by
+
+
+def display_headers(comparison: Comparison) -> list[str]:
+    m = comparison.metric
+    extra = [] if m in SPREAD_METRICS else [m]
+    return [
+        group_header(comparison),
+        "seeds",
+        "params",
+        "active",
+        "FLOPs/tok",
+        *SPREAD_METRICS,
+        *extra,
+        f"best {m}",
+        f"Δ {m} [95% CI]",
+        "verdict",
+        "tok/s",
+        "peak mem",
+        "MFU",
+        "wall",
+    ]
+
+
+def display_rows(comparison: Comparison) -> list[list[str]]:
+    """The table as strings, one list per group, in `display_headers` order."""
+    m = comparison.metric
+    keys = [*SPREAD_METRICS, *([] if m in SPREAD_METRICS else [m])]
+    _, labels = short_labels(list(comparison.table["variant"]))
+    rows = []
+    for label, (_, r) in zip(labels, comparison.table.iterrows(), strict=True):
+        seeds = str(r["n"]) + (f" (+{r['n_failed']} failed)" if r["n_failed"] else "")
+        rows.append(
+            [
+                label,
+                seeds,
+                *(fmt_count(r[k]) for k in SIZE_PARAMS),
+                *(fmt_pm(r[f"{k}_mean"], r[f"{k}_std"]) for k in keys),
+                MISSING if _nan(r[f"{m}_best"]) else f"{r[f'{m}_best']:.4f}",
+                fmt_delta(r, m),
+                verdict(r, m, comparison.maximize),
+                fmt_count(r["perf/tokens_per_s_median"]),
+                fmt_mem(r["sys/peak_mem_mb_max"]),
+                fmt_percent(r["perf/mfu_median"]),
+                fmt_seconds(r["wall_s_mean"]),
+            ]
+        )
+    return rows
+
+
+def problem_rows(comparison: Comparison) -> list[list[str]]:
+    """Failed, killed, unfinished runs and runs without the objective, with their reason."""
+    return [
+        [
+            str(p["run_name"]),
+            str(p["group"]),
+            MISSING if _nan(p["seed"]) else str(int(p["seed"])),
+            str(p["status"]),
+            str(p["reason"]),
+        ]
+        for _, p in comparison.problems.iterrows()
+    ]
+
+
+def caption(comparison: Comparison) -> str:
+    """What is compared, how, and how to read the deltas."""
+    direction = "higher" if comparison.maximize else "lower"
+    methods = sorted(
+        set(comparison.table.get(f"{comparison.metric}_delta_method", pd.Series(dtype=str)))
+        - {"baseline", "none"}
+    )
+    how = {"welch": "Welch's t", "bootstrap": "percentile bootstrap"}
+    ci = (
+        f"with a 95% CI by {' and '.join(how[m] for m in methods)}"
+        if methods
+        else "(no interval: a side has fewer than 2 seeds)"
+    )
+    return (
+        f"{', '.join(comparison.runset.experiments)}: {comparison.runset.selection}; "
+        f"{len(comparison.runs)} runs grouped by {comparison.by}. "
+        f"Objective {comparison.metric} ({direction} is better), final value mean ± std over "
+        f"seeds; Δ vs baseline {comparison.baseline} {ci}."
+    )
+
+
+def plain_table(headers: list[str], rows: list[list[str]]) -> str:
+    """Columns aligned with two spaces, a dashed rule under the header."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+    return "\n".join([line(headers), "  ".join("-" * w for w in widths), *(line(r) for r in rows)])
+
+
+def to_plain(comparison: Comparison) -> str:
+    parts = [
+        caption(comparison),
+        "",
+        plain_table(display_headers(comparison), display_rows(comparison)),
+    ]
+    if len(comparison.problems):
+        parts += ["", "Failed or incomplete runs (not in the statistics):"]
+        parts.append(plain_table(PROBLEM_HEADERS, problem_rows(comparison)))
+    return "\n".join(parts) + "\n"
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(map(_md_cell, headers)) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(map(_md_cell, r)) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def to_markdown(comparison: Comparison) -> str:
+    parts = [
+        caption(comparison),
+        "",
+        markdown_table(display_headers(comparison), display_rows(comparison)),
+    ]
+    if len(comparison.problems):
+        parts += ["", "**Failed or incomplete runs** (not in the statistics):", ""]
+        parts.append(markdown_table(PROBLEM_HEADERS, problem_rows(comparison)))
+    return "\n".join(parts) + "\n"
+
+
+def html_table(headers: list[str], rows: list[list[str]], css_class: str) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows
+    )
+    return f'<table class="{css_class}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def print_rich(comparison: Comparison) -> None:
+    """Print to the terminal with rich: the table never truncates a number; a table wider than
+    the terminal is printed at its natural width (the terminal wraps it) rather than squeezed."""
+    from rich import box
+    from rich.console import Console
+    from rich.measure import Measurement
+    from rich.table import Table
+    from rich.text import Text
+
+    styles = {"better": "green", "worse": "red", "within noise": "dim", "baseline": "bold"}
+    table = Table(box=box.SIMPLE_HEAVY, padding=(0, 1))
+    headers = display_headers(comparison)
+    for i, h in enumerate(headers):
+        table.add_column(h, justify="left" if i == 0 or h == "verdict" else "right", no_wrap=True)
+    verdict_at = headers.index("verdict")
+    for row in display_rows(comparison):
+        table.add_row(
+            *(Text(c, style=styles.get(c, "")) if i == verdict_at else c for i, c in enumerate(row))
+        )
+    console = Console()
+    width = Measurement.get(console, console.options.update(max_width=10_000), table).maximum
+    if width > console.width:  # Console.print clamps its width to the console's
+        console = Console(width=width)
+    console.print(Text(caption(comparison), style="italic"))
+    console.print(table)
+    if len(comparison.problems):
+        failed = Table(
+            box=box.SIMPLE_HEAVY,
+            title="Failed or incomplete runs (not in the statistics)",
+            title_style="red",
+        )
+        for h in PROBLEM_HEADERS:
+            failed.add_column(h)
+        for row in problem_rows(comparison):
+            failed.add_row(*row)
+        console.print(failed)
+
+
+def _jsonable(value: Any) -> Any:
+    if _nan(value):
+        return None
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat()
+    return value
+
+
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{k: _jsonable(v) for k, v in row.items()} for row in df.to_dict("records")]
+
+
+def to_csv(comparison: Comparison) -> str:
+    """The aggregated table, one `<metric>_<stat>` column per statistic."""
+    return comparison.table.to_csv(index=False)
+
+
+def to_json(comparison: Comparison) -> str:
+    """The table as `rows` (one `<metric>_<stat>` key per statistic), plus what was compared
+    and the failed runs."""
+    problems = comparison.problems[["run_id", "run_name", "group", "seed", "status", "reason"]]
+    document = {
+        "experiments": comparison.runset.experiments,
+        "selection": comparison.runset.selection,
+        "metric": comparison.metric,
+        "direction": "maximize" if comparison.maximize else "minimize",
+        "by": comparison.by,
+        "baseline": comparison.baseline,
+        "rows": _records(comparison.table),
+        "failed_runs": _records(problems),
+    }
+    return json.dumps(document, indent=2)
+
+
+def runs_csv(comparison: Comparison) -> str:
+    """One row per run (finished or not), for runs.csv in the report."""
+    return comparison.runs.to_csv(index=False)

@@ -1,0 +1,238 @@
+"""The comparison report: a self-contained `index.html` (figures inlined as base64 PNG),
+`report.md`, `comparison.csv`, `runs.csv` and the PNGs, also logged to the parent run."""
+
+from __future__ import annotations
+
+import base64
+import html
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
+
+from minimind.compare import plots, render
+from minimind.compare.table import Comparison
+
+DEVICE_KEYS = ("tags.device", "params.device", "tags.minimind.device", "params.train.device")
+"""Where the device may be recorded, most specific (the resolved device) first."""
+
+ARTIFACT_PATH = "comparison"
+
+FIGURE_CAPTIONS = {
+    "curves_train_loss": "Training loss against step, tokens seen and wall-clock time.",
+    "curves_val_bpb": "Validation bits per byte against step, tokens seen and wall-clock time.",
+    "final": "Final objective per variant with the seed spread.",
+    "pareto": "Throughput against the objective: points on the dashed line are not beaten on both.",
+    "moe_load": "Expert load imbalance of the MoE layers over training.",
+}
+
+CSS = """
+body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 2rem auto;
+       max-width: 1500px; padding: 0 1rem; color: #1f2328; }
+h1 { margin-bottom: .2rem; } h2 { border-bottom: 1px solid #d0d7de; padding-bottom: .3rem; }
+dl.meta { display: grid; grid-template-columns: max-content auto; gap: .2rem 1rem; }
+dl.meta dt { font-weight: 600; } dl.meta dd { margin: 0; font-family: ui-monospace, monospace; }
+div.scroll { overflow-x: auto; }
+table { border-collapse: collapse; font-size: .8rem; margin: .5rem 0 1rem; }
+th, td { border: 1px solid #d0d7de; padding: .2rem .45rem; text-align: right; white-space: nowrap; }
+th { background: #f6f8fa; white-space: normal; }
+td:first-child, th:first-child { text-align: left; }
+table.problems td, table.problems th { text-align: left; white-space: normal; }
+tr.better td.verdict { color: #1a7f37; font-weight: 600; }
+tr.worse td.verdict { color: #cf222e; font-weight: 600; }
+tr.within-noise td.verdict { color: #656d76; }
+span.ci { color: #656d76; font-size: .75rem; }
+figure { margin: 1rem 0 2rem; } figure img { max-width: 100%; border: 1px solid #d0d7de; }
+figcaption { color: #656d76; font-size: .9rem; } p.caption { color: #424a53; }
+details pre { background: #f6f8fa; padding: .8rem; overflow-x: auto; font-size: .85rem; }
+"""
+
+
+def _unique(df: pd.DataFrame, column: str) -> list[str]:
+    if column not in df.columns:
+        return []
+    return sorted({str(v) for v in df[column].dropna() if str(v)})
+
+
+def header_fields(comparison: Comparison) -> dict[str, str]:
+    """What was compared: spec, spec hash, git commit, device, dates, store and selection."""
+    runs, parents = comparison.runset.runs, comparison.runset.parents
+    both = pd.concat([parents, runs], ignore_index=True)
+
+    def first_of(*columns: str) -> str:
+        for column in columns:
+            for df in (parents, runs):
+                values = _unique(df, column)
+                if values:
+                    return ", ".join(values)
+        return "unknown"
+
+    starts = pd.to_datetime(both["start_time"], utc=True).dropna()
+    ends = pd.to_datetime(both.get("end_time", pd.Series(dtype=object)), utc=True).dropna()
+    fmt = "%Y-%m-%d %H:%M UTC"
+    dates = f"{starts.min():{fmt}} to {ends.max() if len(ends) else starts.max():{fmt}}"
+    fields = {
+        "experiment": ", ".join(comparison.runset.experiments),
+        "spec": first_of("params.name"),
+        "description": first_of("params.description"),
+        "spec hash": first_of("tags.spec_hash"),
+        "git commit": first_of("tags.git_commit"),
+        "device": first_of(*DEVICE_KEYS),
+        "dates": dates,
+        "runs": comparison.runset.selection,
+        "tracking URI": comparison.runset.tracking_uri,
+        "generated": datetime.now(timezone.utc).strftime(fmt),
+    }
+    if fields["description"] == "unknown":  # optional in a spec; the others always exist
+        del fields["description"]
+    return fields
+
+
+def common_params(comparison: Comparison) -> dict[str, str]:
+    """The params every run shares: the resolved spec, less what the variants change."""
+    runs = comparison.runset.runs
+    out = {}
+    for column in sorted(c for c in runs.columns if c.startswith("params.")):
+        values = runs[column].dropna().unique()
+        if len(values) == 1 and runs[column].notna().all():
+            out[column.removeprefix("params.")] = str(values[0])
+    return out
+
+
+def _row_class(verdict: str) -> str:
+    return verdict.replace(" ", "-") if verdict in ("better", "worse", "within noise") else ""
+
+
+def _comparison_html(comparison: Comparison) -> str:
+    headers = render.display_headers(comparison)
+    at, delta_at = headers.index("verdict"), headers.index(f"Δ {comparison.metric} [95% CI]")
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+
+    def cell(i: int, text: str) -> str:
+        if i == at:
+            return f'<td class="verdict">{html.escape(text)}</td>'
+        if i == delta_at and " [" in text:  # the interval on its own line keeps the table narrow
+            delta, interval = text.split(" ", 1)
+            return (
+                f'<td>{html.escape(delta)}<br><span class="ci">{html.escape(interval)}</span></td>'
+            )
+        return f"<td>{html.escape(text)}</td>"
+
+    rows = []
+    for row in render.display_rows(comparison):
+        cells = "".join(cell(i, c) for i, c in enumerate(row))
+        rows.append(f'<tr class="{_row_class(row[at])}">{cells}</tr>')
+    return (
+        f'<div class="scroll"><table class="comparison"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def _runs_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
+    m = comparison.metric
+    headers = ["run", "seed", "status", m, "val/loss", "tok/s", "wall", "run id"]
+    rows = [
+        [
+            str(r["run_name"]),
+            render.MISSING if pd.isna(r["seed"]) else str(int(r["seed"])),
+            str(r["status"]),
+            render.MISSING if pd.isna(r[m]) else f"{r[m]:.4f}",
+            render.MISSING if pd.isna(r["val/loss"]) else f"{r['val/loss']:.4f}",
+            render.fmt_count(r["perf/tokens_per_s"]),
+            render.fmt_seconds(r["wall_s"]),
+            str(r["run_id"]),
+        ]
+        for _, r in comparison.runs.sort_values(["group", "seed"]).iterrows()
+    ]
+    return headers, rows
+
+
+def to_html(comparison: Comparison, figures: dict[str, bytes]) -> str:
+    """The self-contained page: header, table, failed runs, figures (base64 PNG), runs, spec."""
+    title = f"minimind compare: {', '.join(comparison.runset.experiments)}"
+    meta = "".join(
+        f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>"
+        for k, v in header_fields(comparison).items()
+    )
+    if len(comparison.problems):
+        problems = render.html_table(
+            render.PROBLEM_HEADERS, render.problem_rows(comparison), "problems"
+        )
+    else:
+        problems = "<p>None: every run finished and logged the objective.</p>"
+    figs = "".join(
+        f'<figure id="fig-{name}"><img alt="{html.escape(name)}" src="data:image/png;base64,'
+        f'{base64.b64encode(png).decode("ascii")}"><figcaption>{html.escape(FIGURE_CAPTIONS.get(name, name))}'
+        "</figcaption></figure>"
+        for name, png in figures.items()
+    )
+    runs = f'<div class="scroll">{render.html_table(*_runs_rows(comparison), "runs")}</div>'
+    spec = "\n".join(f"{k}: {v}" for k, v in common_params(comparison).items())
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)}</title><style>{CSS}</style></head>
+<body>
+<h1>{html.escape(title)}</h1>
+<dl class="meta">{meta}</dl>
+<h2>Comparison</h2>
+<p class="caption">{html.escape(render.caption(comparison))}</p>
+{_comparison_html(comparison)}
+<h2>Failed or incomplete runs</h2>
+{problems}
+<h2>Figures</h2>
+{figs}
+<h2>Runs</h2>
+{runs}
+<h2>Spec</h2>
+<details><summary>Params shared by every run ({len(common_params(comparison))})</summary>
+<pre>{html.escape(spec)}</pre></details>
+</body></html>
+"""
+
+
+def to_markdown(comparison: Comparison, figure_files: list[str]) -> str:
+    meta = "\n".join(f"- **{k}**: {v}" for k, v in header_fields(comparison).items())
+    figs = "\n\n".join(
+        f"![{name}]({name})\n\n*{FIGURE_CAPTIONS.get(Path(name).stem, name)}*"
+        for name in figure_files
+    )
+    return (
+        f"# minimind compare: {', '.join(comparison.runset.experiments)}\n\n{meta}\n\n"
+        f"## Comparison\n\n{render.to_markdown(comparison)}\n## Figures\n\n{figs}\n"
+    )
+
+
+def write_report(comparison: Comparison, folder: str | Path, log_to_parent: bool = True) -> Path:
+    """Write the report into `folder` and return the path of its `index.html`.
+
+    With `log_to_parent`, the files are also logged as artifacts (under `comparison/`) of the
+    parent run, when the runs come from exactly one invocation.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    pngs: dict[str, bytes] = {}
+    for name, fig in plots.draw_all(comparison).items():
+        path = folder / f"{name}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        pngs[name] = path.read_bytes()
+    (folder / "comparison.csv").write_text(render.to_csv(comparison))
+    (folder / "runs.csv").write_text(render.runs_csv(comparison))
+    (folder / "report.md").write_text(to_markdown(comparison, [f"{n}.png" for n in pngs]))
+    index = folder / "index.html"
+    index.write_text(to_html(comparison, pngs), encoding="utf-8")
+    parents = comparison.runset.parents
+    if log_to_parent and len(parents) == 1:
+        run_id = parents["run_id"].iloc[0]
+        try:
+            MlflowClient(comparison.runset.tracking_uri).log_artifacts(
+                run_id, str(folder), ARTIFACT_PATH
+            )
+        except (MlflowException, OSError) as e:
+            print(f"compare: could not log the report to parent run {run_id}: {e}", file=sys.stderr)
+    return index

@@ -1,0 +1,218 @@
+"""Loading the runs to compare from MLflow: which runs, their final values, their histories.
+
+Run selection follows the runner's names (DESIGN.md §5): a parent run per invocation tagged
+`minimind.role=parent`, children tagged `mlflow.parentRunId`, `variant` and `seed`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import mlflow
+import pandas as pd
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
+
+from minimind.tracking.backend import sqlite_db_path
+
+HISTORY_WORKERS = 16
+_SEED_SUFFIX = re.compile(r"/seed-?\d+$")
+
+
+class CompareError(Exception):
+    """A comparison that cannot be made; `exit_code` is 2 for usage errors, 1 otherwise."""
+
+    def __init__(self, message: str, exit_code: int = 2) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass
+class RunSet:
+    """The runs of one comparison, and their metric histories, fetched when first needed.
+
+    `runs` has one row per child run, with the columns of `mlflow.search_runs` (`run_id`,
+    `status`, `start_time`, `end_time`, `metrics.<key>` (the last value), `params.<key>`,
+    `tags.<key>`) plus `run_name`, `variant` and `seed`; `parents` has the parent runs.
+    """
+
+    runs: pd.DataFrame
+    parents: pd.DataFrame
+    experiments: list[str]
+    selection: str
+    tracking_uri: str
+    client: MlflowClient = field(repr=False)
+    _histories: dict[tuple[str, str], pd.Series] = field(default_factory=dict, repr=False)
+    _fetched: set[str] = field(default_factory=set, repr=False)
+
+    def fetch_histories(self, keys: Sequence[str]) -> None:
+        """Fetch the histories of `keys` not fetched yet, for every run, in one parallel batch."""
+        missing = [k for k in dict.fromkeys(keys) if k not in self._fetched]
+        if missing and len(self.runs):
+            self._histories.update(fetch_histories(self.client, self.runs, missing))
+        self._fetched.update(missing)
+
+    def history(self, run_id: str, key: str) -> pd.Series:
+        """The points of one metric of one run: values indexed by step, sorted by step."""
+        self.fetch_histories([key])
+        return self._histories.get((run_id, key), pd.Series(dtype=float))
+
+
+@contextlib.contextmanager
+def _tracking_uri(uri: str) -> Iterator[None]:
+    """`mlflow.search_runs` reads the global tracking URI; set it for the call and restore it."""
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(previous)
+
+
+def open_client(tracking_uri: str) -> MlflowClient:
+    """A client on `tracking_uri`; refuses a SQLite store that does not exist (it would be made)."""
+    path = sqlite_db_path(tracking_uri)
+    if path is not None and not path.exists():
+        raise CompareError(
+            f"no MLflow store at {path} (tracking URI {tracking_uri}); "
+            "run `minimind run SPEC` first or pass --tracking-uri"
+        )
+    return MlflowClient(tracking_uri)
+
+
+def resolve_experiments(client: MlflowClient, names: Sequence[str]) -> list[str]:
+    """Check that every experiment exists; an unknown one is an error listing those that do."""
+    unknown = [n for n in names if client.get_experiment_by_name(n) is None]
+    if unknown:
+        existing = sorted(e.name for e in client.search_experiments())
+        listed = ", ".join(existing) if existing else "(none)"
+        raise CompareError(f"unknown experiment {', '.join(unknown)}; experiments: {listed}")
+    return list(names)
+
+
+def _search(
+    tracking_uri: str, experiments: Sequence[str] | None, filter_string: str = ""
+) -> pd.DataFrame:
+    with _tracking_uri(tracking_uri):
+        try:
+            return mlflow.search_runs(
+                experiment_names=list(experiments) if experiments else None,
+                search_all_experiments=not experiments,
+                filter_string=filter_string,
+                order_by=["attributes.start_time ASC"],
+            )
+        except MlflowException as e:
+            raise CompareError(f"invalid --filter {filter_string!r}: {e.message}") from e
+
+
+def _tag(df: pd.DataFrame, key: str) -> pd.Series:
+    column = f"tags.{key}"
+    if column in df.columns:
+        return df[column]
+    return pd.Series([None] * len(df), index=df.index, dtype=object)
+
+
+def _label(df: pd.DataFrame) -> pd.DataFrame:
+    """Add `run_name`, `variant` (tag, else the run name less its seed) and `seed` columns."""
+    df = df.copy()
+    df["run_name"] = _tag(df, "mlflow.runName").fillna(df["run_id"])
+    fallback = df["run_name"].str.replace(_SEED_SUFFIX, "", regex=True)
+    df["variant"] = _tag(df, "variant").fillna(fallback).astype(str)
+    from_name = df["run_name"].str.extract(r"/seed-?(\d+)$")[0]
+    df["seed"] = pd.to_numeric(_tag(df, "seed").fillna(from_name), errors="coerce")
+    return df.reset_index(drop=True)
+
+
+def select_runs(
+    tracking_uri: str,
+    experiments: Sequence[str] | None,
+    *,
+    all_runs: bool = False,
+    filter_string: str = "",
+    parent_run_id: str | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """The child runs to compare, the parent runs they belong to, and a line saying which.
+
+    By default, the children of the latest parent run (the last `minimind run` invocation); with
+    `all_runs` or a filter, every matching run; with `parent_run_id`, that invocation's children.
+    Experiments that hold runs but no parent run fall back to all their runs.
+    """
+    if parent_run_id is not None:
+        quoted = parent_run_id.replace("'", "")
+        children = _search(tracking_uri, experiments, f"tags.`mlflow.parentRunId` = '{quoted}'")
+        parents = _search(tracking_uri, experiments, f"attributes.run_id = '{quoted}'")
+        if parents.empty:
+            raise CompareError(f"no parent run {parent_run_id} in {', '.join(experiments or [])}")
+        return _label(children), parents, _invocation(parents.iloc[0], "invocation")
+    df = _search(tracking_uri, experiments, filter_string)
+    if df.empty:
+        return df, df, "the store holds no runs there"
+    is_parent = _tag(df, "minimind.role") == "parent"
+    children, parents = df[~is_parent], df[is_parent]
+    if filter_string or all_runs or parents.empty:
+        what = f"runs matching {filter_string!r}" if filter_string else "all runs"
+        return _label(children), parents, what
+    latest = parents.sort_values("start_time").iloc[[-1]]
+    mine = _tag(children, "mlflow.parentRunId") == latest["run_id"].iloc[0]
+    return _label(children[mine]), latest, _invocation(latest.iloc[0], "latest invocation")
+
+
+def _invocation(parent: pd.Series, what: str) -> str:
+    """'latest invocation norm (2024-05-01 12:00, parent run 1a2b...)'."""
+    name = parent.get("tags.mlflow.runName") or parent["run_id"]
+    when = pd.Timestamp(parent["start_time"]).strftime("%Y-%m-%d %H:%M")
+    return f"{what} {name} ({when}, parent run {parent['run_id']})"
+
+
+def fetch_histories(
+    client: MlflowClient, runs: pd.DataFrame, keys: Sequence[str]
+) -> dict[tuple[str, str], pd.Series]:
+    """Every logged point of `keys` for `runs`, by (run_id, key): values indexed by step.
+
+    One `get_metric_history` request per run × key, run on a thread pool (the SQLite driver
+    and the network release the GIL). Only keys that a run has logged are requested. A step
+    logged twice keeps its last value.
+    """
+    jobs = [
+        (run_id, key)
+        for key in keys
+        if f"metrics.{key}" in runs.columns
+        for run_id in runs.loc[runs[f"metrics.{key}"].notna(), "run_id"]
+    ]
+
+    def fetch(job: tuple[str, str]) -> pd.Series:
+        points = sorted(client.get_metric_history(*job), key=lambda m: (m.step, m.timestamp))
+        by_step = {m.step: m.value for m in points}  # the last of equal steps wins
+        return pd.Series(by_step, dtype=float).rename_axis("step")
+
+    with ThreadPoolExecutor(max_workers=HISTORY_WORKERS) as pool:
+        return dict(zip(jobs, pool.map(fetch, jobs), strict=True))
+
+
+def load_runs(
+    tracking_uri: str,
+    experiments: Sequence[str] | None = None,
+    *,
+    all_runs: bool = False,
+    filter_string: str = "",
+    parent_run_id: str | None = None,
+) -> RunSet:
+    """The runs to compare and their parents; histories are fetched when first needed."""
+    client = open_client(tracking_uri)
+    if experiments:
+        experiments = resolve_experiments(client, experiments)
+    runs, parents, selection = select_runs(
+        tracking_uri,
+        experiments,
+        all_runs=all_runs,
+        filter_string=filter_string,
+        parent_run_id=parent_run_id,
+    )
+    if not experiments:
+        ids = set(runs.get("experiment_id", [])) | set(parents.get("experiment_id", []))
+        experiments = sorted(client.get_experiment(i).name for i in ids)
+    return RunSet(runs, parents, list(experiments), selection, tracking_uri, client)

@@ -1,0 +1,252 @@
+"""The comparison table: per-run summaries, aggregated over seeds into one row per variant.
+
+Machine columns are named `<metric>_<stat>` (`val/bpb_mean`, `val/bpb_std`, `val/bpb_n`, ...), so
+that CSV and JSON readers get one statistic per column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from minimind.compare.runs import CompareError, RunSet
+from minimind.compare.stats import CIMethod, DeltaCI, delta_ci
+
+MAXIMIZE = frozenset({"perf/tokens_per_s", "perf/mfu"})
+"""Objectives where larger is better; every other metric (losses, bpb) is minimized."""
+
+MISSING_GROUP = "(missing)"
+"""The group of runs that lack the `--by` param or tag."""
+
+RUNNER_METRICS = frozenset(
+    {
+        "train/loss",
+        "train/aux_loss",
+        "val/loss",
+        "val/bpb",
+        "opt/lr",
+        "opt/grad_norm",
+        "perf/tokens_per_s",
+        "perf/step_ms",
+        "perf/mfu",
+        "sys/peak_mem_mb",
+        "moe/load_cv",
+        "train/tokens",
+        "time/elapsed_s",
+    }
+)
+"""The metric names the runner logs (DESIGN.md §5)."""
+
+SIZE_PARAMS = ("num_params", "num_active_params", "flops_per_token")
+SPREAD_METRICS = ("val/loss", "val/bpb")
+"""Final values reported as mean ± std over seeds."""
+
+
+@dataclass
+class Comparison:
+    """One comparison: `table` has a row per group, `runs` a row per run, `problems` the runs
+    left out of the statistics (failed, killed, unfinished, or without the objective)."""
+
+    table: pd.DataFrame
+    runs: pd.DataFrame
+    problems: pd.DataFrame
+    metric: str
+    by: str
+    baseline: str | None
+    runset: RunSet
+
+    @property
+    def maximize(self) -> bool:
+        return self.metric in MAXIMIZE
+
+
+def resolve_group_key(runs: pd.DataFrame, by: str | None) -> str:
+    """The `runs` column to group by: `variant` by default, else a param or tag.
+
+    `by` may be `params.<key>`, `tags.<key>` or a bare key (looked up in params, then tags).
+    An unknown key is a usage error that lists the params and tags the runs have.
+    """
+    if by is None or by == "variant":
+        return "variant"
+    candidates = [by] if by.startswith(("params.", "tags.")) else [f"params.{by}", f"tags.{by}"]
+    for column in candidates:
+        if column in runs.columns and runs[column].notna().any():
+            return column
+    params = sorted(c.removeprefix("params.") for c in runs.columns if c.startswith("params."))
+    tags = sorted(
+        c.removeprefix("tags.")
+        for c in runs.columns
+        if c.startswith("tags.") and not c.startswith("tags.mlflow.")
+    )
+    raise CompareError(
+        f"unknown --by key {by!r}; params: {', '.join(params) or '(none)'}; "
+        f"tags: {', '.join(tags) or '(none)'}"
+    )
+
+
+def _metric(runs: pd.DataFrame, key: str) -> pd.Series:
+    column = f"metrics.{key}"
+    if column in runs.columns:
+        return pd.to_numeric(runs[column], errors="coerce")
+    return pd.Series(np.nan, index=runs.index)
+
+
+def _param(runs: pd.DataFrame, key: str) -> pd.Series:
+    column = f"params.{key}"
+    if column in runs.columns:
+        return pd.to_numeric(runs[column], errors="coerce")
+    return pd.Series(np.nan, index=runs.index)
+
+
+def _history_stat(runset: RunSet, key: str, how: str) -> pd.Series:
+    """A statistic (`min`, `max`, `median`) over each run's history of `key`, by run_id."""
+    stats = {}
+    for run_id in runset.runs["run_id"]:
+        points = runset.history(run_id, key)
+        stats[run_id] = points.agg(how) if len(points) else np.nan
+    return pd.Series(stats, dtype=float)
+
+
+def _wall_seconds(runs: pd.DataFrame) -> pd.Series:
+    """Training wall-clock (`time/elapsed_s`), else the run's duration in MLflow."""
+    duration = (runs["end_time"] - runs["start_time"]).dt.total_seconds()
+    return _metric(runs, "time/elapsed_s").fillna(duration)
+
+
+def summarize_runs(runset: RunSet, metric: str, group_column: str) -> pd.DataFrame:
+    """One row per run: identity, status, sizes and final/best/median metric values."""
+    runs = runset.runs
+    by_id = runs["run_id"]
+    best = "max" if metric in MAXIMIZE else "min"
+    runset.fetch_histories([metric, "perf/tokens_per_s", "perf/mfu"])
+    out = pd.DataFrame(
+        {
+            "run_id": by_id,
+            "run_name": runs["run_name"],
+            "experiment_id": runs["experiment_id"],
+            "group": runs[group_column].fillna(MISSING_GROUP).astype(str),
+            "variant": runs["variant"],
+            "seed": runs["seed"],
+            "status": runs["status"],
+            "start_time": runs["start_time"],
+            **{key: _param(runs, key) for key in SIZE_PARAMS},
+            "train/loss": _metric(runs, "train/loss"),
+            **{key: _metric(runs, key) for key in dict.fromkeys([*SPREAD_METRICS, metric])},
+            f"{metric}_best": by_id.map(_history_stat(runset, metric, best)),
+            "perf/tokens_per_s": by_id.map(_history_stat(runset, "perf/tokens_per_s", "median")),
+            "perf/mfu": by_id.map(_history_stat(runset, "perf/mfu", "median")),
+            "sys/peak_mem_mb": _metric(runs, "sys/peak_mem_mb"),
+            "wall_s": _wall_seconds(runs) if len(runs) else pd.Series(dtype=float),
+            "failure_reason": runs.get("tags.failure_reason", pd.Series(None, index=runs.index)),
+        }
+    )
+    return out.reset_index(drop=True)
+
+
+def _problem_reason(row: pd.Series, metric: str) -> str:
+    if isinstance(row["failure_reason"], str) and row["failure_reason"]:
+        return row["failure_reason"]
+    if row["status"] != "FINISHED":
+        return f"status {row['status']} (no failure_reason tag)"
+    return f"no {metric} logged"
+
+
+def split_problems(per_run: pd.DataFrame, metric: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(finished runs with the objective, the other runs with a `reason` column)."""
+    ok = (per_run["status"] == "FINISHED") & per_run[metric].notna()
+    problems = per_run[~ok].copy()
+    problems["reason"] = [_problem_reason(row, metric) for _, row in problems.iterrows()]
+    return per_run[ok], problems.reset_index(drop=True)
+
+
+def _group_row(group: str, runs: pd.DataFrame, every_run: pd.DataFrame, metric: str) -> dict:
+    """Statistics over `runs` (the group's finished runs); sizes from `every_run` of the group,
+    since they are known before training."""
+    row: dict = {"variant": group, "n": len(runs), "n_failed": len(every_run) - len(runs)}
+    for key in SIZE_PARAMS:
+        values = every_run[key].dropna()
+        row[key] = values.iloc[0] if len(values) else np.nan
+    for key in dict.fromkeys([*SPREAD_METRICS, metric]):
+        values = runs[key].dropna()
+        row[f"{key}_mean"] = values.mean() if len(values) else np.nan
+        row[f"{key}_std"] = values.std(ddof=1) if len(values) > 1 else np.nan
+        row[f"{key}_n"] = len(values)
+    best = runs[f"{metric}_best"].dropna()
+    row[f"{metric}_best"] = (
+        (best.max() if metric in MAXIMIZE else best.min()) if len(best) else np.nan
+    )
+    row["perf/tokens_per_s_median"] = runs["perf/tokens_per_s"].median()
+    row["perf/mfu_median"] = runs["perf/mfu"].median()
+    row["sys/peak_mem_mb_max"] = runs["sys/peak_mem_mb"].max()
+    row["wall_s_mean"] = runs["wall_s"].mean()
+    return row
+
+
+def _default_baseline(per_run: pd.DataFrame) -> str | None:
+    """The group of the earliest run: the runner runs variants in spec order, first one first."""
+    if per_run.empty:
+        return None
+    return str(per_run.sort_values("start_time")["group"].iloc[0])
+
+
+def compare(
+    runset: RunSet,
+    *,
+    metric: str = "val/bpb",
+    by: str | None = None,
+    baseline: str | None = None,
+    ci: CIMethod = "auto",
+) -> Comparison:
+    """Aggregate `runset` into one row per group, with deltas against `baseline`.
+
+    The rows are sorted by the objective's mean, best first; groups where no run finished come
+    last. Each delta has a 95% CI (see `stats.delta_ci`) and `<metric>_within_noise` is True
+    when it crosses zero.
+    """
+    group_column = resolve_group_key(runset.runs, by)
+    logged = {c.removeprefix("metrics.") for c in runset.runs.columns if c.startswith("metrics.")}
+    if metric not in logged | RUNNER_METRICS:  # a runner metric may be missing: failed runs
+        raise CompareError(
+            f"unknown --metric {metric!r}; logged metrics: {', '.join(sorted(logged)) or '(none)'}"
+        )
+    per_run = summarize_runs(runset, metric, group_column)
+    finished, problems = split_problems(per_run, metric)
+    groups = list(dict.fromkeys(per_run.sort_values("start_time")["group"]))
+    if baseline is not None and baseline not in groups:
+        raise CompareError(
+            f"unknown --baseline {baseline!r}; variants: {', '.join(groups) or '(none)'}"
+        )
+    baseline = baseline if baseline is not None else _default_baseline(per_run)
+    rows = [
+        _group_row(g, finished[finished["group"] == g], per_run[per_run["group"] == g], metric)
+        for g in groups
+    ]
+    table = pd.DataFrame(rows)
+    if len(table):
+        base_values = finished.loc[finished["group"] == baseline, metric].to_numpy()
+        cis = [
+            DeltaCI(0.0, np.nan, np.nan, "baseline")
+            if g == baseline
+            else delta_ci(finished.loc[finished["group"] == g, metric].to_numpy(), base_values, ci)
+            for g in table["variant"]
+        ]
+        table["is_baseline"] = table["variant"] == baseline
+        table[f"{metric}_delta"] = [c.delta for c in cis]
+        table[f"{metric}_delta_low"] = [c.low for c in cis]
+        table[f"{metric}_delta_high"] = [c.high for c in cis]
+        table[f"{metric}_delta_method"] = [c.method for c in cis]
+        table[f"{metric}_within_noise"] = [c.within_noise for c in cis]
+        table = table.sort_values(
+            f"{metric}_mean", ascending=metric not in MAXIMIZE, na_position="last", kind="stable"
+        ).reset_index(drop=True)
+    return Comparison(
+        table=table,
+        runs=per_run,
+        problems=problems,
+        metric=metric,
+        by=group_column.removeprefix("params.").removeprefix("tags."),
+        baseline=baseline,
+        runset=runset,
+    )

@@ -1,0 +1,539 @@
+"""`minimind compare` on a synthetic MLflow store written with the runner's names (DESIGN.md §5).
+
+The values are chosen so that every aggregate can be computed by hand (see `EXPECTED`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param
+
+from minimind.cli import main
+from minimind.compare import CompareError, compare, load_runs, print_comparison
+from minimind.compare.stats import student_t_ppf
+
+T0 = 1_700_000_000_000  # ms; start times are spaced by a second so that run order is known
+
+LN = "model.norm=layernorm"
+RMS = "model.norm=rmsnorm"
+# Final val/bpb and val/loss per seed (0, 1, 2).
+FINAL_BPB = {LN: [2.10, 2.20, 2.15], RMS: [2.00, 2.02, 2.04]}
+FINAL_LOSS = {LN: [1.40, 1.50, 1.45], RMS: [1.30, 1.32, 1.34]}
+# val/bpb at the mid-training eval (step 5); layernorm seed 0 is better there than at the end.
+MID_BPB = {LN: [2.05, 2.60, 2.60], RMS: [2.50, 2.50, 2.50]}
+THROUGHPUT = {LN: [100.0, 200.0, 300.0, 1000.0], RMS: [500.0, 600.0, 700.0]}  # + 10·seed
+EXPECTED = {
+    LN: {
+        "n": 3,
+        "val/bpb_mean": 2.15,
+        "val/bpb_std": 0.05,
+        "val/loss_mean": 1.45,
+        "val/loss_std": 0.05,
+        "val/bpb_best": 2.05,
+        "perf/tokens_per_s_median": 260.0,  # per-seed medians 250, 260, 270
+        "sys/peak_mem_mb_max": 102.0,
+        "wall_s_mean": 31.0,
+        "perf/mfu_median": 0.02,
+    },
+    RMS: {
+        "n": 3,
+        "val/bpb_mean": 2.02,
+        "val/bpb_std": 0.02,
+        "val/loss_mean": 1.32,
+        "val/loss_std": 0.02,
+        "val/bpb_best": 2.00,
+        "perf/tokens_per_s_median": 610.0,  # per-seed medians 600, 610, 620
+        "sys/peak_mem_mb_max": 102.0,
+        "wall_s_mean": 31.0,
+        "perf/mfu_median": 0.02,
+    },
+}
+STEPS = 10
+
+
+def _child(
+    client: MlflowClient,
+    exp_id: str,
+    parent_id: str,
+    variant: str,
+    seed: int,
+    start: int,
+    *,
+    params: dict[str, str],
+    metrics: list[Metric],
+    status: str = "FINISHED",
+    tags: dict[str, str] | None = None,
+) -> str:
+    run_tags = {
+        "mlflow.parentRunId": parent_id,
+        "minimind.role": "child",
+        "variant": variant,
+        "seed": str(seed),
+        "spec_hash": "abc123def456",
+        "git_commit": "0123456789abcdef",
+        **(tags or {}),
+    }
+    run = client.create_run(
+        exp_id, start_time=start, tags=run_tags, run_name=f"{variant}/seed{seed}"
+    )
+    run_id = run.info.run_id
+    client.log_batch(run_id, metrics=metrics, params=[Param(k, v) for k, v in params.items()])
+    client.set_terminated(run_id, status=status, end_time=start + 40_000)
+    return run_id
+
+
+def _curves(variant: str, seed: int, start: int) -> list[Metric]:
+    """Histories as the runner logs them: train metrics every step, evals at steps 5 and 10."""
+    ts = lambda step: start + 1000 * step  # noqa: E731
+    out = []
+    for step in range(1, STEPS + 1):
+        out += [
+            Metric("train/loss", 3.0 - 0.1 * step + 0.01 * seed, ts(step), step),
+            Metric("train/tokens", 1024.0 * step, ts(step), step),
+            Metric("time/elapsed_s", (30.0 + seed) * step / STEPS, ts(step), step),
+            Metric("opt/lr", 1e-3, ts(step), step),
+        ]
+    for i, value in enumerate(THROUGHPUT[variant]):
+        out.append(Metric("perf/tokens_per_s", value + 10 * seed, ts(i + 1), i + 1))
+    out += [Metric("perf/mfu", v, ts(i + 1), i + 1) for i, v in enumerate([0.01, 0.02, 0.03])]
+    out += [Metric("sys/peak_mem_mb", 90.0 + seed, ts(1), 1)]
+    out += [Metric("sys/peak_mem_mb", 100.0 + seed, ts(STEPS), STEPS)]
+    out += [
+        Metric("val/bpb", MID_BPB[variant][seed], ts(5), 5),
+        Metric("val/bpb", FINAL_BPB[variant][seed], ts(STEPS), STEPS),
+        Metric("val/loss", FINAL_LOSS[variant][seed] + 0.3, ts(5), 5),
+        Metric("val/loss", FINAL_LOSS[variant][seed], ts(STEPS), STEPS),
+    ]
+    return out
+
+
+def _params(variant: str, seed: int) -> dict[str, str]:
+    return {
+        "name": "norm",
+        "model.norm": variant.split("=")[1],
+        "model.dim": "64",
+        "train.steps": str(STEPS),
+        "train.device": "cpu",
+        "num_params": "123456",
+        "num_active_params": "123456",
+        "flops_per_token": "740736",
+        "seeds": "[0, 1, 2]",
+    }
+
+
+def _parent(client: MlflowClient, exp_id: str, name: str, start: int) -> str:
+    tags = {"minimind.role": "parent", "spec_hash": "abc123def456", "git_commit": "0123456789ab"}
+    run = client.create_run(exp_id, start_time=start, tags=tags, run_name=name)
+    client.log_batch(run.info.run_id, params=[Param("name", name), Param("train.device", "cpu")])
+    client.set_terminated(run.info.run_id, "FINISHED", end_time=start + 500_000)
+    return run.info.run_id
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A store with experiments `norm` (an old invocation and the latest one, 2 variants × 3
+    seeds plus a failed and a killed run), `mlp` (dense vs MoE, 2 seeds) and `empty`."""
+    root = tmp_path_factory.mktemp("mlflow")
+    uri = f"sqlite:///{root}/mlflow.db"
+    client = MlflowClient(uri)
+    norm = client.create_experiment("norm", artifact_location=str(root / "artifacts" / "norm"))
+    old = _parent(client, norm, "norm-old", T0)
+    _child(
+        client, norm, old, "model.norm=oldvariant", 0, T0 + 1000,
+        params=_params(LN, 0), metrics=_curves(LN, 0, T0 + 1000),
+    )  # fmt: skip
+    parent = _parent(client, norm, "norm", T0 + 100_000)
+    start = T0 + 101_000
+    for variant in (LN, RMS):
+        for seed in range(3):
+            _child(
+                client, norm, parent, variant, seed, start,
+                params=_params(variant, seed), metrics=_curves(variant, seed, start),
+                tags={"component.norm": variant.split("=")[1]},
+            )  # fmt: skip
+            start += 1000
+    _child(
+        client, norm, parent, RMS, 3, start, params=_params(RMS, 3),
+        metrics=[Metric("train/loss", 9.0, start, 1)], status="FAILED",
+        tags={"failure_reason": "FloatingPointError: loss is NaN at step 2", "component.norm": "rmsnorm"},
+    )  # fmt: skip
+    _child(
+        client, norm, parent, LN, 3, start + 1000, params=_params(LN, 3), metrics=[],
+        status="KILLED",
+        tags={"failure_reason": "KeyboardInterrupt (SIGINT)", "component.norm": "layernorm"},
+    )  # fmt: skip
+    mlp = client.create_experiment("mlp", artifact_location=str(root / "artifacts" / "mlp"))
+    mlp_parent = _parent(client, mlp, "mlp", T0 + 200_000)
+    start = T0 + 201_000
+    for variant, kind in (("model.mlp=swiglu", "swiglu"), ("model.mlp=moe", "moe")):
+        for seed in range(2):
+            curves = _curves(LN, seed, start)
+            if kind == "moe":
+                curves += [Metric("moe/load_cv", 1.0 / s, start + s, s) for s in range(1, 11)]
+            _child(
+                client, mlp, mlp_parent, variant, seed, start,
+                params={**_params(LN, seed), "model.mlp": kind}, metrics=curves,
+                tags={"component.mlp": kind},
+            )  # fmt: skip
+            start += 1000
+    client.create_experiment("empty", artifact_location=str(root / "artifacts" / "empty"))
+    return {"uri": uri, "root": root, "parent": parent, "old_parent": old, "mlp_parent": mlp_parent}
+
+
+@pytest.fixture(scope="module")
+def norm(store: dict):
+    return compare(load_runs(store["uri"], ["norm"]))
+
+
+def _row(comparison, variant: str) -> pd.Series:
+    table = comparison.table
+    return table[table["variant"] == variant].iloc[0]
+
+
+def test_default_selection_is_the_latest_invocation(norm, store) -> None:
+    assert store["parent"] in norm.runset.selection
+    assert set(norm.runs["group"]) == {LN, RMS}
+    assert len(norm.runs) == 8  # 6 finished + failed + killed; the old invocation is left out
+
+
+@pytest.mark.parametrize("variant", [LN, RMS])
+def test_aggregates_match_hand_computed_values(norm, variant: str) -> None:
+    row = _row(norm, variant)
+    for column, expected in EXPECTED[variant].items():
+        assert row[column] == pytest.approx(expected, rel=1e-9), column
+    assert row["num_params"] == 123456 and row["flops_per_token"] == 740736
+    assert row["n_failed"] == 1
+    # independently: numpy's sample std
+    assert row["val/bpb_std"] == pytest.approx(np.std(FINAL_BPB[variant], ddof=1))
+
+
+def test_sorted_by_objective_and_default_baseline_is_first_variant(norm) -> None:
+    assert list(norm.table["variant"]) == [RMS, LN]  # rmsnorm has the lower val/bpb
+    assert norm.baseline == LN  # the first variant that ran
+    base = _row(norm, LN)
+    assert bool(base["is_baseline"]) and base["val/bpb_delta_method"] == "baseline"
+    rms = _row(norm, RMS)
+    assert rms["val/bpb_delta"] == pytest.approx(2.02 - 2.15)
+    assert rms["val/bpb_delta_method"] == "welch"
+    assert rms["val/bpb_delta_low"] <= rms["val/bpb_delta"] <= rms["val/bpb_delta_high"]
+
+
+def test_welch_interval_matches_hand_computation(norm) -> None:
+    rms = _row(norm, RMS)
+    # stds 0.02 (rmsnorm) and 0.05 (layernorm), 3 seeds each
+    vx, vy = 0.02**2 / 3, 0.05**2 / 3
+    df = (vx + vy) ** 2 / (vx**2 / 2 + vy**2 / 2)
+    assert df == pytest.approx(2.6240, abs=1e-4)
+    t = student_t_ppf(0.975, df)  # checked against a t table in test_compare_stats
+    assert 3.1824 < t < 4.3027  # between t(0.975, 3) and t(0.975, 2)
+    assert rms["val/bpb_delta_low"] == pytest.approx(-0.13 - t * math.sqrt(vx + vy))
+    assert rms["val/bpb_delta_high"] == pytest.approx(-0.13 + t * math.sqrt(vx + vy))
+    assert rms["val/bpb_delta_high"] == pytest.approx(-0.0225, abs=1e-4)
+    assert not rms["val/bpb_within_noise"]  # the interval stays below zero
+
+
+def test_bootstrap_on_request(store) -> None:
+    rms = _row(compare(load_runs(store["uri"], ["norm"]), ci="bootstrap"), RMS)
+    assert rms["val/bpb_delta_method"] == "bootstrap"
+    # resampled means stay within each group's range
+    low_bound, high_bound = (
+        min(FINAL_BPB[RMS]) - max(FINAL_BPB[LN]),
+        max(FINAL_BPB[RMS]) - min(FINAL_BPB[LN]),
+    )
+    assert low_bound <= rms["val/bpb_delta_low"] <= rms["val/bpb_delta_high"] <= high_bound
+
+
+def test_failed_and_killed_runs_are_listed_with_reason(norm) -> None:
+    problems = norm.problems.set_index("run_name")
+    assert problems.loc[f"{RMS}/seed3", "status"] == "FAILED"
+    assert "loss is NaN" in problems.loc[f"{RMS}/seed3", "reason"]
+    assert problems.loc[f"{LN}/seed3", "status"] == "KILLED"
+    assert "KeyboardInterrupt" in problems.loc[f"{LN}/seed3", "reason"]
+
+
+def test_all_runs_and_group_by_param(store) -> None:
+    c = compare(load_runs(store["uri"], ["norm"], all_runs=True), by="model.norm")
+    assert c.by == "model.norm"
+    ln = _row(c, "layernorm")
+    assert ln["n"] == 4  # the old invocation's run has model.norm=layernorm too
+    assert ln["val/bpb_mean"] == pytest.approx(np.mean([2.10, 2.10, 2.20, 2.15]))
+
+
+def test_filter_across_experiments(store) -> None:
+    runset = load_runs(store["uri"], ["norm", "mlp"], filter_string="tags.`component.mlp` = 'moe'")
+    c = compare(runset)
+    assert list(c.table["variant"]) == ["model.mlp=moe"] and c.table["n"].iloc[0] == 2
+    moe_run = runset.runs["run_id"].iloc[0]
+    assert runset.history(moe_run, "moe/load_cv").tolist() == [1.0 / s for s in range(1, 11)]
+
+
+def test_other_objective_sorts_by_it(store) -> None:
+    c = compare(load_runs(store["uri"], ["norm"]), metric="perf/tokens_per_s")
+    assert list(c.table["variant"]) == [RMS, LN]  # larger throughput first
+    assert c.maximize
+
+
+# --- the command line -----------------------------------------------------------------------
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["compare", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_plain_table_output(store, capsys) -> None:
+    code, out, _ = run_cli(capsys, "norm", "--tracking-uri", store["uri"])
+    assert code == 0
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("model.norm  seeds"))
+    assert lines[header + 2].startswith("rmsnorm ") and lines[header + 3].startswith("layernorm ")
+    assert "2.0200 ± 0.0200" in lines[header + 2] and "2.1500 ± 0.0500" in lines[header + 3]
+    assert "baseline" in lines[header + 3]
+    assert "Failed or incomplete runs" in out and "loss is NaN" in out
+    assert "\x1b[" not in out  # no terminal colour codes when not a terminal
+
+
+def test_csv_columns_are_metric_stat(store, capsys) -> None:
+    code, out, _ = run_cli(capsys, "norm", "--tracking-uri", store["uri"], "--format", "csv")
+    assert code == 0
+    df = pd.read_csv(io.StringIO(out))
+    for column in ("val/bpb_mean", "val/bpb_std", "val/bpb_n", "val/loss_mean", "val/bpb_best"):
+        assert column in df.columns
+    assert df.set_index("variant").loc[LN, "val/bpb_mean"] == pytest.approx(2.15)
+    assert df["val/bpb_n"].tolist() == [3, 3]
+
+
+def test_json_output(store, capsys) -> None:
+    code, out, _ = run_cli(capsys, "norm", "--tracking-uri", store["uri"], "--format", "json")
+    assert code == 0
+    doc = json.loads(out)
+    rows = {r["variant"]: r for r in doc["rows"]}
+    assert rows[RMS]["val/bpb_mean"] == pytest.approx(2.02)
+    assert rows[LN]["val/bpb_delta_low"] is None  # the baseline has no interval
+    assert doc["baseline"] == LN and doc["metric"] == "val/bpb"
+    assert {r["status"] for r in doc["failed_runs"]} == {"FAILED", "KILLED"}
+
+
+def test_markdown_output(store, capsys) -> None:
+    code, out, _ = run_cli(
+        capsys, "norm", "--tracking-uri", store["uri"], "--format", "markdown", "--baseline", RMS
+    )
+    assert code == 0
+    table = [line for line in out.splitlines() if line.startswith("|")]
+    assert table[0].startswith("| model.norm | seeds |") and set(table[1]) <= {"|", "-"}
+    assert len(table) == 4 + 4  # header, rule, 2 variants; header, rule, 2 failed runs
+    ln_row = next(line for line in table if line.startswith("| layernorm |"))
+    assert "+0.1300" in ln_row and "worse" in ln_row
+
+
+def test_by_tag_and_all_in_cli(store, capsys) -> None:
+    code, out, _ = run_cli(
+        capsys, "norm", "--all", "--by", "component.norm", "--tracking-uri", store["uri"]
+    )
+    assert code == 0 and re.search(r"^rmsnorm\s+3 \(\+1 failed\)", out, re.M)
+
+
+def test_no_experiment_means_the_latest_invocation_anywhere(store, capsys) -> None:
+    code, out, _ = run_cli(capsys, "--tracking-uri", store["uri"], "--format", "csv")
+    assert code == 0  # the mlp invocation started last
+    assert sorted(pd.read_csv(io.StringIO(out))["variant"]) == ["model.mlp=moe", "model.mlp=swiglu"]
+
+
+def test_rich_table_is_never_squeezed(norm, capsys, monkeypatch) -> None:
+    from minimind.compare.render import print_rich
+
+    monkeypatch.setenv("COLUMNS", "80")
+    print_rich(norm)
+    out = capsys.readouterr().out
+    assert "…" not in out and "-0.1300 [-0.2375, -0.0225]" in out and "loss is NaN" in out
+
+
+def test_filter_in_cli(store, capsys) -> None:
+    code, out, _ = run_cli(
+        capsys,
+        "--filter",
+        "tags.`component.mlp` = 'moe'",
+        "--experiments",
+        "norm,mlp",
+        "--tracking-uri",
+        store["uri"],
+        "--format",
+        "csv",
+    )
+    assert code == 0
+    assert pd.read_csv(io.StringIO(out))["variant"].tolist() == ["model.mlp=moe"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["nosuch"], r"unknown experiment nosuch; experiments: Default, empty, mlp, norm"),
+        (["norm", "--by", "nosuch"], r"unknown --by key 'nosuch'; params: .*model\.norm.*tags: .*variant"),
+        (["norm", "--baseline", "nosuch"], r"unknown --baseline 'nosuch'; variants: model\.norm="),
+        (["norm", "--metric", "val/nosuch"], r"unknown --metric 'val/nosuch'; logged metrics: .*val/bpb"),
+        (["norm", "--filter", "this is not a filter"], r"invalid --filter"),
+    ],
+)  # fmt: skip
+def test_usage_errors_exit_2(store, capsys, argv: list[str], message: str) -> None:
+    code, out, err = run_cli(capsys, *argv, "--tracking-uri", store["uri"])
+    assert code == 2 and out == ""
+    assert re.search(message, err), err
+
+
+def test_missing_store_is_a_usage_error(tmp_path, capsys) -> None:
+    code, _, err = run_cli(capsys, "norm", "--tracking-uri", f"sqlite:///{tmp_path}/none.db")
+    assert code == 2 and "no MLflow store" in err
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_bad_format_is_an_argparse_error(store, capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["compare", "norm", "--format", "xml"])
+    assert e.value.code == 2
+
+
+def test_empty_experiment(store, capsys) -> None:
+    code, out, err = run_cli(capsys, "empty", "--tracking-uri", store["uri"])
+    assert code == 1 and out == ""
+    assert "no runs" in err and "empty" in err
+
+
+def test_print_comparison_for_one_invocation(store, capsys) -> None:
+    print_comparison(store["uri"], "norm", parent_run_id=store["old_parent"])
+    out = capsys.readouterr().out
+    assert "model.norm=oldvariant" in out and RMS not in out
+    print_comparison(store["uri"], "nosuch")
+    assert "unknown experiment" in capsys.readouterr().err
+
+
+def test_compare_error_carries_exit_code() -> None:
+    assert CompareError("x").exit_code == 2 and CompareError("x", 1).exit_code == 1
+
+
+# --- the report -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def report(store, tmp_path_factory) -> Path:
+    from minimind.compare.report import write_report
+
+    folder = tmp_path_factory.mktemp("report") / "norm"
+    runset = load_runs(store["uri"], ["mlp", "norm"], all_runs=True)
+    return write_report(compare(runset, baseline=LN), folder)
+
+
+FIGURES = ["curves_train_loss", "curves_val_bpb", "final", "pareto", "moe_load"]
+
+
+def test_report_files(report: Path) -> None:
+    folder = report.parent
+    for name in ["index.html", "report.md", "runs.csv", "comparison.csv"]:
+        assert (folder / name).stat().st_size > 0, name
+    for name in FIGURES:
+        assert (folder / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    runs = pd.read_csv(folder / "runs.csv")
+    assert len(runs) == 9 + 4 and set(runs["status"]) == {"FINISHED", "FAILED", "KILLED"}
+    assert "val/bpb_mean" in pd.read_csv(folder / "comparison.csv").columns
+    md = (folder / "report.md").read_text()
+    assert all(f"]({name}.png)" in md for name in FIGURES)
+    assert "| layernorm |" not in md  # the variants of two experiments share no key prefix
+
+
+def test_index_html_inlines_every_figure(report: Path) -> None:
+    import base64
+
+    page = report.read_text()
+    inlined = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([^"]+)"', page)
+    assert [name for name, _ in inlined] == FIGURES
+    for name, data in inlined:
+        assert base64.b64decode(data) == (report.parent / f"{name}.png").read_bytes()
+    assert not re.search(r'(src|href)="(?!data:)', page)  # self-contained: nothing to fetch
+    for field in ("spec hash", "abc123def456", "git commit", "device", "dates"):
+        assert field in page
+
+
+def test_report_is_logged_to_the_parent_run(store, tmp_path) -> None:
+    from minimind.compare.report import ARTIFACT_PATH, write_report
+
+    write_report(compare(load_runs(store["uri"], ["mlp"])), tmp_path / "mlp")
+    client = MlflowClient(store["uri"])
+    logged = {Path(f.path).name for f in client.list_artifacts(store["mlp_parent"], ARTIFACT_PATH)}
+    assert {"index.html", "report.md", "runs.csv", "final.png"} <= logged
+
+
+def test_report_from_cli(store, tmp_path, capsys) -> None:
+    code, out, err = run_cli(
+        capsys, "norm", "--tracking-uri", store["uri"], "--report", "--report-dir", str(tmp_path)
+    )
+    assert code == 0 and "rmsnorm" in out
+    assert f"{tmp_path}/index.html" in err and (tmp_path / "index.html").exists()
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--enable-logging=stderr",
+    "--v=0",
+]
+# Appended to a copy of the page: records, once loaded, how many images decoded.
+IMAGE_PROBE = """<script>window.addEventListener("load", () => {
+  const imgs = [...document.images];
+  document.body.dataset.images = imgs.length;
+  document.body.dataset.decoded = imgs.filter(i => i.complete && i.naturalWidth > 0).length;
+});</script>"""
+
+
+def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    profile = tmp_path / f"profile{len(list(tmp_path.glob('profile*')))}"
+    return subprocess.run(
+        [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _console_messages(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_report_in_a_headless_browser(report: Path, tmp_path: Path) -> None:
+    probe = tmp_path / "probe.html"
+    probe.write_text(report.read_text().replace("</body>", IMAGE_PROBE + "</body>"))
+    dump = _chromium(tmp_path, "--virtual-time-budget=10000", "--dump-dom", probe.as_uri())
+    assert dump.returncode == 0, dump.stderr[-2000:]
+    assert _console_messages(dump.stderr) == []
+    images = int(re.search(r'data-images="(\d+)"', dump.stdout).group(1))
+    decoded = int(re.search(r'data-decoded="(\d+)"', dump.stdout).group(1))
+    assert images == decoded == len(FIGURES)
+    body = re.search(r'<table class="comparison">.*?<tbody>(.*?)</tbody>', dump.stdout, re.S)
+    assert body.group(1).count("<tr") == 5  # layernorm, rmsnorm, oldvariant, swiglu, moe
+    screenshot = tmp_path / "report.png"
+    shot = _chromium(
+        tmp_path, f"--screenshot={screenshot}", "--window-size=1400,3000", report.as_uri()
+    )
+    assert shot.returncode == 0, shot.stderr[-2000:]
+    assert _console_messages(shot.stderr) == []
+    png = screenshot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert int.from_bytes(png[16:20], "big") == 1400 and int.from_bytes(png[20:24], "big") == 3000
+    print(f"report screenshot: {screenshot}")
