@@ -1,0 +1,74 @@
+"""`minimind run SPEC [-o KEY=VALUE]... [--dry-run] [--resume] [--nproc N]`: train every variant ×
+seed (in N processes with DDP, launched through torchrun)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="train every variant x seed of a spec, logged to MLflow",
+        description="Train every ablation variant x seed of an experiment spec, log the runs to "
+        "MLflow and print a comparison table. A bad spec or override exits with code 2.",
+    )
+    parser.add_argument("spec", help="experiment spec (YAML), e.g. experiments/quickstart.yaml")
+    parser.add_argument(
+        "-o",
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a dotted spec key, value parsed as YAML (repeatable): -o train.steps=50",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list variants, parameter counts, FLOPs per token and tokens per run; write nothing",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the newest invocation of this spec: skip finished runs, resume "
+        "interrupted ones from their checkpoints",
+    )
+    parser.add_argument(
+        "--nproc",
+        type=int,
+        default=1,
+        metavar="N",
+        help="train with DDP in N processes on this host, a shortcut for torchrun --standalone "
+        "--nproc_per_node N -m minimind run ... (train.batch_size is the global batch)",
+    )
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    # Imported here so that `minimind --help` and other commands stay quick.
+    from minimind import distributed
+    from minimind.runner import run_spec
+
+    if args.nproc < 1:
+        print(f"error: --nproc must be >= 1, got {args.nproc}", file=sys.stderr)
+        return 2
+    if args.nproc > 1 and not args.dry_run and not distributed.launched_by_torchrun():
+        return _relaunch(args)
+    with distributed.process_group():
+        return run_spec(args.spec, args.override, dry_run=args.dry_run, resume=args.resume)
+
+
+def _relaunch(args: argparse.Namespace) -> int:
+    """Check the spec here (a bad one exits 2 before any process starts), then run torchrun."""
+    from minimind import distributed
+    from minimind.runner import plan_run
+    from minimind.spec import SpecError
+
+    try:
+        plan_run(args.spec, args.override, world_size=args.nproc)
+    except SpecError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    argv = ["run", args.spec, *(f"--override={o}" for o in args.override)]
+    return distributed.relaunch(args.nproc, [*argv, *(["--resume"] if args.resume else [])])

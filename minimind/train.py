@@ -1,0 +1,429 @@
+"""Training one variant × seed: the loop, evaluation, checkpoints, resume and sample generations.
+
+    trainer = Trainer(spec.model_config_obj(), spec.train, data, seed=0)
+    trainer.load_state_dict(load_checkpoint(path))          # only when resuming
+    outcome = trainer.fit(run, checkpoint_path=path, run_ids={"child": run.run_id})
+
+The hot path (`_train_step`) queues device work and never reads a value back: losses are summed
+into device tensors and read with one `.tolist()` per `log_every` steps, which is also where a
+non-finite loss is noticed. Logging, evaluation, checkpoints and the progress bar happen between
+steps, so `ThroughputMeter` leaves them out of `perf/*` and `time/elapsed_s`.
+
+Determinism: the same config and seed give the same weights and losses on the CPU. The seed fixes
+the initialisation (global RNGs) and the batch stream (`TrainBatches` draws batch i from
+(seed, i)); a checkpoint carries both, so a resumed run continues bit for bit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from minimind import distributed
+from minimind.checkpoint import capture_rng_state, restore_rng_state, save_checkpoint
+from minimind.config import ModelConfig
+from minimind.data import PreparedData, TrainBatches, bits_per_byte, fixed_val_batches
+from minimind.metrics import (
+    ThroughputMeter,
+    device_peak_flops,
+    load_cv,
+    mfu,
+    peak_memory_mb,
+    reset_peak_memory,
+)
+from minimind.model import MiniMindLM
+from minimind.optim import build_optimizer, build_schedule
+
+# Sample generations at the end of a run: prompts cut from the validation split.
+SAMPLE_PROMPTS = 3
+SAMPLE_PROMPT_TOKENS = 16
+SAMPLE_TEMPERATURE = 0.8
+SAMPLE_TOP_K = 50
+
+
+class MetricSink(Protocol):
+    """Where a run's metrics go (a `minimind.tracking.RunHandle`)."""
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None: ...
+
+    def flush(self, timeout: float | None = None) -> bool: ...
+
+
+@dataclass
+class Sample:
+    prompt: str
+    completion: str
+
+
+@dataclass
+class TrainOutcome:
+    """How a run ended. `history` holds (step, value) pairs of train/loss and val/loss."""
+
+    status: Literal["FINISHED", "FAILED"]
+    step: int
+    tokens: int
+    elapsed_s: float
+    val_loss: float | None = None
+    val_bpb: float | None = None
+    failure_reason: str | None = None
+    samples: list[Sample] = field(default_factory=list)
+    history: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+
+
+def resolve_device(name: str) -> torch.device:
+    """`auto` is the first of cuda, mps, cpu that is available; a named device must exist."""
+    available = {
+        "cuda": torch.cuda.is_available(),
+        "mps": torch.backends.mps.is_available(),
+        "cpu": True,
+    }
+    if name == "auto":
+        return torch.device(next(kind for kind, ok in available.items() if ok))
+    if not available.get(name, False):
+        raise ValueError(f"device {name!r} is not available on this machine")
+    return torch.device(name)
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype, or None for plain fp32. `auto`: bf16 on CUDA, fp32 elsewhere."""
+    if precision == "bf16":
+        return torch.bfloat16
+    if precision == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return None
+
+
+def planned_steps(cfg: Any) -> int | None:
+    """Optimizer steps allowed by `steps` and `tokens` (the smaller), None if only time bounds."""
+    limits = [cfg.steps] if cfg.steps is not None else []
+    if cfg.tokens is not None:
+        limits.append(math.ceil(cfg.tokens / cfg.tokens_per_step))
+    return min(limits) if limits else None
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # every device's generator
+
+
+class Trainer:
+    """One model, optimizer, schedule and batch stream; `cfg` is the spec's `train` section."""
+
+    def __init__(self, model_cfg: ModelConfig, cfg: Any, data: PreparedData, seed: int) -> None:
+        if data.vocab_size > model_cfg.vocab_size:
+            raise ValueError(
+                f"the tokenizer has {data.vocab_size} tokens, more than model.vocab_size "
+                f"({model_cfg.vocab_size})"
+            )
+        self.cfg = cfg
+        self.model_cfg = model_cfg
+        self.data = data
+        self.seed = seed
+        self.device = resolve_device(cfg.device)
+        self.amp_dtype = autocast_dtype(cfg.precision, self.device)
+        seed_everything(seed)
+        with self.device:  # parameters and buffers are created on the device, not copied
+            self.model = MiniMindLM(model_cfg)
+        # DDP before compile, as torch recommends; both are the plain model in one process.
+        sparse = model_cfg.num_active_params() < model_cfg.num_params()
+        wrapped = distributed.wrap_model(self.model, self.device, sparse)
+        self.forward = torch.compile(wrapped) if cfg.compile else wrapped
+        self.optimizer = build_optimizer(self.model, cfg.optimizer)
+        self.max_steps = planned_steps(cfg)
+        # With only a time limit, the schedule's horizon is re-estimated after every step.
+        self.horizon = self.max_steps or cfg.schedule.warmup + 1
+        self.scheduler = build_schedule(self.optimizer, cfg.schedule, lambda: self.horizon)
+        self.batches = distributed.shard_batches(
+            TrainBatches(data.train_tokens, cfg.batch_size, cfg.seq_len, seed)
+        )
+        self.val_batches = fixed_val_batches(
+            data.val_tokens, cfg.batch_size, cfg.seq_len, cfg.eval_batches
+        )
+        self.meter = ThroughputMeter(self.device)
+        self.flops_per_token = model_cfg.flops_per_token(cfg.seq_len)
+        self.step = 0
+        self.history: dict[str, list[tuple[int, float]]] = {"train/loss": [], "val/loss": []}
+        self._loss_sum = torch.zeros((), device=self.device)
+        self._aux_sum = torch.zeros((), device=self.device)
+        self._window_steps = 0
+        self._lr = 0.0
+        self._grad_norm: torch.Tensor | None = None
+        self._peak_flops: float | None = None
+        self._val: tuple[float, float] | None = None
+
+    @property
+    def tokens(self) -> int:
+        return self.step * self.cfg.tokens_per_step
+
+    # The loop ------------------------------------------------------------------------------
+
+    def fit(
+        self,
+        sink: MetricSink,
+        checkpoint_path: Path | None = None,
+        run_ids: Mapping[str, str] | None = None,
+        label: str = "",
+    ) -> TrainOutcome:
+        """Train until the budget is spent or the loss turns non-finite (status FAILED)."""
+        cfg = self.cfg
+        reset_peak_memory(self.device)
+        self.model.train()
+        with _progress_bar(label, self.max_steps, self.step) as show:
+            while not self._budget_spent():
+                log_now = (self.step + 1) % cfg.log_every == 0 or self.step + 1 == self.max_steps
+                self.meter.start_step()
+                self._train_step(measure_grad_norm=log_now)
+                self.meter.end_step(cfg.tokens_per_step)
+                self.step += 1
+                if self.max_steps is None:
+                    self._estimate_horizon()
+                done = self._budget_spent()
+                show(completed=self.step)
+                evaluate = self.step % cfg.eval_every == 0 or done
+                failure = self._report(sink, show, log_now or done, evaluate)
+                if failure is not None:
+                    return self._outcome("FAILED", failure)
+                if checkpoint_path is not None and (
+                    done or (cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0)
+                ):
+                    state = self.state_dict(run_ids or {})  # on every rank: it all-reduces
+                    if distributed.is_main_process():
+                        sink.flush()  # a SIGKILL after the save must not lose steps before it
+                        save_checkpoint(checkpoint_path, state)
+        samples = self.generate_samples() if distributed.is_main_process() else []
+        return self._outcome("FINISHED", samples=samples)
+
+    def _estimate_horizon(self) -> None:
+        """The steps that fit in the time limit at the pace so far (time-only budgets)."""
+        elapsed = max(distributed.main_value(self.meter.elapsed_s), 1e-9)
+        self.horizon = max(self.step + 1, math.ceil(self.step * self.cfg.time_limit / elapsed))
+
+    def _budget_spent(self) -> bool:
+        if self.max_steps is not None and self.step >= self.max_steps:
+            return True
+        limit = self.cfg.time_limit
+        # Rank 0's clock, so that every rank stops at the same step.
+        return limit is not None and distributed.main_value(self.meter.elapsed_s) >= limit
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+
+    def _train_step(self, measure_grad_norm: bool) -> None:
+        """One optimizer step over `grad_accum` micro-batches; no host sync."""
+        accum = self.cfg.grad_accum
+        for micro in range(accum):
+            x = next(self.batches).to(self.device, non_blocking=True)  # [B / world_size, T]
+            with distributed.gradient_sync(self.forward, micro == accum - 1):
+                with self._autocast():
+                    out = self.forward(x, labels=x)
+                ((out.loss + out.aux_loss) / accum).backward()
+            self._loss_sum += out.loss.detach()
+            self._aux_sum += out.aux_loss.detach()
+        self._window_steps += 1
+        params = self.model.parameters()
+        if self.cfg.grad_clip is not None:
+            self._grad_norm = torch.nn.utils.clip_grad_norm_(
+                params, self.cfg.grad_clip, foreach=True
+            )
+        elif measure_grad_norm:
+            grads = [p.grad for p in params if p.grad is not None]
+            self._grad_norm = torch.nn.utils.get_total_norm(grads, foreach=True)
+        self._lr = self.optimizer.param_groups[0]["lr"]
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+
+    def _report(
+        self, sink: MetricSink, show: Callable[..., None], train: bool, evaluate: bool
+    ) -> str | None:
+        """Log this step's training and/or validation metrics in one call; the failure reason
+        if a loss is not finite (nothing is logged then)."""
+        metrics: dict[str, float] = {}
+        failure = self._train_metrics(metrics, show) if train else None
+        if failure is None and evaluate:
+            failure = self._val_metrics(metrics)
+        if failure is None and metrics:
+            metrics["train/tokens"] = self.tokens
+            metrics["time/elapsed_s"] = self.meter.elapsed_s
+            sink.log_metrics(metrics, self.step)
+        return failure
+
+    def _train_metrics(self, metrics: dict[str, float], show: Callable[..., None]) -> str | None:
+        """Add the window since the last call to `metrics`; the failure reason if its loss is
+        not finite."""
+        n = self._window_steps * self.cfg.grad_accum
+        grad_norm = (
+            self._grad_norm
+            if self._grad_norm is not None
+            else self._loss_sum.new_full((), math.nan)
+        )
+        # Means over ranks: the global batch's losses; the grad norm is the same on every rank.
+        window = torch.stack([self._loss_sum, self._aux_sum, grad_norm])
+        loss_sum, aux_sum, norm = distributed.mean_across_ranks(window).tolist()
+        self._loss_sum.zero_()
+        self._aux_sum.zero_()
+        self._window_steps = 0
+        self._grad_norm = None
+        loss, aux = loss_sum / n, aux_sum / n
+        if not math.isfinite(loss):
+            return f"non-finite train/loss ({loss}) at step {self.step}"
+        tokens_per_s, step_ms = self.meter.window()
+        metrics["train/loss"] = loss
+        metrics["train/aux_loss"] = aux
+        metrics["opt/lr"] = self._lr
+        if not math.isnan(norm):  # NaN: not measured (no clipping, and not a planned log step)
+            metrics["opt/grad_norm"] = norm
+        metrics["sys/peak_mem_mb"] = peak_memory_mb(self.device)
+        if not math.isnan(tokens_per_s):  # NaN while only warm-up steps were timed
+            if self._peak_flops is None:
+                self._peak_flops = device_peak_flops(self.device, self.amp_dtype or torch.float32)
+            metrics["perf/tokens_per_s"] = tokens_per_s
+            metrics["perf/step_ms"] = step_ms
+            per_device = tokens_per_s / distributed.world_size()
+            metrics["perf/mfu"] = mfu(per_device, self.flops_per_token, self._peak_flops)
+        load = self.model.moe_load()
+        if load is not None:
+            metrics["moe/load_cv"] = load_cv(load)
+        self.history["train/loss"].append((self.step, loss))
+        show(
+            loss=f"{loss:.3f}",
+            tok_s=f"{tokens_per_s:,.0f}" if tokens_per_s == tokens_per_s else "-",
+        )
+        return None
+
+    def _val_metrics(self, metrics: dict[str, float]) -> str | None:
+        loss, bpb = self.evaluate()
+        if not math.isfinite(loss):
+            return f"non-finite val/loss ({loss}) at step {self.step}"
+        self._val = (loss, bpb)
+        metrics["val/loss"] = loss
+        metrics["val/bpb"] = bpb
+        self.history["val/loss"].append((self.step, loss))
+        return None
+
+    def evaluate(self) -> tuple[float, float]:
+        """(mean loss in nats per token, bits per byte) over the fixed validation batches."""
+        self.model.eval()
+        total = torch.zeros((), device=self.device)
+        rows = 0
+        with torch.no_grad(), self._autocast():
+            for x in distributed.shard_list(self.val_batches):  # DDP: a share per rank
+                x = x.to(self.device, non_blocking=True)
+                total += self.forward(x, labels=x).loss.float() * x.size(0)
+                rows += x.size(0)
+        self.model.train()
+        total, rows = distributed.sum_across_ranks(torch.stack([total, total.new_tensor(rows)]))
+        loss = total.item() / rows.item()
+        return loss, bits_per_byte(loss, len(self.data.val_tokens), self.data.val_bytes)
+
+    def generate_samples(self) -> list[Sample]:
+        """Continuations of prompts spread over the validation split (seeded sampling)."""
+        if self.cfg.sample_tokens == 0:
+            return []
+        val = self.data.val_tokens
+        length = min(SAMPLE_PROMPT_TOKENS, len(val), self.model_cfg.max_seq_len)
+        starts = np.linspace(0, len(val) - length, SAMPLE_PROMPTS).astype(np.int64)
+        prompts = np.stack([val[s : s + length] for s in starts]).astype(np.int64)
+        generator = torch.Generator(self.device).manual_seed(self.seed)
+        with self._autocast():
+            out = self.model.generate(
+                torch.from_numpy(prompts).to(self.device),
+                self.cfg.sample_tokens,
+                temperature=SAMPLE_TEMPERATURE,
+                top_k=SAMPLE_TOP_K,
+                eos_token_id=self.data.eos_id,
+                generator=generator,
+            )
+        decode = self.data.tokenizer.decode
+        return [
+            Sample(decode(row[:length].tolist()), decode(row[length:].tolist()))
+            for row in out.cpu()
+        ]
+
+    def _outcome(self, status: str, reason: str | None = None, samples=()) -> TrainOutcome:
+        val_loss, val_bpb = self._val if self._val is not None else (None, None)
+        return TrainOutcome(
+            status=status,
+            step=self.step,
+            tokens=self.tokens,
+            elapsed_s=self.meter.elapsed_s,
+            val_loss=val_loss,
+            val_bpb=val_bpb,
+            failure_reason=reason,
+            samples=list(samples),
+            history={k: list(v) for k, v in self.history.items()},
+        )
+
+    # Checkpoints ---------------------------------------------------------------------------
+
+    def state_dict(self, run_ids: Mapping[str, str]) -> dict[str, Any]:
+        """Everything that determines the rest of the run (weights_only-safe types only)."""
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "rng": capture_rng_state(),
+            "batches": self.batches.state_dict(),
+            "meter": self.meter.state_dict(),
+            "step": self.step,
+            "horizon": self.horizon,
+            # Means over ranks: each rank adds its own rest of the window to them on resume.
+            "window": {
+                "loss_sum": distributed.mean_across_ranks(self._loss_sum),
+                "aux_sum": distributed.mean_across_ranks(self._aux_sum),
+                "steps": self._window_steps,
+            },
+            "val": list(self._val) if self._val is not None else None,
+            "history": {k: [list(p) for p in v] for k, v in self.history.items()},
+            "run_ids": dict(run_ids),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        restore_rng_state(state["rng"])
+        self.batches.load_state_dict(state["batches"])
+        self.meter.load_state_dict(state["meter"])
+        self.step = state["step"]
+        self.horizon = state["horizon"]
+        window = state["window"]
+        self._loss_sum = window["loss_sum"].to(self.device)
+        self._aux_sum = window["aux_sum"].to(self.device)
+        self._window_steps = window["steps"]
+        self._val = tuple(state["val"]) if state["val"] is not None else None
+        self.history = {
+            k: [(int(s), float(v)) for s, v in pts] for k, pts in state["history"].items()
+        }
+
+
+@contextlib.contextmanager
+def _progress_bar(label: str, total: int | None, completed: int) -> Iterator[Callable[..., None]]:
+    """Yields `show(**fields)`; a rich bar on a terminal, nothing when output is redirected."""
+    if not (sys.stdout.isatty() and sys.stderr.isatty() and distributed.is_main_process()):
+        yield lambda **fields: None
+        return
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]}  {task.fields[tok_s]} tok/s"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=Console(stderr=True), refresh_per_second=4) as progress:
+        task = progress.add_task(label, total=total, completed=completed, loss="-", tok_s="-")
+        yield lambda **fields: progress.update(task, **fields)

@@ -1,0 +1,311 @@
+"""`minimind run` end to end: MLflow layout, failures, signals, bad input and `--dry-run`."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from mlflow.tracking import MlflowClient
+
+from minimind.cli import main
+from minimind.spec import expand, load_spec, spec_hash
+from minimind.tracking import git_commit
+from minimind.train import Trainer
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+REPO = Path(__file__).resolve().parents[1]
+EXPECTED_METRICS = {
+    "train/loss",
+    "train/aux_loss",
+    "val/loss",
+    "val/bpb",
+    "opt/lr",
+    "opt/grad_norm",
+    "perf/tokens_per_s",
+    "perf/step_ms",
+    "perf/mfu",
+    "sys/peak_mem_mb",
+    "train/tokens",
+    "time/elapsed_s",
+}
+
+
+def runs_of(uri: str, experiment: str) -> tuple[MlflowClient, list, list]:
+    """(client, parent runs, child runs) of an experiment."""
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(experiment)
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if r.data.tags.get("minimind.role") == "parent"]
+    children = [r for r in runs if r.data.tags.get("minimind.role") == "child"]
+    return client, parents, children
+
+
+def steps_of(client: MlflowClient, run_id: str, key: str) -> list[int]:
+    return sorted(m.step for m in client.get_metric_history(run_id, key))
+
+
+def test_run_logs_parent_children_params_tags_metrics_and_artifacts(write_spec, mlflow_uri, capsys):
+    path = write_spec(seeds=[0, 1], ablate={"model.norm": ["rmsnorm", "layernorm"]})
+    assert main(["run", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "norm=layernorm/seed1: FINISHED at step 12" in out
+    assert "val/bpb" in out  # the comparison table
+
+    client, parents, children = runs_of(mlflow_uri, "tiny")
+    spec = load_spec(path)
+    (parent,) = parents
+    assert parent.info.status == "FINISHED"
+    assert parent.data.tags["spec_hash"] == spec_hash(spec)
+    assert {c.info.run_name for c in children} == {
+        f"norm={norm}/seed{seed}" for norm in ("rmsnorm", "layernorm") for seed in (0, 1)
+    }
+    commit = git_commit()
+    for child in children:
+        tags, params = child.data.tags, child.data.params
+        variant, seed = child.info.run_name.split("/seed")
+        assert child.info.status == "FINISHED"
+        assert tags["mlflow.parentRunId"] == parent.info.run_id
+        assert tags["variant"] == variant and tags["seed"] == seed
+        assert tags["spec_hash"] == spec_hash(spec)
+        assert tags["component.norm"] == variant.removeprefix("norm=")
+        assert tags["component.attention"] == "gqa" and tags["component.mlp"] == "swiglu"
+        if commit is not None:
+            assert tags["git_commit"] == commit
+        cfg = next(v for v in expand(spec) if v.name == variant).spec.model_config_obj()
+        assert params["model.norm"] == variant.removeprefix("norm=")
+        assert params["train.steps"] == "12" and params["model.dim"] == "32"
+        assert params["seed"] == seed
+        assert params["num_params"] == str(cfg.num_params())
+        assert params["flops_per_token"] == str(cfg.flops_per_token(32))
+        assert set(child.data.metrics) == EXPECTED_METRICS
+        assert steps_of(client, child.info.run_id, "train/loss") == [3, 6, 9, 12]
+        assert steps_of(client, child.info.run_id, "val/bpb") == [6, 12]
+        artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
+        assert artifacts == {"spec.yaml", "model_summary.txt", "samples.txt", "loss.png"}
+    # Same seed, same data and init: the two variants differ only by the norm.
+    losses = {c.info.run_name: c.data.metrics["train/loss"] for c in children}
+    assert losses["norm=rmsnorm/seed0"] != losses["norm=rmsnorm/seed1"]
+
+
+def test_a_non_finite_loss_fails_its_run_and_the_others_go_on(write_spec, mlflow_uri, capsys):
+    path = write_spec(ablate={"train.optimizer.lr": [1.0e6, 3.0e-3]})
+    assert main(["run", str(path)]) == 1
+    _, (parent,), children = runs_of(mlflow_uri, "tiny")
+    status = {c.info.run_name: c.info.status for c in children}
+    assert status == {"lr=1000000.0/seed0": "FAILED", "lr=0.003/seed0": "FINISHED"}
+    failed = next(c for c in children if c.info.status == "FAILED")
+    assert failed.data.tags["failure_reason"].startswith("non-finite train/loss")
+    assert parent.info.status == "FAILED"
+    assert "lr=1000000.0/seed0" in parent.data.tags["failure_reason"]
+
+
+def test_an_exception_fails_its_run_and_the_others_go_on(write_spec, mlflow_uri, monkeypatch):
+    original = Trainer.fit
+
+    def fit(self, sink, *args, **kwargs):
+        if self.model_cfg.norm == "layernorm":
+            raise RuntimeError("boom")
+        return original(self, sink, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "fit", fit)
+    path = write_spec(ablate={"model.norm": ["layernorm", "rmsnorm"]})
+    assert main(["run", str(path)]) == 1
+    _, (parent,), children = runs_of(mlflow_uri, "tiny")
+    status = {c.info.run_name: c.info.status for c in children}
+    assert status == {"norm=layernorm/seed0": "FAILED", "norm=rmsnorm/seed0": "FINISHED"}
+    failed = next(c for c in children if c.info.status == "FAILED")
+    assert failed.data.tags["failure_reason"] == "RuntimeError: boom"
+    assert parent.info.status == "FAILED"
+
+
+def test_sigterm_ends_runs_killed_and_resume_finishes_them(write_spec, mlflow_uri, monkeypatch):
+    original = Trainer._train_step
+    calls = []
+
+    def train_step(self, *args, **kwargs):
+        calls.append(self.step)
+        if len(calls) == 8:  # after the checkpoint at step 6
+            os.kill(os.getpid(), signal.SIGTERM)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "_train_step", train_step)
+    path = write_spec(ablate={"model.norm": ["rmsnorm", "layernorm"]})
+    assert main(["run", str(path)]) == 128 + signal.SIGTERM
+    client, (parent,), (child,) = runs_of(mlflow_uri, "tiny")  # the second variant never started
+    assert parent.info.status == "KILLED" and child.info.status == "KILLED"
+    assert child.data.tags["failure_reason"] == "terminated by SIGTERM"
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored
+
+    calls.clear()
+    monkeypatch.setattr(Trainer, "_train_step", original)
+    assert main(["run", str(path), "--resume"]) == 0
+    _, (parent2,), children = runs_of(mlflow_uri, "tiny")
+    assert parent2.info.run_id == parent.info.run_id and parent2.info.status == "FINISHED"
+    assert "failure_reason" not in parent2.data.tags
+    assert {c.info.status for c in children} == {"FINISHED"}
+    resumed = next(c for c in children if c.info.run_id == child.info.run_id)
+    assert "failure_reason" not in resumed.data.tags
+    history = client.get_metric_history(child.info.run_id, "train/loss")
+    assert sorted(m.step for m in history) == [3, 6, 9, 12]  # no duplicate, none missing
+
+
+def test_resume_skips_finished_runs_and_starts_missing_ones(write_spec, mlflow_uri, capsys):
+    path = write_spec(seeds=[0])
+    assert main(["run", str(path)]) == 0
+    _, (parent,), (first,) = runs_of(mlflow_uri, "tiny")
+    assert main(["run", str(path), "--resume", "-o", "seeds=[0, 1]"]) == 0
+    assert "base/seed0: already FINISHED, skipped" in capsys.readouterr().out
+    client, (parent2,), children = runs_of(mlflow_uri, "tiny")
+    assert parent2.info.run_id == parent.info.run_id
+    assert {c.info.run_name: c.info.status for c in children} == {
+        "base/seed0": "FINISHED",
+        "base/seed1": "FINISHED",
+    }
+    assert steps_of(client, first.info.run_id, "train/loss") == [3, 6, 9, 12]
+
+
+def test_resume_without_an_earlier_run_starts_a_new_one(write_spec, mlflow_uri):
+    assert main(["run", str(write_spec()), "--resume"]) == 0
+    _, (parent,), (child,) = runs_of(mlflow_uri, "tiny")
+    assert parent.info.status == child.info.status == "FINISHED"
+
+
+BAD_INPUT = [
+    ({"train": {"optimizer": {"lr": -1}}}, [], "train.optimizer.lr: must be > 0"),
+    ({"train": {"stpes": 5}}, [], "train.stpes: unknown key"),
+    ({"data": {"corpus": "no/such/corpus.txt"}}, [], "data.corpus: corpus file not found"),
+    ({"model": {"norm": "batchnorm"}}, [], "model.norm"),
+    ({"ablate": {"model.mlp": ["relu", "swishglu"]}}, [], "ablate.model.mlp[1]"),
+    ({}, ["-o", "train.steps=0"], "train.steps: must be > 0"),
+    ({}, ["-o", "train.batch_size=[1"], "train.batch_size: cannot parse override value"),
+    ({}, ["-o", "model.dimm=64"], "model.dimm"),
+    ({}, ["-o", "train.steps"], "an override must look like KEY=VALUE"),
+]
+
+
+@pytest.mark.parametrize(("tree", "args", "message"), BAD_INPUT)
+def test_bad_specs_and_overrides_exit_2_and_create_nothing(
+    tmp_path, monkeypatch, capsys, tree, args, message
+):
+    spec_dir = tmp_path / "specs"
+    spec_dir.mkdir()
+    path = spec_dir / "bad.yaml"
+    path.write_text(yaml.safe_dump({"name": "bad", **tree}))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)  # the spec's default paths (results/...) are relative to here
+    assert main(["run", str(path), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err
+    assert list(work.iterdir()) == [] and list(spec_dir.iterdir()) == [path]
+
+
+def test_a_missing_spec_file_exits_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "missing.yaml"]) == 2
+    assert "missing.yaml: file not found" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "spec", sorted((REPO / "experiments").glob("*.yaml")), ids=lambda p: p.name
+)
+def test_dry_run_of_every_shipped_spec_writes_nothing(spec, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(spec), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    loaded = load_spec(spec)
+    for variant in expand(loaded):
+        assert variant.name in out
+        assert f"{variant.spec.model_config_obj().num_params():,}" in out
+    assert f"= {len(expand(loaded)) * len(loaded.seeds)} run(s)" in out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_dry_run_reports_tokens_per_run(write_spec, tmp_path, capsys):
+    path = write_spec(train={"steps": 12, "tokens": 1000})  # ceil(1000 / 128) = 8 steps
+    before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
+    assert main(["run", str(path), "--dry-run"]) == 0
+    assert f"{8 * 128:,}" in capsys.readouterr().out
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before
+
+
+def test_resume_after_sigkill_matches_an_uninterrupted_run(write_spec, mlflow_uri, tmp_path):
+    """`python -m minimind run` is killed with SIGKILL at a random step after its first checkpoint;
+    `--resume` must end with the weights and metrics of an uninterrupted run, in the same runs."""
+    steps = 200
+    changes = {"train": {"steps": steps, "log_every": 10, "eval_every": 50, "checkpoint_every": 25}}
+    path = write_spec(**changes)
+    run_dir = Path("checkpoints", "{experiment}", spec_hash(load_spec(path)), "base", "seed0")
+    ckpt = tmp_path / str(run_dir / "last.pt").format(experiment="tiny")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "minimind", "run", str(path)],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not ckpt.exists():
+            assert process.poll() is None, process.stderr.read().decode()
+            assert time.monotonic() < deadline, "no checkpoint within 300 s"
+            time.sleep(0.02)
+        time.sleep(random.uniform(0.0, 0.2))
+        assert process.poll() is None, "the run finished before it could be killed"
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.kill()
+        process.wait()
+        process.stderr.close()
+    killed_at = torch.load(ckpt, weights_only=True)["step"]
+    assert 25 <= killed_at < steps
+    client, (parent,), (child,) = runs_of(mlflow_uri, "tiny")
+    assert child.info.status == "RUNNING"  # no handler could run
+
+    assert main(["run", str(path), "--resume"]) == 0
+    resumed = torch.load(ckpt, weights_only=True)
+
+    # The same spec under another experiment name: its own runs and checkpoint directory.
+    tree = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**tree, "name": "reference"}))
+    assert main(["run", str(path)]) == 0
+    reference_ckpt = tmp_path / str(run_dir / "last.pt").format(experiment="reference")
+    reference = torch.load(reference_ckpt, weights_only=True)
+    assert resumed["step"] == reference["step"] == steps
+    for key, tensor in reference["model"].items():
+        assert torch.equal(resumed["model"][key], tensor), key
+
+    _, parents, children = runs_of(mlflow_uri, "tiny")
+    assert [p.info.run_id for p in parents] == [parent.info.run_id]
+    assert [c.info.run_id for c in children] == [child.info.run_id]
+    assert parents[0].info.status == children[0].info.status == "FINISHED"
+    _, _, (reference_child,) = runs_of(mlflow_uri, "reference")
+    for key in ("train/loss", "val/loss", "opt/lr", "opt/grad_norm", "train/tokens"):
+        history = client.get_metric_history(child.info.run_id, key)
+        expected = client.get_metric_history(reference_child.info.run_id, key)
+        assert sorted((m.step, m.value) for m in history) == sorted(
+            (m.step, m.value) for m in expected
+        ), key
+    assert steps_of(client, child.info.run_id, "train/loss") == list(range(10, steps + 1, 10))
+
+
+def test_a_corpus_too_short_for_the_context_exits_2_before_mlflow(
+    write_spec, tmp_path, small_corpus, capsys
+):
+    tiny = tmp_path / "tiny.txt"
+    tiny.write_bytes(small_corpus.read_bytes()[:2000])
+    path = write_spec(
+        data={"corpus": str(tiny)}, model={"max_seq_len": 256}, train={"seq_len": 256}
+    )
+    assert main(["run", str(path)]) == 2
+    assert "train.seq_len: must be <= the" in capsys.readouterr().err
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "checkpoints").exists()

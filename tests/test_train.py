@@ -1,0 +1,207 @@
+"""The training loop of one variant × seed: metrics, budgets, determinism, resume, failures."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from minimind.checkpoint import load_checkpoint
+from minimind.data import prepare_data
+from minimind.optim import lr_multiplier
+from minimind.spec import validate_spec
+from minimind.train import Trainer, autocast_dtype, planned_steps, resolve_device
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+class Recorder:
+    """A metric sink that keeps every point; optionally raises once `crash_at` is logged."""
+
+    def __init__(self, crash_at: int | None = None) -> None:
+        self.points: dict[str, dict[int, float]] = {}
+        self.crash_at = crash_at
+
+    def log_metrics(self, metrics, step):
+        if step == self.crash_at:
+            raise RuntimeError(f"crash at step {step}")
+        for key, value in metrics.items():
+            assert step not in self.points.setdefault(key, {}), f"{key} logged twice at {step}"
+            self.points[key][step] = value
+
+    def flush(self, timeout=None):
+        return True
+
+
+@pytest.fixture
+def make(tiny_spec):
+    def build(seed: int = 0, **changes) -> Trainer:
+        spec = validate_spec(tiny_spec(**changes))
+        return Trainer(spec.model_config_obj(), spec.train, prepare_data(spec.data), seed)
+
+    return build
+
+
+def weights(trainer: Trainer) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in trainer.model.state_dict().items()}
+
+
+def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
+def test_metrics_names_steps_and_values(make):
+    trainer = make()
+    sink = Recorder()
+    outcome = trainer.fit(sink)
+    assert outcome.status == "FINISHED" and outcome.step == 12 and outcome.tokens == 12 * 4 * 32
+    logged = {"train/loss", "train/aux_loss", "opt/lr", "opt/grad_norm", "train/tokens"}
+    logged |= {"time/elapsed_s", "sys/peak_mem_mb", "perf/tokens_per_s", "perf/step_ms"}
+    logged |= {"perf/mfu", "val/loss", "val/bpb"}
+    assert set(sink.points) == logged  # no moe/load_cv for a dense model
+    assert sorted(sink.points["train/loss"]) == [3, 6, 9, 12]
+    assert sorted(sink.points["val/loss"]) == [6, 12]
+    assert sorted(sink.points["perf/tokens_per_s"]) == [3, 6, 9, 12]  # steps 1-2 are warm-up
+    assert sink.points["train/tokens"] == {s: s * 128 for s in (3, 6, 9, 12)}
+    assert sink.points["train/aux_loss"] == {s: 0.0 for s in (3, 6, 9, 12)}
+    # The lr logged at step s is the one step s used (0-based index s - 1).
+    schedule = trainer.cfg.schedule
+    for step, lr in sink.points["opt/lr"].items():
+        assert lr == pytest.approx(3e-3 * lr_multiplier(step - 1, schedule, 12))
+    # bpb from the exact byte count of the held-out text.
+    data = trainer.data
+    for step, loss in sink.points["val/loss"].items():
+        expected = loss * len(data.val_tokens) / (math.log(2) * data.val_bytes)
+        assert sink.points["val/bpb"][step] == pytest.approx(expected, rel=1e-12)
+    assert outcome.val_loss == sink.points["val/loss"][12]
+    assert outcome.val_bpb == sink.points["val/bpb"][12]
+    assert 0 < sink.points["perf/mfu"][12] < 1
+    elapsed = [sink.points["time/elapsed_s"][s] for s in (3, 6, 9, 12)]
+    assert elapsed == sorted(elapsed) and elapsed[-1] == outcome.elapsed_s
+    assert [s for s, _ in outcome.history["train/loss"]] == [3, 6, 9, 12]
+
+
+def test_loss_falls_and_samples_are_text(make):
+    outcome = make(train={"steps": 30, "optimizer": {"lr": 1e-2}}).fit(Recorder())
+    losses = [v for _, v in outcome.history["train/loss"]]
+    assert losses[-1] < losses[0] - 0.5  # from about ln(320) = 5.8
+    assert len(outcome.samples) == 3
+    for sample in outcome.samples:
+        assert sample.prompt and sample.completion and isinstance(sample.completion, str)
+
+
+def test_same_seed_gives_the_same_curve_and_weights_bit_for_bit(make):
+    a, b, c = make(seed=0), make(seed=0), make(seed=1)
+    runs = [(t, t.fit(Recorder())) for t in (a, b, c)]
+    (ta, oa), (tb, ob), (tc, oc) = runs
+    assert oa.history == ob.history
+    assert [s.completion for s in oa.samples] == [s.completion for s in ob.samples]
+    assert_same_weights(weights(ta), weights(tb))
+    assert oa.history["train/loss"] != oc.history["train/loss"]
+
+
+def test_resume_from_a_checkpoint_continues_bit_for_bit(make, tmp_path):
+    path = tmp_path / "last.pt"
+    reference = make()
+    reference_sink = Recorder()
+    reference_outcome = reference.fit(reference_sink)
+
+    crashed = make()
+    with pytest.raises(RuntimeError, match="crash at step 9"):
+        crashed.fit(Recorder(crash_at=9), path, run_ids={"child": "abc"})
+    state = load_checkpoint(path)  # weights_only=True
+    assert state["step"] == 6 and state["run_ids"] == {"child": "abc"}
+
+    resumed = make()
+    resumed.load_state_dict(state)
+    sink = Recorder()
+    outcome = resumed.fit(sink, path)
+    assert sorted(sink.points["train/loss"]) == [9, 12]
+    for key in ("train/loss", "opt/lr", "opt/grad_norm", "val/loss", "val/bpb"):
+        for step, value in sink.points[key].items():
+            assert value == reference_sink.points[key][step], (key, step)
+    assert outcome.history == reference_outcome.history
+    assert_same_weights(weights(resumed), weights(reference))
+    assert load_checkpoint(path)["step"] == 12  # the final state is saved too
+
+
+def test_non_finite_loss_ends_the_run_failed(make):
+    trainer = make()
+    with torch.no_grad():
+        trainer.model.embed_tokens.weight.fill_(math.nan)
+    sink = Recorder()
+    outcome = trainer.fit(sink)
+    assert outcome.status == "FAILED" and outcome.step == 3
+    assert "non-finite train/loss" in outcome.failure_reason
+    assert "train/loss" not in sink.points and outcome.samples == []
+
+
+def test_budget_is_the_first_of_steps_tokens_and_time(make):
+    trainer = make(train={"steps": 12, "tokens": 300})
+    assert trainer.max_steps == 3  # ceil(300 / (4 * 32))
+    assert trainer.fit(Recorder()).step == 3
+    timed = make(train={"steps": None, "time_limit": 1e-6, "log_every": 100})
+    assert timed.max_steps is None
+    outcome = timed.fit(Recorder())
+    assert outcome.step == 1 and outcome.val_loss is not None  # the last step logs and evaluates
+
+
+def test_planned_steps():
+    class Cfg:
+        steps, tokens, time_limit, tokens_per_step = None, 1000, None, 128
+
+    assert planned_steps(Cfg) == 8
+    Cfg.steps = 5
+    assert planned_steps(Cfg) == 5
+    Cfg.steps, Cfg.tokens = None, None
+    assert planned_steps(Cfg) is None
+
+
+def test_grad_accum_and_no_clip(make):
+    sink = Recorder()
+    make(train={"grad_accum": 2, "grad_clip": None, "steps": 6}).fit(sink)
+    assert sink.points["train/tokens"] == {3: 3 * 2 * 128, 6: 6 * 2 * 128}
+    assert all(v > 0 for v in sink.points["opt/grad_norm"].values())
+
+
+def test_moe_logs_expert_balance(make):
+    sink = Recorder()
+    make(model={"mlp": {"name": "moe", "n_experts": 4, "top_k": 2}}, train={"steps": 3}).fit(sink)
+    assert sink.points["train/aux_loss"][3] > 0
+    assert 0 <= sink.points["moe/load_cv"][3] <= math.sqrt(3)
+
+
+def test_bf16_autocast_trains_on_the_cpu(make):
+    trainer = make(train={"precision": "bf16", "steps": 3})
+    assert trainer.amp_dtype == torch.bfloat16
+    assert math.isfinite(trainer.fit(Recorder()).val_loss)
+
+
+def test_device_and_precision_resolution():
+    expected = (
+        "cuda"
+        if torch.cuda.is_available()
+        else "mps"
+        if torch.backends.mps.is_available()
+        else "cpu"
+    )
+    assert resolve_device("auto").type == expected
+    assert resolve_device("cpu").type == "cpu"
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="not available"):
+            resolve_device("cuda")
+    cpu = torch.device("cpu")
+    assert autocast_dtype("auto", cpu) is None
+    assert autocast_dtype("fp32", cpu) is None
+    assert autocast_dtype("bf16", cpu) is torch.bfloat16
+
+
+def test_evaluation_follows_eval_every_not_log_every(make):
+    sink = Recorder()
+    make(train={"eval_every": 4, "log_every": 5, "steps": 12}).fit(sink)
+    assert sorted(sink.points["val/loss"]) == [4, 8, 12]
+    assert sorted(sink.points["train/loss"]) == [5, 10, 12]
+    assert sorted(sink.points["train/tokens"]) == [4, 5, 8, 10, 12]
