@@ -148,7 +148,7 @@ class RotaryPosition(PositionModule):
         even, odd = x[..., 0::2], x[..., 1::2]
         return torch.stack((-odd, even), dim=-1).flatten(-2)
 
-    def _apply(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def _rotate_one(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         rotated, passed = x[..., : self.rotary_dim].float(), x[..., self.rotary_dim :]
         rotated = rotated * cos + self._rotate_channels(rotated) * sin
         return torch.cat((rotated.to(x.dtype), passed), dim=-1)
@@ -157,4 +157,4 @@ class RotaryPosition(PositionModule):
         self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         cos, sin = self.cos_sin(positions)
-        return self._apply(q, cos, sin), self._apply(k, cos, sin)
+        return self._rotate_one(q, cos, sin), self._rotate_one(k, cos, sin)

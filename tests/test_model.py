@@ -310,3 +310,13 @@ def test_dropout_is_active_only_in_training():
     assert not torch.equal(model(ids).logits, model(ids).logits)
     model.eval()
     assert torch.equal(model(ids).logits, model(ids).logits)
+
+
+@pytest.mark.parametrize("position", ["rope-neox", "rope-gptj", "learned", "sinusoidal"])
+def test_module_conversions_keep_working(position):
+    # nn.Module.to()/.double() walk every submodule through `_apply`; a component must not
+    # shadow that name, or moving a model between devices and dtypes breaks.
+    cfg = ModelConfig.preset("tiny", position=position, vocab_size=64, dim=32, n_layers=1)
+    model = MiniMindLM(cfg).to(torch.float64)
+    ids = torch.randint(0, 64, (1, 5))
+    assert model(ids).logits.dtype == torch.float64
