@@ -95,11 +95,29 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def cpu_has_native_bf16() -> bool:
+    """True when the CPU computes bf16 matmuls natively (AVX512-BF16 or AMX), read from Linux's
+    cpuinfo flags. Without them bf16 autocast is emulated and slower than fp32."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype, or None for plain fp32. `auto`: bf16 on CUDA, fp32 elsewhere."""
+    """The autocast dtype, or None for plain fp32.
+
+    `auto` means bf16 on CUDA and on CPUs with native bf16, fp32 elsewhere; `fp32` is there for
+    bit-exact comparisons across machines.
+    """
     if precision == "bf16":
         return torch.bfloat16
-    if precision == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported():
+    if precision != "auto":
+        return None
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    if device.type == "cpu" and cpu_has_native_bf16():
         return torch.bfloat16
     return None
 

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from minimind import train
 from minimind.checkpoint import load_checkpoint
 from minimind.data import prepare_data
 from minimind.optim import lr_multiplier
@@ -194,9 +195,15 @@ def test_device_and_precision_resolution():
         with pytest.raises(ValueError, match="not available"):
             resolve_device("cuda")
     cpu = torch.device("cpu")
-    assert autocast_dtype("auto", cpu) is None
     assert autocast_dtype("fp32", cpu) is None
     assert autocast_dtype("bf16", cpu) is torch.bfloat16
+
+
+@pytest.mark.parametrize(("native", "expected"), [(True, torch.bfloat16), (False, None)])
+def test_auto_precision_uses_bf16_only_on_cpus_with_native_bf16(monkeypatch, native, expected):
+    monkeypatch.setattr(train, "cpu_has_native_bf16", lambda: native)
+    assert autocast_dtype("auto", torch.device("cpu")) is expected
+    assert autocast_dtype("fp32", torch.device("cpu")) is None
 
 
 def test_evaluation_follows_eval_every_not_log_every(make):
