@@ -201,14 +201,9 @@ def run_child(
     name = f"{variant.name}/seed{seed}"
     path = checkpoint_path(plan, variant, seed)
     if earlier is None:
-        params = {
-            **flatten(spec),
-            "seed": seed,
-            "num_params": model_cfg.num_params(),
-            "num_active_params": model_cfg.num_active_params(),
-            "flops_per_token": model_cfg.flops_per_token(spec.train.seq_len),
-        }
-        handle = tracker.start_child(parent, name, params, child_tags(plan, variant, seed))
+        handle = tracker.start_child(
+            parent, name, child_params(spec, seed), child_tags(plan, variant, seed)
+        )
     else:
         handle = tracker.resume_run(earlier.info.run_id)
     with handle:
@@ -228,6 +223,18 @@ def run_child(
         if outcome.status != "FINISHED":
             handle.end(outcome.status, outcome.failure_reason)
     return outcome
+
+
+def child_params(spec: Spec, seed: int) -> dict[str, Any]:
+    """A child run's params: the flattened resolved spec, its seed and the model's size."""
+    cfg = spec.model_config_obj()
+    return {
+        **flatten(spec),
+        "seed": seed,
+        "num_params": cfg.num_params(),
+        "num_active_params": cfg.num_active_params(),
+        "flops_per_token": cfg.flops_per_token(spec.train.seq_len),
+    }
 
 
 def checkpoint_path(plan: Plan, variant: Variant, seed: int) -> Path:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import multiprocessing
 import random
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -431,8 +432,13 @@ class Trainer:
 
 @contextlib.contextmanager
 def _progress_bar(label: str, total: int | None, completed: int) -> Iterator[Callable[..., None]]:
-    """Yields `show(**fields)`; a rich bar on a terminal, nothing when output is redirected."""
-    if not (sys.stdout.isatty() and sys.stderr.isatty() and distributed.is_main_process()):
+    """Yields `show(**fields)`; a rich bar on a terminal, nothing when output is redirected.
+
+    Only one process draws: DDP rank 0, and never a spawned sweep worker, whose bars would
+    interleave with its siblings' on the shared terminal.
+    """
+    drawing = distributed.is_main_process() and multiprocessing.parent_process() is None
+    if not (drawing and sys.stdout.isatty() and sys.stderr.isatty()):
         yield lambda **fields: None
         return
     columns = (

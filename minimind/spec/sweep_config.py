@@ -142,6 +142,12 @@ class SweepConfig(_Section):
     params: dict[str, ParamSpec] = Field(default_factory=dict)
     seeds_per_trial: int = Field(default=1, gt=0)
     workers: int = Field(default=1, gt=0)
+    # Database storages only: a running trial records a heartbeat every `heartbeat_interval`
+    # seconds; one silent for `grace_period` seconds belongs to a dead worker, is failed and is
+    # re-run up to `retries` times.
+    heartbeat_interval: int = Field(default=10, gt=0)
+    grace_period: int = Field(default=60, gt=0)
+    retries: int = Field(default=1, ge=0)
 
     @model_validator(mode="before")
     @classmethod
@@ -195,6 +201,12 @@ class SweepConfig(_Section):
                     f"not {self.pruner.name!r}",
                 )
             self.pruner = PrunerConfig(name="none")
+        if self.grace_period <= self.heartbeat_interval:
+            field_error(
+                ("grace_period",),
+                f"must be > heartbeat_interval ({self.heartbeat_interval}), got "
+                f"{self.grace_period}: a live trial would be taken for a dead one",
+            )
         if self.is_multi_objective and self.sampler.name == "cmaes":
             field_error(("sampler",), "cmaes supports a single objective only; try nsga2 or tpe")
         if self.sampler.name in ("grid", "bruteforce"):

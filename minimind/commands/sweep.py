@@ -1,0 +1,61 @@
+"""`minimind sweep SPEC [-o KEY=VALUE]... [--workers N] [--trials N] [--best]`: Optuna studies."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "sweep",
+        help="tune spec fields with Optuna (the spec's sweep: section)",
+        description="Run an Optuna study per ablation cell of a spec until it has sweep.trials "
+        "finished (complete or pruned) trials; re-running tops it up. Each trial is an MLflow "
+        "child run trial-<n> of the study's parent run; the summary, plots and importances go to "
+        "the parent run and results/reports/<study>/, the best values to best.yaml. Bad input "
+        "exits with code 2. Watch a study with: optuna-dashboard sqlite:///results/optuna.db",
+    )
+    parser.add_argument("spec", help="experiment spec with a sweep section (YAML)")
+    parser.add_argument(
+        "-o",
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a dotted spec key, value parsed as YAML (repeatable): -o sweep.trials=10",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="local worker processes on each study (default: sweep.workers)",
+    )
+    parser.add_argument(
+        "--trials",
+        type=int,
+        metavar="N",
+        help="finished trials each study runs to (default: sweep.trials)",
+    )
+    parser.add_argument(
+        "--best",
+        action="store_true",
+        help="train nothing: print the best trial(s) and write best.yaml, a runnable spec",
+    )
+    parser.add_argument(
+        "--tracking-uri", metavar="URI", help="MLflow tracking URI (default: tracking.uri)"
+    )
+    parser.set_defaults(func=_sweep)
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    # Imported here so that `minimind --help` and other commands stay quick.
+    from minimind.sweep import run_sweep
+
+    return run_sweep(
+        args.spec,
+        args.override,
+        workers=args.workers,
+        trials=args.trials,
+        tracking_uri=args.tracking_uri,
+        best=args.best,
+    )

@@ -1,0 +1,28 @@
+"""Optuna sweeps over any spec field (`minimind sweep`, DESIGN.md §4, issue 4).
+
+    from minimind.sweep import run_sweep
+    exit_code = run_sweep("experiments/lr_sweep.yaml", workers=2)      # or trials=40, best=True
+
+Modules, in the order a sweep uses them:
+- `plan`: the spec, the command-line options and the storage URL checked; one study per
+  ablation cell, named `<spec>/<variant>`;
+- `storage`, `algorithms`, `space`: the Optuna storage, sampler, pruner and `suggest_*` calls;
+- `study`: a study opened against the spec that made it, its MLflow parent run, trial counts;
+- `worker`: local worker processes looping over trials; `liveness`: trials of dead workers;
+- `objective`: one trial, a training run per seed in a child run `trial-<n>`;
+- `report`, `best`: importances, plots, summaries and `best.yaml`;
+- `driver`: the command, tying these together.
+"""
+
+from minimind.sweep.driver import REPORTS_DIR, run_sweep
+from minimind.sweep.plan import StudyCell, SweepPlan, plan_sweep, study_name, target_trials
+
+__all__ = [
+    "REPORTS_DIR",
+    "StudyCell",
+    "SweepPlan",
+    "plan_sweep",
+    "run_sweep",
+    "study_name",
+    "target_trials",
+]

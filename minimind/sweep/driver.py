@@ -1,0 +1,183 @@
+"""`minimind sweep`: every study of a spec, run by local workers, summarized and exported.
+
+Order of work, so that bad input stops everything before a trial runs: check the spec, the
+options and the storage; open (or create) every study and check it matches the spec; prepare the
+data once; then per study open its MLflow parent run, run the workers, and write and log the
+report. `best.yaml` is written at the end. Re-running the same command tops each study up to
+`sweep.trials` finished trials. Ctrl-C (or SIGTERM) fails the running trials in Optuna, ends
+their runs and the parent KILLED, and leaves nothing RUNNING.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import optuna
+
+from minimind.data import DataError
+from minimind.runner import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, prepare_all
+from minimind.spec import SpecError, SweepConfig
+from minimind.sweep.best import best_trial, describe_front, write_best
+from minimind.sweep.liveness import release_orphans
+from minimind.sweep.plan import StudyCell, SweepPlan, plan_sweep, target_trials
+from minimind.sweep.report import StudyReport, describe, log_report, write_report
+from minimind.sweep.storage import open_storage
+from minimind.sweep.study import open_parent, open_study, progress
+from minimind.sweep.worker import WorkerJob, run_workers
+
+if TYPE_CHECKING:
+    from optuna.trial import FrozenTrial
+
+    from minimind.tracking import Tracker
+
+REPORTS_DIR = Path("results/reports")
+
+
+def run_sweep(
+    path: str | Path,
+    overrides: Sequence[str] = (),
+    *,
+    workers: int | None = None,
+    trials: int | None = None,
+    tracking_uri: str | None = None,
+    best: bool = False,
+    reports_dir: Path = REPORTS_DIR,
+) -> int:
+    """The `minimind sweep` command (`best`: only print the best trials and write best.yaml);
+    returns its exit code."""
+    try:
+        plan = plan_sweep(
+            path, overrides, workers=workers, trials=trials, tracking_uri=tracking_uri
+        )
+        storage = open_storage(plan.sweep)
+        studies = [open_study(storage, cell, create=not best) for cell in plan.cells]
+    except SpecError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyError as err:  # --best before the study exists
+        print(f"error: {err.args[0]}; run `minimind sweep {path}` first", file=sys.stderr)
+        return EXIT_FAILED
+    if best:
+        return show_best(plan, studies, reports_dir)
+    try:
+        prepare_all(plan.run_plan)
+    except (DataError, SpecError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    from minimind.tracking import Terminated, install_termination_handlers
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    install_termination_handlers()
+    try:
+        return _sweep_all(plan, studies, reports_dir)
+    except Terminated as exc:
+        print(f"\nstopped by {exc}; run the same command to resume", file=sys.stderr)
+        return 128 + exc.signum
+    except KeyboardInterrupt:
+        print("\ninterrupted; run the same command to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _sweep_all(plan: SweepPlan, studies: list[optuna.Study], reports_dir: Path) -> int:
+    from minimind.tracking import Tracker
+
+    spec = plan.spec
+    tracker = Tracker(spec.tracking.uri, spec.tracking.experiment)
+    ok = True
+    best: dict[str, FrozenTrial] = {}
+    for cell, study in zip(plan.cells, studies, strict=True):
+        ok = _sweep_study(plan, cell, study, tracker, reports_dir) and ok
+        trial = best_trial(study, plan.sweep)
+        if trial is not None:
+            best[cell.name] = trial
+    if best:
+        path = write_best(plan, best, reports_dir)
+        print(f"wrote {path}: minimind run {path}")
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def _sweep_study(
+    plan: SweepPlan, cell: StudyCell, study: optuna.Study, tracker: Tracker, reports_dir: Path
+) -> bool:
+    """Top one study up to its target; whether it got there (or ran out of time)."""
+    sweep = _sweep(cell)
+    target = target_trials(sweep)
+    release_orphans(study, sweep.retries)  # trials of an earlier invocation's dead workers
+    before = progress(study)
+    remaining = target - before.finished
+    workers = max(1, min(sweep.workers, remaining))
+    deadline = time.time() + sweep.timeout if sweep.timeout is not None else None
+    with open_parent(tracker, study, cell, plan.run_plan.spec_hash) as parent:
+        if remaining > 0:
+            print(
+                f"study {cell.name}: {before}; running {remaining} more (target {target}) with "
+                f"{workers} worker(s)",
+                flush=True,
+            )
+            job = WorkerJob(
+                spec_tree=cell.spec.tree(),
+                variant=cell.variant.name,
+                study=cell.name,
+                spec_hash=cell.spec_hash,
+                plan_hash=plan.run_plan.spec_hash,
+                parent_run_id=parent.run_id,
+                target=target,
+                deadline=deadline,
+            )
+            try:
+                run_workers(job, workers)
+            except KeyboardInterrupt:
+                # The workers have exited: whatever they left RUNNING is failed, not retried.
+                release_orphans(study, retries=0, exited=(os.getpid(),))
+                raise
+        else:
+            print(f"study {cell.name}: {before}; the target of {target} is reached", flush=True)
+        release_orphans(study, sweep.retries)
+        report = write_report(study, sweep, reports_dir / cell.name)
+        log_report(parent, report)
+        print(_describe(report, study, sweep), flush=True)
+        finished = report.progress.finished
+        timed_out = deadline is not None and time.time() >= deadline
+        if finished < target and not timed_out:
+            parent.end("FAILED", f"{finished} of {target} trials finished")
+            return False
+    return True
+
+
+def show_best(plan: SweepPlan, studies: list[optuna.Study], reports_dir: Path) -> int:
+    """`--best`: print each study's best trial(s) and write best.yaml; 1 if none has one."""
+    best: dict[str, FrozenTrial] = {}
+    for cell, study in zip(plan.cells, studies, strict=True):
+        sweep = _sweep(cell)
+        trial = best_trial(study, sweep)
+        report = StudyReport(cell.name, progress(study), trial, sweep.metrics)
+        print(_describe(report, study, sweep))
+        if trial is not None:
+            best[cell.name] = trial
+    if not best:
+        print("no study has a complete trial yet", file=sys.stderr)
+        return EXIT_FAILED
+    path = write_best(plan, best, reports_dir)
+    print(f"wrote {path}: minimind run {path}")
+    return EXIT_OK
+
+
+def _describe(report: StudyReport, study: optuna.Study, sweep: SweepConfig) -> str:
+    text = describe(report)
+    if sweep.is_multi_objective and report.best is not None:
+        text += "\n" + describe_front(study, sweep)
+    return text
+
+
+def _sweep(cell: StudyCell) -> SweepConfig:
+    assert cell.spec.sweep is not None
+    return cell.spec.sweep

@@ -1,0 +1,229 @@
+"""One trial: suggested values -> a spec -> a training run per seed -> the objective value(s).
+
+Each seed trains in its own MLflow child run of the study's parent run, named `trial-<n>` (or
+`trial-<n>/seed<k>` with `sweep.seeds_per_trial` > 1). Its params are the resolved spec with the
+suggested values in it (flattened, as `minimind run` logs them), its tags those of a `run` child
+plus `trial_number`, `study` and `state` (`complete`, `pruned` or `failed`).
+
+A metric's logged values become one number by `sweep.reduce`; the trial's value is the mean over
+its seeds. Pruning watches the first seed: the first objective, reduced over the evaluations so
+far, is reported at each step it is logged, and a pruned trial's run ends KILLED. A run that fails
+(a non-finite loss, an invalid combination of values, a metric that is never logged) makes the
+trial FAIL with a `failure_reason` user attribute; the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import optuna
+
+from minimind.data import DataConfig, PreparedData, prepare_data
+from minimind.runner import Plan, child_params, child_tags
+from minimind.spec import (
+    ReduceConfig,
+    Spec,
+    SpecError,
+    SweepConfig,
+    Variant,
+    dump_spec,
+    with_values,
+)
+from minimind.sweep.algorithms import is_pruning
+from minimind.sweep.liveness import record_worker
+from minimind.sweep.space import suggest
+from minimind.tracking.lifecycle import describe_exit
+from minimind.train import Trainer, planned_steps
+
+if TYPE_CHECKING:
+    from minimind.tracking import RunHandle, Tracker
+
+FAILURE_ATTR = "failure_reason"
+
+
+def reduce_values(values: Sequence[float], reduce: ReduceConfig) -> float:
+    """The logged values of one metric (in step order) as one number."""
+    if not values:
+        raise ValueError("no values to reduce")
+    if reduce.name == "last":
+        return values[-1]
+    if reduce.name == "min":
+        return min(values)
+    if reduce.name == "max":
+        return max(values)
+    return statistics.fmean(values[-reduce.k :])
+
+
+class TrialSink:
+    """What a trial's `Trainer` logs to: forwards every point to the MLflow run, keeps the
+    objective metrics' values and, given a trial, reports the first objective for pruning.
+
+    The evaluation at `final_step` is reported but never pruned: the run has spent its budget,
+    and its value is worth more to the sampler than a PRUNED mark."""
+
+    def __init__(
+        self,
+        run: RunHandle,
+        sweep: SweepConfig,
+        trial: optuna.Trial | None = None,
+        final_step: int | None = None,
+    ) -> None:
+        self.run = run
+        self.sweep = sweep
+        self.trial = trial
+        self.final_step = final_step
+        self.history: dict[str, list[float]] = {metric: [] for metric in sweep.metrics}
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        self.run.log_metrics(metrics, step)
+        for metric, values in self.history.items():
+            if metric in metrics:
+                values.append(float(metrics[metric]))
+        watched = self.sweep.metrics[0]
+        if self.trial is not None and watched in metrics:
+            value = reduce_values(self.history[watched], self.sweep.reduce)
+            self.trial.report(value, step)
+            if step != self.final_step and self.trial.should_prune():
+                raise optuna.TrialPruned(f"pruned at step {step} with {watched} {value:.4f}")
+
+    def flush(self, timeout: float | None = None) -> bool:
+        return self.run.flush(timeout)
+
+    def values(self) -> list[float]:
+        """The reduced value of each objective; ValueError naming a metric never logged."""
+        missing = [metric for metric, values in self.history.items() if not values]
+        if missing:
+            raise ValueError(f"{', '.join(missing)} was never logged by the run")
+        return [reduce_values(self.history[m], self.sweep.reduce) for m in self.sweep.metrics]
+
+
+@dataclass
+class TrialContext:
+    """What every trial of one study shares: the ablation cell's spec (with `sweep`), names, the
+    tracker, the parent run and the prepared data."""
+
+    spec: Spec
+    variant: str
+    study: str
+    plan_hash: str  # of the whole spec: the children's `spec_hash` tag, as `run` tags them
+    tracker: Tracker
+    parent_run_id: str
+    data: dict[str, PreparedData] = field(default_factory=dict)  # by `data` section
+
+    def data_for(self, cfg: DataConfig) -> PreparedData:
+        """The prepared data of a trial's `data` section: the cell's, which `minimind sweep`
+        prepared before the workers started, or a searched one (e.g. the tokenizer's size),
+        prepared here on first use; the disk cache's atomic writes make that safe in parallel."""
+        key = json.dumps(cfg.model_dump(mode="json"), sort_keys=True)
+        if key not in self.data:
+            self.data[key] = prepare_data(cfg)
+        return self.data[key]
+
+    @property
+    def sweep(self) -> SweepConfig:
+        assert self.spec.sweep is not None
+        return self.spec.sweep
+
+    @property
+    def seeds(self) -> list[int]:
+        return self.spec.seeds[: self.sweep.seeds_per_trial]
+
+
+class TrialObjective:
+    """The function `study.optimize` calls: returns the value (or values, multi-objective), NaN
+    for a failed trial, or raises `optuna.TrialPruned`."""
+
+    def __init__(self, ctx: TrialContext) -> None:
+        self.ctx = ctx
+
+    def __call__(self, trial: optuna.Trial) -> float | list[float]:
+        ctx = self.ctx
+        run_ids: list[str] = []
+        record_worker(trial, ctx.tracker.uri, run_ids)
+        values = suggest(trial, ctx.sweep.params)
+        try:
+            spec = with_values(ctx.spec, values)
+        except SpecError as err:
+            return self._fail(trial, f"invalid combination of values: {err}")
+        per_seed: list[list[float]] = []
+        for i, seed in enumerate(ctx.seeds):
+            prune = i == 0 and is_pruning(ctx.sweep)
+            try:
+                result = self._run_seed(trial, spec, seed, prune, run_ids)
+            except optuna.TrialPruned:
+                raise
+            except BaseException as exc:  # Optuna marks the trial FAIL (and re-raises Ctrl-C)
+                trial.set_user_attr(FAILURE_ATTR, describe_exit(exc)[1])
+                raise
+            if isinstance(result, str):
+                return self._fail(trial, result)
+            per_seed.append(result)
+        means = [statistics.fmean(column) for column in zip(*per_seed, strict=True)]
+        return means if ctx.sweep.is_multi_objective else means[0]
+
+    def _run_seed(
+        self, trial: optuna.Trial, spec: Spec, seed: int, prune: bool, run_ids: list[str]
+    ) -> list[float] | str:
+        """Train one seed in its child run: its objective values, or why it failed."""
+        ctx = self.ctx
+        name = trial_run_name(trial.number, seed, len(ctx.seeds))
+        params = child_params(spec, seed)
+        plan = Plan(ctx.spec, [], ctx.plan_hash)
+        tags = {
+            **child_tags(plan, Variant(ctx.variant, spec, {}), seed),
+            "trial_number": trial.number,
+            "study": ctx.study,
+        }
+        run = ctx.tracker.start_child(ctx.parent_run_id, name, params, tags)
+        run_ids.append(run.run_id)
+        record_worker(trial, ctx.tracker.uri, run_ids)
+        with run:
+            try:
+                trainer = Trainer(
+                    spec.model_config_obj(), spec.train, ctx.data_for(spec.data), seed
+                )
+                run.log_text(dump_spec(spec), "spec.yaml")
+                sink = TrialSink(
+                    run, ctx.sweep, trial if prune else None, planned_steps(spec.train)
+                )
+                outcome = trainer.fit(sink, label=name)
+            except optuna.TrialPruned as pruned:
+                run.set_tags({"state": "pruned"})
+                run.end("KILLED", str(pruned))
+                raise
+            except BaseException:  # the handle ends the run FAILED (or KILLED on Ctrl-C)
+                run.set_tags({"state": "failed"})
+                raise
+            if outcome.status != "FINISHED":
+                return _end_failed(run, outcome.failure_reason or "the run failed")
+            try:
+                values = sink.values()
+            except ValueError as err:
+                return _end_failed(run, str(err))
+            run.log_metrics(
+                {f"trial/{m}": v for m, v in zip(ctx.sweep.metrics, values, strict=True)},
+                outcome.step,
+            )
+            run.set_tags({"state": "complete"})
+        return values
+
+    def _fail(self, trial: optuna.Trial, reason: str) -> float | list[float]:
+        """Record why and return NaN, which Optuna stores as a FAIL trial without a traceback."""
+        trial.set_user_attr(FAILURE_ATTR, reason)
+        n = len(self.ctx.sweep.metrics)
+        return [math.nan] * n if n > 1 else math.nan
+
+
+def trial_run_name(number: int, seed: int, n_seeds: int) -> str:
+    return f"trial-{number}" if n_seeds == 1 else f"trial-{number}/seed{seed}"
+
+
+def _end_failed(run: RunHandle, reason: str) -> str:
+    run.set_tags({"state": "failed"})
+    run.end("FAILED", reason)
+    return reason

@@ -1,0 +1,102 @@
+"""From a spec file to the studies a sweep runs, with every input checked before anything runs.
+
+Each ablation cell of the spec is a study of its own, named `<spec>/<variant>` (just `<spec>`
+without `ablate`), so that each variant is compared at its own tuned values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from minimind.runner import Plan, plan_run
+from minimind.spec import BASE_VARIANT, Spec, SpecError, SweepConfig, Variant, spec_hash
+from minimind.sweep.algorithms import build_pruner, build_sampler
+from minimind.sweep.space import grid_size
+from minimind.sweep.storage import check_storage_url
+
+
+@dataclass(frozen=True)
+class StudyCell:
+    """One study: an ablation cell (its spec keeps the `sweep` section) and its name."""
+
+    name: str
+    variant: Variant
+    spec_hash: str
+
+    @property
+    def spec(self) -> Spec:
+        return self.variant.spec
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    run_plan: Plan
+    cells: list[StudyCell]
+
+    @property
+    def spec(self) -> Spec:
+        return self.run_plan.spec
+
+    @property
+    def sweep(self) -> SweepConfig:
+        assert self.spec.sweep is not None
+        return self.spec.sweep
+
+
+def plan_sweep(
+    path: str | Path,
+    overrides: Sequence[str] = (),
+    *,
+    workers: int | None = None,
+    trials: int | None = None,
+    tracking_uri: str | None = None,
+) -> SweepPlan:
+    """Load and check a sweep spec; `workers`, `trials` and `tracking_uri` are the command-line
+    options that override `sweep.workers`, `sweep.trials` and `tracking.uri`. Raises `SpecError`
+    (exit code 2) and writes nothing."""
+    extra = []
+    for key, flag, value in (("workers", "--workers", workers), ("trials", "--trials", trials)):
+        if value is not None:
+            if value < 1:
+                raise SpecError(f"sweep.{key}", f"must be > 0, got {value} (from {flag})")
+            extra.append(f"sweep.{key}={value}")
+    if tracking_uri is not None:
+        extra.append(f"tracking.uri={tracking_uri}")
+    run_plan = plan_run(path, [*overrides, *extra])
+    spec = run_plan.spec
+    if spec.sweep is None:
+        raise SpecError("sweep", "missing: `minimind sweep` needs a sweep section (DESIGN.md §4)")
+    sweep = spec.sweep
+    if not sweep.params:
+        raise SpecError(
+            "sweep.params",
+            "no search dimensions; add one such as "
+            "train.optimizer.lr: {type: float, low: 1.0e-4, high: 1.0e-2, log: true}",
+        )
+    if sweep.seeds_per_trial > len(spec.seeds):
+        raise SpecError(
+            "sweep.seeds_per_trial",
+            f"must be <= the number of seeds ({len(spec.seeds)}), got {sweep.seeds_per_trial}",
+        )
+    check_storage_url(sweep.storage)
+    build_sampler(sweep, sweep.sampler.seed)
+    build_pruner(sweep)
+    cells = [
+        StudyCell(study_name(spec.name, variant.name), variant, spec_hash(variant.spec))
+        for variant in run_plan.variants
+    ]
+    return SweepPlan(run_plan, cells)
+
+
+def study_name(spec_name: str, variant_name: str) -> str:
+    return spec_name if variant_name == BASE_VARIANT else f"{spec_name}/{variant_name}"
+
+
+def target_trials(sweep: SweepConfig) -> int:
+    """Finished trials (COMPLETE or PRUNED) a study runs to: `trials`, or fewer when a grid or
+    brute-force search has fewer points."""
+    if sweep.sampler.name in ("grid", "bruteforce"):
+        return min(sweep.trials, grid_size(sweep.params))
+    return sweep.trials

@@ -1,0 +1,144 @@
+"""Opening a study and its MLflow parent run, and counting its trials.
+
+A study remembers (user attributes) the `spec_hash` of the spec that created it and its
+objective metrics: resuming it from a spec that trains differently would mix incomparable
+trials, so that is an error. It also remembers its MLflow parent run, which every later
+invocation reopens, so one study is one parent run with one child per trial.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import optuna
+from optuna.trial import TrialState
+
+from minimind.spec import SpecError, SweepConfig, dump_spec, flatten
+from minimind.sweep.plan import StudyCell
+
+if TYPE_CHECKING:
+    from minimind.tracking import RunHandle, Tracker
+
+HASH_ATTR = "spec_hash"
+METRICS_ATTR = "objective"
+PARENT_ATTR = "mlflow_parent_run_id"
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Trial counts by state. `finished` (COMPLETE + PRUNED) is what `sweep.trials` counts: a
+    pruned trial was a real, informative evaluation; a failed one is not, and is replaced."""
+
+    complete: int
+    pruned: int
+    failed: int
+    running: int
+    waiting: int
+
+    @property
+    def finished(self) -> int:
+        return self.complete + self.pruned
+
+    def __str__(self) -> str:
+        text = f"{self.finished} finished ({self.complete} complete, {self.pruned} pruned)"
+        text += f", {self.failed} failed"
+        if self.running:
+            text += f", {self.running} running"
+        if self.waiting:
+            text += f", {self.waiting} waiting"
+        return text
+
+
+def progress(study: optuna.Study) -> Progress:
+    states = [t.state for t in study.get_trials(deepcopy=False)]
+    return Progress(
+        complete=states.count(TrialState.COMPLETE),
+        pruned=states.count(TrialState.PRUNED),
+        failed=states.count(TrialState.FAIL),
+        running=states.count(TrialState.RUNNING),
+        waiting=states.count(TrialState.WAITING),
+    )
+
+
+def open_study(
+    storage: optuna.storages.BaseStorage,
+    cell: StudyCell,
+    *,
+    sampler: optuna.samplers.BaseSampler | None = None,
+    pruner: optuna.pruners.BasePruner | None = None,
+    create: bool = True,
+) -> optuna.Study:
+    """The cell's study, created on first use; `SpecError` if it exists but was made by a spec
+    that trains differently or optimizes other metrics. With `create=False` a missing study is a
+    `KeyError`."""
+    sweep = cell.spec.sweep
+    assert sweep is not None
+    if create:
+        study = optuna.create_study(
+            storage=storage,
+            study_name=cell.name,
+            directions=sweep.directions,
+            sampler=sampler,
+            pruner=pruner,
+            load_if_exists=True,
+        )
+    else:
+        try:
+            study = optuna.load_study(
+                study_name=cell.name, storage=storage, sampler=sampler, pruner=pruner
+            )
+        except KeyError:
+            raise KeyError(f"no study {cell.name!r} in {sweep.storage}") from None
+    _check_matches(study, cell, sweep)
+    return study
+
+
+def _check_matches(study: optuna.Study, cell: StudyCell, sweep: SweepConfig) -> None:
+    attrs = study.user_attrs
+    if HASH_ATTR not in attrs:
+        study.set_user_attr(HASH_ATTR, cell.spec_hash)
+        study.set_user_attr(METRICS_ATTR, sweep.metrics)
+        attrs = study.user_attrs
+    hint = "set another name (-o name=...) to start a new study"
+    if attrs[HASH_ATTR] != cell.spec_hash:
+        raise SpecError(
+            "name",
+            f"study {cell.name!r} in {sweep.storage} was made from a spec that trains "
+            f"differently (spec_hash {attrs[HASH_ATTR]}, this one {cell.spec_hash}); {hint}",
+        )
+    directions = [d.name.lower() for d in study.directions]
+    if attrs.get(METRICS_ATTR) != sweep.metrics or directions != sweep.directions:
+        raise SpecError(
+            "sweep.objective",
+            f"study {cell.name!r} in {sweep.storage} optimizes "
+            f"{_objectives(attrs.get(METRICS_ATTR), directions)}, not "
+            f"{_objectives(sweep.metrics, sweep.directions)}; {hint}",
+        )
+
+
+def _objectives(metrics: list[str] | None, directions: list[str]) -> str:
+    return ", ".join(
+        f"{d} {m}" for m, d in zip(metrics or ["?"] * len(directions), directions, strict=False)
+    )
+
+
+def open_parent(
+    tracker: Tracker, study: optuna.Study, cell: StudyCell, plan_hash: str
+) -> RunHandle:
+    """The study's MLflow parent run: reopened when the study names one in this experiment,
+    else created with tags `study`, `variant` and `spec_hash` (`plan_hash`, the whole spec's, as
+    its trials' runs and `minimind run` have it), and the cell's spec as params and file."""
+    from minimind.tracking.tracker import ROLE_TAG
+
+    known = study.user_attrs.get(PARENT_ATTR)
+    if known:
+        runs = tracker.find_runs({ROLE_TAG: "parent", "study": cell.name})
+        if any(run.info.run_id == known for run in runs):
+            return tracker.resume_run(known)
+    tags = {"study": cell.name, "variant": cell.variant.name, "spec_hash": plan_hash}
+    parent = tracker.start_parent(cell.name, tags)
+    parent.log_params(flatten(cell.spec))
+    parent.log_text(dump_spec(cell.spec), "spec.yaml")
+    study.set_user_attr(PARENT_ATTR, parent.run_id)
+    return parent

@@ -1,0 +1,205 @@
+"""Workers: processes that run trials of one study until it has its `trials` finished trials.
+
+Every worker opens the storage, the tracker and the prepared data itself (a spawned process
+shares nothing), and loops: release the trials of dead workers, count, run one trial. It stops
+when the study has `target` finished trials (COMPLETE + PRUNED), when `sweep.timeout` has passed,
+or after `GIVE_UP_AFTER` failed trials of its own in a row (a spec that cannot train). While the
+finished and running trials together reach the target it waits instead of stopping: a running
+trial of another worker may still fail, or its worker die, and then a trial must take its place.
+Two workers that check at the same moment can each start the last trial, so a study may end a
+trial or two above `trials`, never below.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from minimind.spec import Variant, validate_spec
+from minimind.sweep.algorithms import build_pruner, build_sampler, worker_seed
+from minimind.sweep.liveness import release_orphans
+from minimind.sweep.objective import TrialContext, TrialObjective
+from minimind.sweep.plan import StudyCell
+from minimind.sweep.storage import open_storage
+from minimind.sweep.study import open_study, progress
+
+POLL_S = 2.0
+GIVE_UP_AFTER = 5
+STOP_GRACE_S = 20.0
+
+
+@dataclass(frozen=True)
+class WorkerJob:
+    """Everything a worker process needs, as plain data (it crosses a process boundary)."""
+
+    spec_tree: dict[str, Any]  # the cell's spec: ablation applied, `sweep` kept
+    variant: str
+    study: str
+    spec_hash: str  # of the cell's spec
+    plan_hash: str  # of the whole spec, for the children's `spec_hash` tag as in `run`
+    parent_run_id: str
+    target: int
+    deadline: float | None  # time.time() after which no trial starts
+    index: int = 0
+    threads: int | None = None  # torch threads, so that N workers share the cores
+
+
+def work(job: WorkerJob) -> str:
+    """Run trials of `job.study` until it is done; returns why the worker stopped."""
+    from minimind.tracking import Tracker
+
+    if job.threads is not None:
+        import torch
+
+        torch.set_num_threads(job.threads)
+    spec = validate_spec(job.spec_tree)
+    sweep = spec.sweep
+    assert sweep is not None
+    storage = open_storage(sweep)
+    cell = StudyCell(job.study, Variant(job.variant, spec, {}), job.spec_hash)
+    study = open_study(storage, cell, pruner=build_pruner(sweep))
+    seed = worker_seed(sweep.sampler.seed, job.index, len(study.get_trials(deepcopy=False)))
+    study.sampler = build_sampler(sweep, seed)
+    tracker = Tracker(spec.tracking.uri, spec.tracking.experiment)
+    objective = TrialObjective(
+        TrialContext(
+            spec=spec,
+            variant=job.variant,
+            study=job.study,
+            plan_hash=job.plan_hash,
+            tracker=tracker,
+            parent_run_id=job.parent_run_id,
+        )
+    )
+    return run_trials(study, objective, job.target, job.deadline, sweep.retries)
+
+
+def run_trials(
+    study: optuna.Study,
+    objective: Callable[[optuna.Trial], Any],
+    target: int,
+    deadline: float | None,
+    retries: int,
+) -> str:
+    """The worker loop (see the module docstring)."""
+    failures_in_a_row = 0
+    while True:
+        release_orphans(study, retries)
+        counts = progress(study)
+        if counts.finished >= target:
+            return "done"
+        if deadline is not None and time.time() >= deadline:
+            return "timeout"
+        if failures_in_a_row >= GIVE_UP_AFTER:
+            return f"gave up after {failures_in_a_row} failed trials in a row"
+        if counts.finished + counts.running >= target:
+            time.sleep(POLL_S)
+            continue
+        ended: list[FrozenTrial] = []
+        try:
+            study.optimize(
+                objective,
+                n_trials=1,
+                catch=(Exception,),
+                callbacks=[lambda _, trial, ended=ended: ended.append(trial)],
+            )
+        except (optuna.exceptions.UpdateFinishedTrialError, ValueError) as err:
+            # Objective errors are caught above; this is Optuna's own bookkeeping, e.g. telling
+            # a trial that another worker failed as stale (its heartbeat was lost under load).
+            print(f"trial not recorded: {type(err).__name__}: {err}", file=sys.stderr)
+            failures_in_a_row += 1
+            continue
+        failed = bool(ended) and ended[0].state == TrialState.FAIL
+        failures_in_a_row = failures_in_a_row + 1 if failed else 0
+
+
+def worker_main(job: WorkerJob) -> None:
+    """Entry point of a spawned worker process; its exit code says how it ended."""
+    from minimind.tracking import install_termination_handlers
+
+    install_termination_handlers()
+    try:
+        reason = work(job)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the trial is FAIL, its run KILLED
+        sys.exit(128 + getattr(exc, "signum", signal.SIGINT))
+    print(f"worker {job.index} (pid {os.getpid()}): {reason}", flush=True)
+
+
+def run_workers(job: WorkerJob, n: int) -> list[int]:
+    """Run `n` workers: in this process when `n` is 1, else as spawned processes; their exit
+    codes (negative: killed by that signal). An interruption of this process stops them (they get
+    the terminal's Ctrl-C themselves; SIGTERM is passed on) and is raised again."""
+    if n == 1:
+        work(job)
+        return [0]
+    threads = max(1, (os.cpu_count() or 1) // n)
+    context = multiprocessing.get_context("spawn")  # forking a process with threads is unsafe
+    processes = [
+        context.Process(
+            target=worker_main,
+            args=(replace(job, index=i, threads=threads),),
+            name=f"sweep-worker-{i}",
+        )
+        for i in range(n)
+    ]
+    for process in processes:
+        process.start()
+    try:
+        _wait_all(processes)
+    except KeyboardInterrupt as exc:
+        _stop(processes, getattr(exc, "signum", None))
+        raise
+    for i, process in enumerate(processes):
+        if process.exitcode not in (0, None):
+            print(f"worker {i} (pid {process.pid}) {_describe_exit(process.exitcode)}", flush=True)
+    return [process.exitcode for process in processes]
+
+
+def _wait_all(processes: list[multiprocessing.process.BaseProcess]) -> None:
+    """Join each worker as soon as it exits, so none lingers as a zombie that the others would
+    take for a live worker of its trial."""
+    from multiprocessing.connection import wait
+
+    pending = list(processes)
+    while pending:
+        wait([p.sentinel for p in pending])
+        for process in [p for p in pending if not p.is_alive()]:
+            process.join()
+            pending.remove(process)
+
+
+def _stop(processes: list[multiprocessing.process.BaseProcess], signum: int | None) -> None:
+    """Stop the workers after this process was interrupted: give them time to mark their trials
+    and end their runs, pass SIGTERM on, and kill what is left."""
+    if signum is not None:  # SIGTERM or SIGHUP reached only this process
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signum)
+    for step in (signal.SIGTERM, signal.SIGKILL):
+        deadline = time.monotonic() + STOP_GRACE_S
+        for process in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+        alive = [p for p in processes if p.is_alive()]
+        if not alive:
+            return
+        for process in alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, step)
+    for process in processes:
+        process.join()
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with code {code}"

@@ -1,0 +1,343 @@
+"""Sweep building blocks without training: search space, reduce, pruning hook, samplers, storage,
+dead-worker clean-up, study checks and up-front validation (exit code 2)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import TrialState
+
+from minimind.cli import main
+from minimind.spec import ParamSpec, ReduceConfig, SpecError, SweepConfig
+from minimind.sweep import plan_sweep
+from minimind.sweep.algorithms import build_pruner, build_sampler, worker_seed
+from minimind.sweep.liveness import WORKER_ATTR, process_alive, release_orphans
+from minimind.sweep.objective import TrialSink, reduce_values
+from minimind.sweep.space import grid_size, grid_space, grid_values, suggest
+from minimind.sweep.storage import SQLITE_BUSY_TIMEOUT_S, open_storage
+from minimind.sweep.study import open_study
+from minimind.sweep.worker import GIVE_UP_AFTER, run_trials
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+PARAMS = {
+    "train.optimizer.lr": ParamSpec(type="float", low=1e-4, high=1e-2, log=True),
+    "model.dropout": ParamSpec(type="float", low=0.0, high=0.3, step=0.1),
+    "train.schedule.warmup": ParamSpec(type="int", low=0, high=40, step=10),
+    "train.batch_size": ParamSpec(type="int", low=1, high=64, log=True),
+    "model.mlp": ParamSpec(type="categorical", choices=["relu", "swiglu"]),
+}
+
+
+def test_suggest_maps_every_type_onto_its_optuna_distribution() -> None:
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for _ in range(30):
+        trial = study.ask()
+        values = suggest(trial, PARAMS)
+        assert trial.distributions == {
+            "train.optimizer.lr": FloatDistribution(1e-4, 1e-2, log=True),
+            "model.dropout": FloatDistribution(0.0, 0.3, step=0.1),
+            "train.schedule.warmup": IntDistribution(0, 40, step=10),
+            "train.batch_size": IntDistribution(1, 64, log=True),
+            "model.mlp": CategoricalDistribution(["relu", "swiglu"]),
+        }
+        assert values == trial.params
+        assert 1e-4 <= values["train.optimizer.lr"] <= 1e-2
+        assert values["train.schedule.warmup"] in (0, 10, 20, 30, 40)
+        assert min(abs(values["model.dropout"] - k / 10) for k in range(4)) < 1e-9
+        study.tell(trial, 0.0)
+
+
+def test_grid_walks_each_range_by_its_step_and_the_grid_sampler_visits_every_point() -> None:
+    assert grid_values(PARAMS["train.schedule.warmup"]) == [0, 10, 20, 30, 40]
+    assert grid_values(PARAMS["model.dropout"]) == pytest.approx([0.0, 0.1, 0.2, 0.3])
+    assert grid_values(ParamSpec(type="int", low=1, high=3)) == [1, 2, 3]
+    assert grid_values(PARAMS["model.mlp"]) == ["relu", "swiglu"]
+    finite = {
+        k: p for k, p in PARAMS.items() if k not in ("train.optimizer.lr", "train.batch_size")
+    }
+    assert grid_size(finite) == 4 * 5 * 2
+    with pytest.raises(ValueError, match="step"):
+        grid_values(PARAMS["train.optimizer.lr"])
+    study = optuna.create_study(sampler=optuna.samplers.GridSampler(grid_space(finite), seed=0))
+    study.optimize(lambda t: len(suggest(t, finite)), n_trials=100)
+    points = {tuple(t.params[k] for k in finite) for t in study.trials}
+    assert len(study.trials) == len(points) == 40  # every point once, then the sampler stops
+
+
+@pytest.mark.parametrize(
+    ("name", "k", "expected"),
+    [("last", 3, 6.0), ("min", 3, 2.0), ("max", 3, 6.0), ("mean_last_k", 3, 4.0)],
+)
+def test_reduce(name: str, k: int, expected: float) -> None:
+    assert reduce_values([5.0, 3.0, 4.0, 2.0, 6.0], ReduceConfig(name=name, k=k)) == expected
+    assert reduce_values([1.0, 3.0], ReduceConfig(name="mean_last_k", k=5)) == 2.0
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.points: list[tuple[dict, int]] = []
+
+    def log_metrics(self, metrics, step) -> None:
+        self.points.append((dict(metrics), step))
+
+    def flush(self, timeout=None) -> bool:
+        return True
+
+
+def test_sink_forwards_every_point_and_reports_the_reduced_objective() -> None:
+    sweep = SweepConfig(objective="val/bpb", reduce="min")
+    study = optuna.create_study(pruner=optuna.pruners.ThresholdPruner(upper=4.0))
+    run = Recorder()
+    sink = TrialSink(run, sweep, study.ask())
+    points = [({"train/loss": 9.0}, 3), ({"val/bpb": 3.0}, 6), ({"val/bpb": 3.5}, 12)]
+    points.append(({"val/bpb": 5.0, "val/loss": 1.0}, 18))  # above the threshold, min is not
+    for metrics, step in points:
+        sink.log_metrics(metrics, step)
+    assert run.points == points
+    assert study.trials[0].intermediate_values == {6: 3.0, 12: 3.0, 18: 3.0}
+    assert sink.values() == [3.0]
+
+
+def test_sink_raises_pruned_after_logging_when_the_pruner_says_so() -> None:
+    sweep = SweepConfig(objective="val/bpb", reduce="last")
+    study = optuna.create_study(pruner=optuna.pruners.ThresholdPruner(upper=4.0))
+    run = Recorder()
+    sink = TrialSink(run, sweep, study.ask())
+    sink.log_metrics({"val/bpb": 3.9}, 6)
+    with pytest.raises(optuna.TrialPruned, match="pruned at step 12 with val/bpb 4.1000"):
+        sink.log_metrics({"val/bpb": 4.1}, 12)
+    assert run.points[-1] == ({"val/bpb": 4.1}, 12)
+    last = TrialSink(run, sweep, study.ask(), final_step=12)
+    last.log_metrics({"val/bpb": 4.1}, 12)  # the budget is spent: reported, not pruned
+    assert study.trials[1].intermediate_values == {12: 4.1}
+
+
+def test_a_multi_objective_sink_names_a_metric_never_logged() -> None:
+    multi = SweepConfig(
+        objective=["val/bpb", {"metric": "perf/tokens_per_s", "direction": "maximize"}]
+    )
+    unwatched = TrialSink(Recorder(), multi)
+    unwatched.log_metrics({"val/bpb": 2.0}, 6)
+    with pytest.raises(ValueError, match="perf/tokens_per_s was never logged"):
+        unwatched.values()
+
+
+def test_the_worker_loop_stops_at_the_target_the_deadline_or_after_failures_in_a_row() -> None:
+    study = optuna.create_study()
+    assert run_trials(study, lambda t: t.suggest_float("x", 0, 1), 3, None, 0) == "done"
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 3
+    assert run_trials(study, lambda t: 1 / 0, 3, None, 0) == "done"  # reached: runs nothing
+    assert run_trials(study, lambda t: 0.0, 9, time.time() - 1, 0) == "timeout"
+    assert len(study.trials) == 3
+    reason = run_trials(study, lambda t: float("nan"), 9, None, 0)
+    assert reason == f"gave up after {GIVE_UP_AFTER} failed trials in a row"
+    assert [t.state for t in study.trials[3:]] == [TrialState.FAIL] * GIVE_UP_AFTER
+
+
+def test_samplers_and_pruners_are_built_and_their_options_checked() -> None:
+    kinds = {
+        "tpe": optuna.samplers.TPESampler,
+        "random": optuna.samplers.RandomSampler,
+        "nsga2": optuna.samplers.NSGAIISampler,
+        "grid": optuna.samplers.GridSampler,
+        "bruteforce": optuna.samplers.BruteForceSampler,
+    }
+    finite = {"model.mlp": {"type": "categorical", "choices": ["relu", "swiglu"]}}
+    for name, kind in kinds.items():
+        assert isinstance(build_sampler(SweepConfig(sampler=name, params=finite), 0), kind)
+    sweep = SweepConfig(sampler={"name": "tpe", "options": {"n_startup_trials": 3}})
+    assert build_sampler(sweep, 0)._n_startup_trials == 3
+    with pytest.raises(SpecError, match=r"^sweep.sampler.options: tpe: .*bogus"):
+        build_sampler(SweepConfig(sampler={"name": "tpe", "options": {"bogus": 1}}), 0)
+    if importlib.util.find_spec("cmaes") is None:
+        with pytest.raises(SpecError, match="^sweep.sampler: cmaes needs the 'cmaes' package"):
+            build_sampler(SweepConfig(sampler="cmaes"), 0)
+    pruners = {
+        "median": optuna.pruners.MedianPruner,
+        "hyperband": optuna.pruners.HyperbandPruner,
+        "successive_halving": optuna.pruners.SuccessiveHalvingPruner,
+        "none": optuna.pruners.NopPruner,
+    }
+    for name, kind in pruners.items():
+        assert isinstance(build_pruner(SweepConfig(pruner=name)), kind)
+    with pytest.raises(SpecError, match="^sweep.pruner.options: median: "):
+        build_pruner(SweepConfig(pruner={"name": "median", "options": {"nope": 1}}))
+
+
+def test_worker_seeds_differ_between_workers_and_invocations() -> None:
+    assert worker_seed(7, 0, 0) == 7  # a fresh study with one worker: the spec's seed
+    assert worker_seed(None, 3, 5) is None
+    seeds = {worker_seed(7, w, n) for w in range(3) for n in (0, 8)}
+    assert len(seeds) == 6
+    assert worker_seed(7, 1, 8) == worker_seed(7, 1, 8)
+
+
+def test_storages_sqlite_waits_for_locks_and_has_heartbeats_journal_is_a_file(tmp_path) -> None:
+    sweep = SweepConfig(storage=f"sqlite:///{tmp_path}/sub/optuna.db", heartbeat_interval=5)
+    storage = open_storage(sweep)
+    assert isinstance(storage, optuna.storages.RDBStorage)
+    assert storage.engine_kwargs["connect_args"]["timeout"] == SQLITE_BUSY_TIMEOUT_S
+    assert storage.get_heartbeat_interval() == 5 and storage.grace_period == 60
+    assert (tmp_path / "sub" / "optuna.db").is_file()
+    journal = open_storage(SweepConfig(storage=f"journal:{tmp_path}/j/optuna.log"))
+    assert isinstance(journal, optuna.storages.journal.JournalStorage)
+    optuna.create_study(storage=journal, study_name="s")
+    assert (tmp_path / "j" / "optuna.log").stat().st_size > 0
+
+
+def dead_pid() -> int:
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid
+
+
+def test_process_alive_tells_running_exited_and_zombie_processes() -> None:
+    assert process_alive(os.getpid())
+    assert not process_alive(dead_pid())
+    zombie = subprocess.Popen(["true"])
+    stat = Path(f"/proc/{zombie.pid}/stat")
+    if not stat.exists():
+        pytest.skip("no procfs")
+    while stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":  # exited, not yet reaped
+        time.sleep(0.01)
+    assert not process_alive(zombie.pid)
+    zombie.wait()
+
+
+@pytest.fixture
+def mlflow_run(mlflow_uri):
+    client = MlflowClient(mlflow_uri)
+    experiment = client.create_experiment("sweep-parts")
+    return lambda: client.create_run(experiment).info.run_id
+
+
+def record(trial, number: int, pid: int, uri: str, runs: list[str]) -> None:
+    info = {"trial": number, "host": __import__("socket").gethostname(), "pid": pid}
+    trial.set_user_attr(WORKER_ATTR, {**info, "tracking_uri": uri, "runs": runs})
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used")
+def test_trials_of_dead_local_workers_are_failed_their_runs_ended_and_retried(
+    tmp_path, mlflow_uri, mlflow_run
+) -> None:
+    storage = open_storage(SweepConfig(storage=f"sqlite:///{tmp_path}/optuna.db", retries=1))
+    study = optuna.create_study(storage=storage, study_name="s")
+    dead, alive, inherited = (study.ask() for _ in range(3))
+    for trial in (dead, alive, inherited):
+        trial.suggest_float("x", 0.0, 1.0)
+    run_id = mlflow_run()
+    record(dead, dead.number, dead_pid(), mlflow_uri, [run_id])
+    record(alive, alive.number, os.getpid(), mlflow_uri, [])
+    record(inherited, 0, dead_pid(), mlflow_uri, [])  # a retried trial's copy: not its own record
+    assert release_orphans(study, retries=1) == [dead.number]
+    states = {t.number: t.state for t in study.trials}
+    assert states == {
+        0: TrialState.FAIL,
+        1: TrialState.RUNNING,
+        2: TrialState.RUNNING,
+        3: TrialState.WAITING,
+    }
+    retry = study.trials[3]
+    assert retry.params == study.trials[0].params and retry.system_attrs["failed_trial"] == 0
+    run = MlflowClient(mlflow_uri).get_run(run_id)
+    assert run.info.status == "FAILED" and run.data.tags["state"] == "failed"
+    assert "died" in run.data.tags["failure_reason"]
+    assert release_orphans(study, retries=0, exited=(os.getpid(),)) == [alive.number]
+    assert len(study.trials) == 4  # retries=0: nothing queued
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used")
+def test_a_trial_whose_heartbeat_stops_is_failed_and_retried(tmp_path, mlflow_uri, mlflow_run):
+    sweep = SweepConfig(
+        storage=f"sqlite:///{tmp_path}/optuna.db", heartbeat_interval=1, grace_period=2
+    )
+    study = optuna.create_study(storage=open_storage(sweep), study_name="s")
+    trial = study.ask()
+    trial.suggest_int("n", 1, 9)
+    run_id = mlflow_run()
+    # Another machine's worker: not a local process, so only the heartbeat can tell.
+    trial.set_user_attr(
+        WORKER_ATTR,
+        {"trial": 0, "host": "elsewhere", "pid": 1, "tracking_uri": mlflow_uri, "runs": [run_id]},
+    )
+    study._storage.record_heartbeat(trial._trial_id)
+    assert release_orphans(study, retries=1) == [] and study.trials[0].state == TrialState.RUNNING
+    time.sleep(3.2)
+    release_orphans(study, retries=1)
+    assert [t.state for t in study.trials] == [TrialState.FAIL, TrialState.WAITING]
+    assert study.trials[1].params == study.trials[0].params
+    assert MlflowClient(mlflow_uri).get_run(run_id).info.status == "FAILED"
+
+
+# Up-front validation ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def sweep_file(write_spec, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # default paths (results/...) would land here
+
+    def write(**sweep) -> Path:
+        section = {
+            "trials": 2,
+            "storage": f"sqlite:///{tmp_path}/optuna.db",
+            "params": {"train.optimizer.lr": {"type": "float", "low": 1e-3, "high": 1e-2}},
+            **sweep,
+        }
+        return write_spec(sweep=section)
+
+    return write
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--workers", "0"], "sweep.workers: must be > 0, got 0 (from --workers)"),
+        (["--trials", "-1"], "sweep.trials: must be > 0, got -1 (from --trials)"),
+        (["-o", "sweep.workers=0"], "sweep.workers: must be > 0"),
+        (["-o", "sweep.storage=nosuchdb://x/y"], "sweep.storage: not a database URL"),
+        (["-o", "sweep.storage=mysql+nosuchdriver://u@h/db"], "sweep.storage: not a database"),
+        (["-o", "sweep.storage='sqlite:///:memory:'"], "sweep.storage: an in-memory SQLite"),
+        (["-o", "sweep.storage=optuna.db"], "sweep.storage: must be journal:PATH or a database"),
+        (["-o", "sweep.storage=postgresql://u@127.0.0.1:9/db"], "sweep.storage: cannot open"),
+        (["-o", "sweep.seeds_per_trial=2"], "sweep.seeds_per_trial: must be <= the number of"),
+        (["-o", "sweep.grace_period=5"], "sweep.grace_period: must be > heartbeat_interval"),
+        (["-o", "sweep.sampler.options={bogus: 1}"], "sweep.sampler.options: tpe:"),
+        (["-o", "sweep.params={}"], "sweep.params: no search dimensions"),
+        (["-o", "sweep=null"], "sweep: missing"),
+    ],
+)
+def test_bad_input_exits_2_naming_the_field_and_writes_nothing(
+    sweep_file, tmp_path, capsys, args, error
+) -> None:
+    path = sweep_file()
+    before = sorted(tmp_path.rglob("*"))
+    assert main(["sweep", str(path), *args]) == 2
+    assert f"error: {error}" in capsys.readouterr().err
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_study_is_resumed_only_by_the_spec_that_made_it(sweep_file, capsys) -> None:
+    path = sweep_file()
+    plan = plan_sweep(path)
+    storage = open_storage(plan.sweep)
+    (cell,) = plan.cells
+    study = open_study(storage, cell)
+    assert study.user_attrs["spec_hash"] == cell.spec_hash
+    assert open_study(storage, cell).study_name == "tiny"  # the same spec reopens it
+    assert main(["sweep", str(path), "-o", "train.steps=6"]) == 2
+    assert "error: name: study 'tiny' in sqlite" in capsys.readouterr().err
+    other = ["-o", "sweep.objective=val/loss"]
+    assert main(["sweep", str(path), *other]) == 2
+    err = capsys.readouterr().err
+    assert "error: sweep.objective: study 'tiny'" in err and "optimizes minimize val/bpb" in err
+    # `--trials` and `--workers` are not part of the spec hash: topping up is allowed.
+    assert plan_sweep(path, trials=9, workers=2).cells[0].spec_hash == cell.spec_hash
