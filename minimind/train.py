@@ -157,7 +157,7 @@ class Trainer:
             self.model = MiniMindLM(model_cfg)
         # DDP before compile, as torch recommends; both are the plain model in one process.
         sparse = model_cfg.num_active_params() < model_cfg.num_params()
-        wrapped = distributed.wrap_model(self.model, self.device, sparse)
+        wrapped = distributed.wrap_model(self.model, self.device, sparse, cfg.parallel)
         self.forward = torch.compile(wrapped) if cfg.compile else wrapped
         self.optimizer = build_optimizer(self.model, cfg.optimizer)
         self.max_steps = planned_steps(cfg)
@@ -221,7 +221,9 @@ class Trainer:
                     if distributed.is_main_process():
                         sink.flush()  # a SIGKILL after the save must not lose steps before it
                         save_checkpoint(checkpoint_path, state)
-        samples = self.generate_samples() if distributed.is_main_process() else []
+        # A sharded model's forward is a collective: then every rank generates, in lockstep.
+        sample = distributed.is_main_process() or distributed.is_sharded(self.model)
+        samples = self.generate_samples() if sample else []
         return self._outcome("FINISHED", samples=samples)
 
     def _estimate_horizon(self) -> None:
@@ -249,9 +251,11 @@ class Trainer:
             with distributed.gradient_sync(self.forward, micro == accum - 1):
                 with self._autocast():
                     out = self.forward(x, labels=x)
-                ((out.loss + out.aux_loss) / accum).backward()
+                # FSDP: a dense mlp's zero aux_loss is made from a sharded weight (a DTensor).
+                aux_loss = distributed.plain_tensor(out.aux_loss)
+                ((out.loss + aux_loss) / accum).backward()
             self._loss_sum += out.loss.detach()
-            self._aux_sum += out.aux_loss.detach()
+            self._aux_sum += aux_loss.detach()
         self._window_steps += 1
         params = self.model.parameters()
         if self.cfg.grad_clip is not None:
@@ -286,7 +290,7 @@ class Trainer:
         not finite."""
         n = self._window_steps * self.cfg.grad_accum
         grad_norm = (
-            self._grad_norm
+            distributed.plain_tensor(self._grad_norm)
             if self._grad_norm is not None
             else self._loss_sum.new_full((), math.nan)
         )
@@ -339,14 +343,19 @@ class Trainer:
         self.model.eval()
         total = torch.zeros((), device=self.device)
         rows = 0
+        # DDP: each rank a share, summed below. FSDP: each forward is a collective, so every
+        # rank runs every batch and holds the whole sum.
+        sharded = distributed.is_sharded(self.model)
+        batches = self.val_batches if sharded else distributed.shard_list(self.val_batches)
         with torch.no_grad(), self._autocast():
-            for x in distributed.shard_list(self.val_batches):  # DDP: a share per rank
+            for x in batches:
                 x = x.to(self.device, non_blocking=True)
                 total += self.forward(x, labels=x).loss.float() * x.size(0)
                 rows += x.size(0)
         self.model.train()
-        total, rows = distributed.sum_across_ranks(torch.stack([total, total.new_tensor(rows)]))
-        loss = total.item() / rows.item()
+        sums = torch.stack([total, total.new_tensor(rows)])
+        total, rows = (sums if sharded else distributed.sum_across_ranks(sums)).tolist()
+        loss = total / rows
         return loss, bits_per_byte(loss, len(self.data.val_tokens), self.data.val_bytes)
 
     def generate_samples(self) -> list[Sample]:
@@ -391,9 +400,10 @@ class Trainer:
 
     def state_dict(self, run_ids: Mapping[str, str]) -> dict[str, Any]:
         """Everything that determines the rest of the run (weights_only-safe types only)."""
+        model_state, optimizer_state = distributed.full_state_dicts(self.model, self.optimizer)
         return {
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
+            "model": model_state,
+            "optimizer": optimizer_state,
             "scheduler": self.scheduler.state_dict(),
             "rng": capture_rng_state(),
             "batches": self.batches.state_dict(),
@@ -412,8 +422,9 @@ class Trainer:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        distributed.load_full_state_dicts(
+            self.model, self.optimizer, state["model"], state["optimizer"]
+        )
         self.scheduler.load_state_dict(state["scheduler"])
         restore_rng_state(state["rng"])
         self.batches.load_state_dict(state["batches"])

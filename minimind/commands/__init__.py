@@ -2,4 +2,6 @@
 
 from types import ModuleType
 
-COMMANDS: list[ModuleType] = []
+from minimind.commands import bench, compare, registry_info, run, sweep, sync
+
+COMMANDS: list[ModuleType] = [run, sweep, compare, bench, registry_info, sync]

@@ -72,6 +72,19 @@ class TrainConfig(_Section):
     checkpoint_every: int | None = Field(default=100, gt=0)
     checkpoint_dir: str = Field(default="results/checkpoints", min_length=1)
     sample_tokens: int = Field(default=64, ge=0)
+    # Under torchrun (several ranks): `ddp` keeps a whole model on each rank; `fsdp` shards
+    # parameters, gradients and optimizer state over the ranks (FSDP2, torch >= 2.6).
+    parallel: Literal["ddp", "fsdp"] = "ddp"
+
+    @field_validator("parallel")
+    @classmethod
+    def _fsdp_available(cls, parallel: str) -> str:
+        if parallel == "fsdp":
+            import torch.distributed.fsdp
+
+            if not hasattr(torch.distributed.fsdp, "fully_shard"):
+                raise ValueError(f"fsdp needs torch >= 2.6 (FSDP2), this is {torch.__version__}")
+        return parallel
 
     @model_validator(mode="after")
     def _budget(self) -> TrainConfig:

@@ -1,0 +1,417 @@
+"""Multi-process training with torch.distributed: DDP over ranks launched by torchrun.
+
+    torchrun --standalone --nproc_per_node 2 -m minimind run SPEC     # or: minimind run SPEC --nproc 2
+
+`minimind run` joins the process group from torchrun's environment (`RANK`, `WORLD_SIZE`,
+`LOCAL_RANK`, `MASTER_ADDR`/`MASTER_PORT`), with NCCL for CUDA tensors and Gloo for CPU tensors.
+Every helper here is the identity in a single process, so the trainer and runner call them
+unconditionally. `train.parallel` picks DDP (a whole model per rank, gradients all-reduced) or
+FSDP2 (`fully_shard` per block: parameters, gradients and optimizer state sharded over ranks).
+
+How the work is split, and why:
+- Data: `train.batch_size` is the global batch. Every rank draws the same global batch from the
+  seed and keeps its own rows, rank r of W the rows [r·B/W, (r+1)·B/W). The ranks see different
+  data, the data order is the one a single process with batch B sees, and the batch stream's
+  state (a batch index) is the same on every rank, so one checkpoint resumes them all.
+- Gradients: DDP averages them, which equals the gradient of the global batch's mean loss
+  (every row has the same number of tokens).
+- Metrics: the train losses of a log window are averaged over ranks, validation batches are split
+  round-robin over ranks and their sums added up, so every rank holds the global value and takes
+  the same branch on a non-finite loss. A time budget is judged on rank 0's clock.
+- Side effects: only rank 0 talks to MLflow (`RankZeroTracker`) and writes checkpoints; the other
+  ranks get rank 0's answers (run ids, earlier runs) by broadcast, so all ranks walk the same
+  runs in lockstep and no collective waits for a rank that took another branch.
+- FSDP: each forward gathers parameters from every rank, so every rank runs every validation
+  batch and the sample generations; a checkpoint gathers whole tensors on rank 0 (collective).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+if TYPE_CHECKING:
+    from minimind.tracking import RunHandle, Tracker
+
+T = TypeVar("T")
+
+
+# Process group -----------------------------------------------------------------------------
+
+
+def launched_by_torchrun() -> bool:
+    """Whether this process is one rank of a torchrun launch (its env vars are set)."""
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def backend() -> str:
+    """NCCL for CUDA tensors where CUDA exists (Gloo still carries CPU tensors), else Gloo."""
+    return "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
+
+
+@contextlib.contextmanager
+def process_group() -> Iterator[None]:
+    """Join torchrun's process group for the body (nothing outside torchrun), then leave it."""
+    if not launched_by_torchrun() or dist.is_initialized():
+        yield
+        return
+    if torch.cuda.is_available():
+        # `torch.device("cuda")` (train.device auto/cuda) then means this rank's own GPU.
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    dist.init_process_group(backend())
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def world_size() -> int:
+    return dist.get_world_size() if dist.is_initialized() else 1
+
+
+def rank() -> int:
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def is_main_process() -> bool:
+    return rank() == 0
+
+
+@contextlib.contextmanager
+def main_process_first() -> Iterator[None]:
+    """Rank 0 runs the body before the others (e.g. to fill a cache they then read). If rank 0's
+    body raises, the others still run theirs (and meet the same error) instead of waiting."""
+    if not is_main_process():
+        dist.barrier()
+    try:
+        yield
+    finally:
+        if is_main_process() and world_size() > 1:
+            dist.barrier()
+
+
+# Data and model ----------------------------------------------------------------------------
+
+
+def local_batch_size(batch_size: int, world: int | None = None) -> int:
+    """This rank's share of the global `batch_size`; ValueError when it does not divide."""
+    world = world_size() if world is None else world
+    if batch_size % world:
+        raise ValueError(
+            f"the global batch of {batch_size} rows does not split evenly over {world} ranks; "
+            f"use a multiple of {world}"
+        )
+    return batch_size // world
+
+
+class RankRows:
+    """This rank's rows of each global batch [B, T] drawn by `batches`: LongTensor [B/W, T].
+
+    State (`state_dict`) is the wrapped stream's, the same on every rank.
+    """
+
+    def __init__(self, batches: Iterator[torch.Tensor], rank: int, world: int) -> None:
+        self.batches = batches
+        self.rank = rank
+        self.world = world
+
+    def __iter__(self) -> RankRows:
+        return self
+
+    def __next__(self) -> torch.Tensor:
+        batch = next(self.batches)
+        rows = local_batch_size(batch.size(0), self.world)
+        return batch[self.rank * rows : (self.rank + 1) * rows]
+
+    def state_dict(self) -> dict[str, int]:
+        return self.batches.state_dict()
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.batches.load_state_dict(state)
+
+
+def shard_batches(batches: T) -> T | RankRows:
+    """`batches` itself in one process, else this rank's rows of each of its batches."""
+    return batches if world_size() == 1 else RankRows(batches, rank(), world_size())
+
+
+def shard_list(items: Sequence[T]) -> Sequence[T]:
+    """Round-robin share of `items` for this rank (all of them in one process)."""
+    return items[rank() :: world_size()]
+
+
+def wrap_model(
+    model: torch.nn.Module, device: torch.device, sparse: bool, parallel: str = "ddp"
+) -> torch.nn.Module:
+    """`model` spread over the process group (itself in one process): `ddp` wraps it in DDP;
+    `fsdp` shards each block and the rest in place (FSDP2) and returns it. `sparse`: parameters
+    may get no gradient in a step (unrouted MoE experts), which DDP must look for."""
+    if world_size() == 1:
+        return model
+    if parallel == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+
+        for block in model.layers:  # one all-gather per block, freed after its use
+            fully_shard(block)
+        fully_shard(model)  # embeddings, final norm, head (tied weights stay one parameter)
+        return model
+    device_ids = [device.index or torch.cuda.current_device()] if device.type == "cuda" else None
+    # No buffer broadcast: the model's buffers are derived tables (RoPE), equal on every rank,
+    # and a broadcast in each forward would make evaluation's uneven shares a collective.
+    return DistributedDataParallel(
+        model, device_ids=device_ids, find_unused_parameters=sparse, broadcast_buffers=False
+    )
+
+
+def gradient_sync(module: torch.nn.Module, sync: bool) -> contextlib.AbstractContextManager:
+    """Inside it, backward all-reduces gradients only if `sync` (skip it on all but the last
+    micro-batch of a gradient-accumulation step); `module` may be compiled."""
+    inner = getattr(module, "_orig_mod", module)
+    if sync:
+        return contextlib.nullcontext()
+    if isinstance(inner, DistributedDataParallel):
+        return inner.no_sync()
+    if is_sharded(inner):
+        return _fsdp_no_sync(inner)
+    return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _fsdp_no_sync(module: torch.nn.Module) -> Iterator[None]:
+    module.set_requires_gradient_sync(False)
+    try:
+        yield
+    finally:
+        module.set_requires_gradient_sync(True)
+
+
+def is_sharded(model: torch.nn.Module) -> bool:
+    """Whether `model` is sharded by FSDP2 (its forward is then a collective on every rank)."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # torch < 2.6: no FSDP2
+        return False
+    return isinstance(model, FSDPModule)
+
+
+def plain_tensor(value: torch.Tensor) -> torch.Tensor:
+    """A DTensor (e.g. FSDP's gradient norm) as the whole ordinary tensor; others as they are."""
+    full = getattr(value, "full_tensor", None)
+    return full() if full is not None else value
+
+
+def full_state_dicts(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(model, optimizer) state dicts with whole tensors; for a sharded model a collective that
+    gathers them on the CPU of rank 0 (the other ranks get empty dicts)."""
+    if not is_sharded(model):
+        return model.state_dict(), optimizer.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    return get_state_dict(model, optimizer, options=options)
+
+
+def load_full_state_dicts(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    model_state: dict[str, Any],
+    optimizer_state: dict[str, Any],
+) -> None:
+    """Load what `full_state_dicts` gave (every rank passes the whole state it read)."""
+    if not is_sharded(model):
+        model.load_state_dict(model_state)
+        optimizer.load_state_dict(optimizer_state)
+        return
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+    options = StateDictOptions(full_state_dict=True)
+    set_state_dict(
+        model,
+        optimizer,
+        model_state_dict=model_state,
+        optim_state_dict=optimizer_state,
+        options=options,
+    )
+
+
+# Collectives -------------------------------------------------------------------------------
+
+
+def mean_across_ranks(values: torch.Tensor) -> torch.Tensor:
+    """The element-wise mean of `values` over ranks (a new tensor; `values` in one process)."""
+    if world_size() == 1:
+        return values
+    out = values.clone()
+    dist.all_reduce(out)
+    return out / world_size()
+
+
+def sum_across_ranks(values: torch.Tensor) -> torch.Tensor:
+    """The element-wise sum of `values` over ranks (a new tensor; `values` in one process)."""
+    if world_size() == 1:
+        return values
+    out = values.clone()
+    dist.all_reduce(out)
+    return out
+
+
+def main_value(value: float) -> float:
+    """Rank 0's `value` on every rank (e.g. its clock, so all ranks stop at the same step)."""
+    if world_size() == 1:
+        return value
+    tensor = torch.tensor([value], dtype=torch.float64)
+    dist.broadcast(tensor, src=0)
+    return float(tensor.item())
+
+
+def main_answer(call: Callable[[], T]) -> T:
+    """`call()` run on rank 0 only, its result (picklable) broadcast to every rank. An exception
+    on rank 0 is raised there and, as a RuntimeError, on the other ranks."""
+    if world_size() == 1:
+        return call()
+    message: list[Any] = [None]
+    error: BaseException | None = None
+    if is_main_process():
+        try:
+            message[0] = ("ok", call())
+        except Exception as exc:
+            error = exc
+            message[0] = ("error", f"{type(exc).__name__}: {exc}")
+    dist.broadcast_object_list(message, src=0)
+    kind, value = message[0]
+    if error is not None:
+        raise error
+    if kind == "error":
+        raise RuntimeError(f"rank 0 failed: {value}")
+    return value
+
+
+# Tracking ----------------------------------------------------------------------------------
+
+
+class NullRunHandle:
+    """A run handle of a rank other than 0: knows rank 0's run id, logs nothing."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        pass
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        pass
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        pass
+
+    def log_text(self, text: str, artifact_file: str) -> None:
+        pass
+
+    def log_dict(self, data: Mapping[str, Any], artifact_file: str) -> None:
+        pass
+
+    def log_figure(self, figure: Any, artifact_file: str) -> None:
+        pass
+
+    def flush(self, timeout: float | None = None) -> bool:
+        return True
+
+    def end(self, status: str = "FINISHED", reason: str | None = None) -> None:
+        pass
+
+    def __enter__(self) -> NullRunHandle:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        pass
+
+
+class RankZeroTracker:
+    """The runner's `Tracker` on every rank of a DDP run: rank 0 holds the real one; the answers
+    that steer the run loop (earlier runs, new run ids) are broadcast from it, and the other
+    ranks' handles are `NullRunHandle`s. Every method must be called on all ranks in order."""
+
+    def __init__(self, uri: str, experiment: str) -> None:
+        from minimind.tracking import Tracker
+
+        self.uri = uri
+        self.experiment = experiment
+        self._tracker: Tracker | None = None
+
+        def connect() -> None:
+            self._tracker = Tracker(uri, experiment)
+
+        main_answer(connect)
+
+    def _handle(self, start: Callable[[Tracker], RunHandle]) -> RunHandle | NullRunHandle:
+        handle: RunHandle | None = None
+
+        def start_on_main() -> str:
+            nonlocal handle
+            handle = start(self._tracker)
+            return handle.run_id
+
+        run_id = main_answer(start_on_main)
+        return handle if handle is not None else NullRunHandle(run_id)
+
+    def start_parent(self, *args: Any, **kwargs: Any) -> RunHandle | NullRunHandle:
+        return self._handle(lambda t: t.start_parent(*args, **kwargs))
+
+    def start_child(self, parent: Any, *args: Any, **kwargs: Any) -> RunHandle | NullRunHandle:
+        return self._handle(lambda t: t.start_child(parent, *args, **kwargs))
+
+    def resume_run(self, run_id: str) -> RunHandle | NullRunHandle:
+        return self._handle(lambda t: t.resume_run(run_id))
+
+    def find_parent(self, *args: Any, **kwargs: Any) -> Any:
+        return main_answer(lambda: self._tracker.find_parent(*args, **kwargs))
+
+    def children(self, *args: Any, **kwargs: Any) -> Any:
+        return main_answer(lambda: self._tracker.children(*args, **kwargs))
+
+    def fail_stale_runs(self, *args: Any, **kwargs: Any) -> Any:
+        return main_answer(lambda: self._tracker.fail_stale_runs(*args, **kwargs))
+
+
+def make_tracker(uri: str, experiment: str) -> Tracker | RankZeroTracker:
+    """A `Tracker` in one process, a `RankZeroTracker` on each rank of a DDP run."""
+    if world_size() > 1:
+        return RankZeroTracker(uri, experiment)
+    from minimind.tracking import Tracker
+
+    return Tracker(uri, experiment)
+
+
+# Launching ---------------------------------------------------------------------------------
+
+
+def torchrun_command(nproc: int, minimind_args: Sequence[str]) -> list[str]:
+    """The command that runs `minimind <minimind_args>` as `nproc` ranks on this host."""
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        "-m",
+        "minimind",
+        *minimind_args,
+    ]
+
+
+def relaunch(nproc: int, minimind_args: Sequence[str]) -> NoReturn:
+    """Become torchrun running `minimind <minimind_args>` as `nproc` ranks: this process is
+    replaced, so signals (Ctrl-C, SIGTERM) reach torchrun, which passes them to the ranks."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    command = torchrun_command(nproc, minimind_args)
+    os.execv(command[0], command)
