@@ -251,11 +251,9 @@ class Trainer:
             with distributed.gradient_sync(self.forward, micro == accum - 1):
                 with self._autocast():
                     out = self.forward(x, labels=x)
-                # FSDP: a dense mlp's zero aux_loss is made from a sharded weight (a DTensor).
-                aux_loss = distributed.plain_tensor(out.aux_loss)
-                ((out.loss + aux_loss) / accum).backward()
+                ((out.loss + out.aux_loss) / accum).backward()
             self._loss_sum += out.loss.detach()
-            self._aux_sum += aux_loss.detach()
+            self._aux_sum += out.aux_loss.detach()
         self._window_steps += 1
         params = self.model.parameters()
         if self.cfg.grad_clip is not None:

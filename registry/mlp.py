@@ -33,7 +33,9 @@ class DenseMLP(nn.Module):
 
     @property
     def aux_loss(self) -> torch.Tensor:
-        return self.down_proj.weight.new_zeros(())
+        # A plain tensor, not `weight.new_zeros`: under FSDP the weight is a sharded DTensor.
+        weight = self.down_proj.weight
+        return torch.zeros((), dtype=weight.dtype, device=weight.device)
 
 
 @register("mlp", "relu")
