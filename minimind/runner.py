@@ -15,7 +15,6 @@ the missing ones.
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -36,7 +35,7 @@ if TYPE_CHECKING:  # mlflow and matplotlib take seconds to import: not needed fo
 
     from minimind.tracking import RunHandle, Tracker
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -89,21 +88,9 @@ def run_spec(
     except (DataError, SpecError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    from minimind.tracking import Terminated, install_termination_handlers
+    from minimind.tracking import run_until_stopped
 
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    install_termination_handlers()
-    try:
-        return execute(plan, data, resume)
-    except Terminated as exc:
-        print(f"\nstopped by {exc}; continue with --resume", file=sys.stderr)
-        return 128 + exc.signum
-    except KeyboardInterrupt:
-        print("\ninterrupted; continue with --resume", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    return run_until_stopped(lambda: execute(plan, data, resume), "continue with --resume")
 
 
 def prepare_all(plan: Plan) -> dict[str, PreparedData]:

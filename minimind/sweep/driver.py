@@ -11,7 +11,6 @@ their runs and the parent KILLED, and leaves nothing RUNNING.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING
 import optuna
 
 from minimind.data import DataError
-from minimind.runner import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, prepare_all
+from minimind.runner import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, prepare_all
 from minimind.spec import SpecError, SweepConfig
 from minimind.sweep.best import best_trial, describe_front, write_best
 from minimind.sweep.liveness import release_orphans
@@ -70,21 +69,11 @@ def run_sweep(
     except (DataError, SpecError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    from minimind.tracking import Terminated, install_termination_handlers
+    from minimind.tracking import run_until_stopped
 
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    install_termination_handlers()
-    try:
-        return _sweep_all(plan, studies, reports_dir)
-    except Terminated as exc:
-        print(f"\nstopped by {exc}; run the same command to resume", file=sys.stderr)
-        return 128 + exc.signum
-    except KeyboardInterrupt:
-        print("\ninterrupted; run the same command to resume", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    return run_until_stopped(
+        lambda: _sweep_all(plan, studies, reports_dir), "run the same command to resume"
+    )
 
 
 def _sweep_all(plan: SweepPlan, studies: list[optuna.Study], reports_dir: Path) -> int:

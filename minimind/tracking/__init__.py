@@ -14,7 +14,11 @@ stayed away past the outage limit keeps its records in a fallback file: `minimin
 """
 
 from minimind.tracking.fallback import ReplayReport, replay
-from minimind.tracking.lifecycle import Terminated, install_termination_handlers
+from minimind.tracking.lifecycle import (
+    Terminated,
+    install_termination_handlers,
+    run_until_stopped,
+)
 from minimind.tracking.run import RunHandle
 from minimind.tracking.tracker import Tracker, git_commit
 
@@ -26,4 +30,5 @@ __all__ = [
     "git_commit",
     "install_termination_handlers",
     "replay",
+    "run_until_stopped",
 ]

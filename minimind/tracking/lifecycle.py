@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterable
+import sys
+from collections.abc import Callable, Iterable
 from types import FrameType
 
 
@@ -31,6 +32,32 @@ def install_termination_handlers(
     """
     for sig in signals:
         signal.signal(sig, _raise_terminated)
+
+
+EXIT_INTERRUPTED = 130  # the shell's code for Ctrl-C
+
+
+def run_until_stopped(work: Callable[[], int], how_to_continue: str) -> int:
+    """`work()`'s exit code, with SIGTERM/SIGHUP turned into `Terminated` while it runs.
+
+    A stop (Ctrl-C or a signal) prints one line saying `how_to_continue` and exits with the
+    shell's code for it (130 for Ctrl-C, 128 + signal number otherwise); the runs it leaves were
+    already ended KILLED by their context managers. The previous handlers are put back.
+    """
+    watched = (signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.getsignal(sig) for sig in watched}
+    install_termination_handlers(watched)
+    try:
+        return work()
+    except Terminated as exc:
+        print(f"\nstopped by {exc}; {how_to_continue}", file=sys.stderr)
+        return 128 + exc.signum
+    except KeyboardInterrupt:
+        print(f"\ninterrupted; {how_to_continue}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def describe_exit(exc: BaseException) -> tuple[str, str]:
