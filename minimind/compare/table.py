@@ -13,6 +13,7 @@ import pandas as pd
 
 from minimind.compare.runs import CompareError, RunSet
 from minimind.compare.stats import CIMethod, DeltaCI, delta_ci
+from minimind.metric_names import RUNNER_METRICS
 
 MAXIMIZE = frozenset({"perf/tokens_per_s", "perf/mfu"})
 """Objectives where larger is better; every other metric (losses, bpb) is minimized."""
@@ -20,24 +21,6 @@ MAXIMIZE = frozenset({"perf/tokens_per_s", "perf/mfu"})
 MISSING_GROUP = "(missing)"
 """The group of runs that lack the `--by` param or tag."""
 
-RUNNER_METRICS = frozenset(
-    {
-        "train/loss",
-        "train/aux_loss",
-        "val/loss",
-        "val/bpb",
-        "opt/lr",
-        "opt/grad_norm",
-        "perf/tokens_per_s",
-        "perf/step_ms",
-        "perf/mfu",
-        "sys/peak_mem_mb",
-        "moe/load_cv",
-        "train/tokens",
-        "time/elapsed_s",
-    }
-)
-"""The metric names the runner logs (DESIGN.md §5)."""
 
 SIZE_PARAMS = ("num_params", "num_active_params", "flops_per_token")
 SPREAD_METRICS = ("val/loss", "val/bpb")
@@ -207,7 +190,7 @@ def compare(
     """
     group_column = resolve_group_key(runset.runs, by)
     logged = {c.removeprefix("metrics.") for c in runset.runs.columns if c.startswith("metrics.")}
-    if metric not in logged | RUNNER_METRICS:  # a runner metric may be missing: failed runs
+    if metric not in logged.union(RUNNER_METRICS):  # a runner metric may be missing: failed runs
         raise CompareError(
             f"unknown --metric {metric!r}; logged metrics: {', '.join(sorted(logged)) or '(none)'}"
         )

@@ -11,21 +11,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from minimind.metric_names import RUNNER_METRICS
 from minimind.spec.errors import field_error, show, suggest
 
-# Metrics a trial can be scored on: those the runner logs (DESIGN.md §5).
-OBJECTIVE_METRICS: tuple[str, ...] = (
-    "train/loss",
-    "train/aux_loss",
-    "val/loss",
-    "val/bpb",
-    "opt/grad_norm",
-    "perf/tokens_per_s",
-    "perf/step_ms",
-    "perf/mfu",
-    "sys/peak_mem_mb",
-    "moe/load_cv",
-)
+# Metrics a trial can be scored on: those the runner logs.
+OBJECTIVE_METRICS: tuple[str, ...] = RUNNER_METRICS
 
 Direction = Literal["minimize", "maximize"]
 Scalar = bool | int | float | str | None  # what Optuna's categorical distribution stores safely
