@@ -133,3 +133,50 @@ def test_server_outage(
             steps = [m.step for m in client.get_metric_history(run.run_id, key)]
             assert sorted(steps) == list(range(300)), (run.name, key)
         assert [a.path for a in client.list_artifacts(run.run_id, "samples")] == ["samples/gen.txt"]
+
+
+def test_minimind_run_survives_a_server_outage(server: MlflowServer, write_spec) -> None:
+    """`minimind run` of a tiny spec against the server, which is stopped for about 10 s while
+    the run trains: the run finishes, and every metric step arrives exactly once."""
+    steps, log_every = 2000, 10
+    path = write_spec(
+        tracking={"uri": server.uri},
+        train={"steps": steps, "log_every": log_every, "eval_every": 100, "checkpoint_every": None},
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "minimind", "run", str(path)],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    client = Tracker(server.uri, "tiny").client
+    try:
+        deadline = time.monotonic() + 300
+        while not _child_has_metrics(client):  # training has started and is being logged
+            assert process.poll() is None, process.stderr.read().decode()
+            assert time.monotonic() < deadline, "no metrics within 300 s"
+            time.sleep(0.2)
+        server.stop()
+        time.sleep(10)
+        server.start()
+        assert process.wait(timeout=600) == 0, process.stderr.read().decode()
+    finally:
+        process.kill()
+        process.wait()
+        process.stderr.close()
+
+    (child,) = client.search_runs(
+        [client.get_experiment_by_name("tiny").experiment_id],
+        "tags.`minimind.role` = 'child'",
+    )
+    assert child.info.status == "FINISHED"
+    logged = [m.step for m in client.get_metric_history(child.info.run_id, "train/loss")]
+    assert sorted(logged) == list(range(log_every, steps + 1, log_every))
+
+
+def _child_has_metrics(client) -> bool:
+    experiment = client.get_experiment_by_name("tiny")
+    if experiment is None:
+        return False
+    children = client.search_runs([experiment.experiment_id], "tags.`minimind.role` = 'child'")
+    return bool(children) and bool(children[0].data.metrics)
