@@ -1,0 +1,55 @@
+"""`minimind bench`: figures measured side by side in one process, with their targets.
+
+    from minimind.bench import BenchContext, run_suites
+    report = run_suites(["moe"], BenchContext(torch.device("cpu"), rounds=5))
+    report.print(); report.write_json("bench.json")
+
+Each suite is a module with `run(ctx) -> list[Row]`: model (MiniMindLM vs HF Llama training
+step), moe (MoE layer vs HF Mixtral block), overhead (Trainer.fit vs a bare loop), generate
+(KV cache vs none), data (BPE, tokenization, batch sampling) and mfu (FLOP/s vs matmul peak).
+Timing rules live in `minimind.bench.timing`, memory in `minimind.bench.memory`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import traceback
+from collections.abc import Sequence
+
+import torch
+
+from minimind.bench.context import BenchContext
+from minimind.bench.results import Report, Row, Target, machine_info
+
+SUITES = ("model", "moe", "overhead", "generate", "data", "mfu")
+
+
+def run_suites(names: Sequence[str], ctx: BenchContext) -> Report:
+    """Run the named suites in order with torch's intra-op threads as they are set now.
+
+    A suite that raises is recorded in `report.failures` (with its traceback printed through
+    `ctx.log`) and the others still run.
+    """
+    unknown = sorted(set(names) - set(SUITES))
+    if unknown:
+        raise ValueError(f"unknown suite(s) {unknown}; choices: {', '.join(SUITES)}")
+    settings = {
+        "device": str(ctx.device),
+        "threads": torch.get_num_threads(),
+        "rounds": ctx.rounds,
+        "warmup": ctx.warmup,
+        "quick": ctx.quick,
+        "suites": list(names),
+    }
+    report = Report(machine_info(ctx.device), settings)
+    for name in names:
+        try:
+            suite = importlib.import_module(f"minimind.bench.{name}")
+            report.rows.extend(suite.run(ctx))
+        except Exception as exc:  # one broken suite must not hide the others' figures
+            ctx.log(traceback.format_exc())
+            report.failures[name] = f"{type(exc).__name__}: {exc}"
+    return report
+
+
+__all__ = ["SUITES", "BenchContext", "Report", "Row", "Target", "run_suites"]

@@ -1,0 +1,103 @@
+"""mfu suite: achieved training FLOP/s against the device's peak, fp32 and bf16 autocast.
+
+Achieved FLOP/s = `ModelConfig.flops_per_token(seq)` (6·N + attention, DESIGN.md §6) × measured
+tokens/s of eager training steps, the two precisions timed in alternation. The peak is
+`minimind.metrics.device_peak_flops`: on the CPU, a measured square-matmul peak in the same
+precision (cached per machine, thread count and dtype); on a known GPU, its datasheet dense bf16
+peak, where the target is gpt2-small at seq 1024 compiled in bf16 reaching 45 %.
+
+A cached CPU peak measured while the machine was busy is too low (and the MFU too high), so a
+second figure divides by the rate of a square matmul in the same precision timed in the same
+rounds as the steps: whatever load the machine carries weighs on both sides of that ratio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from minimind.bench.context import BenchContext
+from minimind.bench.results import Row, Target
+from minimind.bench.steps import Trainee
+from minimind.bench.timing import interleave, median, paired_ratio, warm_up
+from minimind.config import ModelConfig
+from minimind.metrics import device_peak_flops
+from minimind.model import MiniMindLM
+
+SUITE = "mfu"
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
+MATMUL_CALLS = 8
+
+
+def run(ctx: BenchContext) -> list[Row]:
+    device = ctx.device
+    if ctx.quick:
+        preset, config, batch, seq = "tiny", ModelConfig.preset("tiny"), 2, 64
+    elif device.type == "cuda":
+        preset, config, batch, seq = "gpt2-small", ModelConfig.preset("gpt2-small"), 16, 1024
+    else:
+        preset, batch, seq = "minimind-26m", 8, 256
+        config = ModelConfig.preset(preset, max_seq_len=seq)
+    torch.manual_seed(0)
+    with device:
+        model = MiniMindLM(config)
+    trainee = Trainee.create(model, config.vocab_size, batch, seq)
+    if device.type == "cuda" and not ctx.quick:
+        # The GPU target is for the fast path: bf16, compiled, fused AdamW.
+        step = trainee.step_fn(bf16=True, compiled=torch.compile(model))
+        ctx.log(f"[mfu] {preset}: compiling")
+        warm_up(step, device)
+        candidates = {"bf16": step}
+    else:
+        candidates = {name: trainee.step_fn(bf16=name == "bf16") for name in PRECISIONS}
+    size = 1024 if device.type == "cpu" else 4096
+    for name in list(candidates):
+        candidates[f"matmul {name}"] = _matmuls(size, PRECISIONS[name], device)
+    ctx.log(f"[mfu] {preset}: {len(candidates)} candidates x {ctx.rounds} rounds")
+    times = interleave(candidates, device, ctx.rounds, ctx.warmup)
+    flops_per_token = config.flops_per_token(seq)
+    gpu_target = device.type == "cuda" and not ctx.quick
+    rows = []
+    for name in PRECISIONS:
+        if name not in candidates:
+            continue
+        tokens_per_s = trainee.tokens / median(times[name])
+        achieved = flops_per_token * tokens_per_s
+        peak = device_peak_flops(device, PRECISIONS[name])
+        matmul_flops = MATMUL_CALLS * 2 * size**3
+        # per round: (flops_per_token * tokens / step_s) / (matmul_flops / matmul_s)
+        paired = paired_ratio(times[f"matmul {name}"], times[name])
+        paired *= flops_per_token * trainee.tokens / matmul_flops
+        matmul_rate = matmul_flops / median(times[f"matmul {name}"])
+        rows += [
+            Row(
+                SUITE,
+                f"{preset} seq {seq} {name}: MFU (device_peak_flops)",
+                100 * achieved / peak,
+                "%",
+                Target(">=", 45.0) if gpu_target else None,
+                f"{achieved / 1e9:,.1f} GFLOP/s of {peak / 1e9:,.1f} GFLOP/s peak; "
+                f"{tokens_per_s:,.0f} tok/s",
+            ),
+            Row(
+                SUITE,
+                f"{preset} seq {seq} {name}: MFU (matmul in the same rounds)",
+                100 * paired,
+                "%",
+                detail=f"{size}x{size} matmul {matmul_rate / 1e9:,.1f} GFLOP/s (median)",
+            ),
+        ]
+    return rows
+
+
+def _matmuls(size: int, dtype: torch.dtype, device: torch.device) -> Callable[[], None]:
+    """`MATMUL_CALLS` square matmuls [size, size] in `dtype`: the dense peak to compare with."""
+    a = torch.randn(size, size, device=device).to(dtype)
+    b = torch.randn(size, size, device=device).to(dtype)
+
+    def call() -> None:
+        for _ in range(MATMUL_CALLS):
+            torch.matmul(a, b)
+
+    return call

@@ -1,0 +1,66 @@
+"""One optimizer step of a causal LM on a fixed batch: what the model and mfu suites time.
+
+Both MiniMindLM and HF's LlamaForCausalLM take `(input_ids, labels=input_ids)` and shift the
+labels inside, so one step function serves both. Both get the harness's AdamW
+(`minimind.optim.build_optimizer`: foreach on the CPU, fused on CUDA), so a ratio between them
+measures the models, not the optimizers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from minimind.optim import build_optimizer
+from minimind.spec.sections import OptimizerConfig
+
+
+def autocast(device: torch.device, bf16: bool) -> contextlib.AbstractContextManager:
+    """bf16 autocast on `device` when `bf16`, else nothing (fp32)."""
+    if not bf16:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16)
+
+
+@dataclass
+class Trainee:
+    """A model with its optimizer and a fixed batch [batch, seq] of token ids on its device."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    batch: torch.Tensor
+
+    @classmethod
+    def create(
+        cls, model: nn.Module, vocab_size: int, batch: int, seq: int, seed: int = 0
+    ) -> Trainee:
+        device = next(model.parameters()).device
+        generator = torch.Generator().manual_seed(seed)
+        ids = torch.randint(0, vocab_size, (batch, seq), generator=generator).to(device)
+        return cls(model.train(), build_optimizer(model, OptimizerConfig()), ids)
+
+    @property
+    def tokens(self) -> int:
+        return self.batch.numel()
+
+    def step_fn(self, bf16: bool = False, compiled: nn.Module | None = None) -> Callable[[], None]:
+        """A step: forward (through `compiled` if given), loss + aux loss, backward, AdamW."""
+        forward = compiled if compiled is not None else self.model
+        device = self.batch.device
+
+        def step() -> None:
+            with autocast(device, bf16):
+                out = forward(self.batch, labels=self.batch)
+            loss = out.loss
+            aux = getattr(out, "aux_loss", None)  # MiniMindLM's objective is loss + aux_loss
+            if aux is not None:
+                loss = loss + aux
+            loss.backward()
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+
+        return step

@@ -1,0 +1,81 @@
+"""`minimind bench`: speed and memory figures against peers, measured side by side.
+
+minimind bench --suite all --json results/bench.json
+minimind bench --suite model --suite moe --device cuda
+minimind bench --quick            # every suite at its smallest size: a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+DEFAULT_ROUNDS, QUICK_ROUNDS = 5, 3
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    from minimind.bench import SUITES
+
+    parser = subparsers.add_parser(
+        "bench",
+        help="benchmark minimind against its peers (HF transformers, bare loops)",
+        description=(
+            "Time alternating candidates after a warm-up and report the median of per-round "
+            "ratios, each beside its target. Ratios are robust to a busy machine; absolute "
+            "figures are not."
+        ),
+    )
+    parser.add_argument(
+        "--suite",
+        action="append",
+        choices=(*SUITES, "all"),
+        help="suite to run (repeatable; default: all)",
+    )
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument(
+        "--quick", action="store_true", help="smallest sizes and fewer rounds (smoke run)"
+    )
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="torch intra-op threads, fixed for the whole run (default: all CPUs)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        help=f"timed rounds per comparison (default {DEFAULT_ROUNDS}; {QUICK_ROUNDS} with --quick)",
+    )
+    parser.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from minimind.bench import SUITES, BenchContext, run_suites
+
+    rounds = args.rounds
+    if rounds is None:
+        rounds = QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS
+    if rounds < 1 or args.threads < 1:
+        print("error: --rounds and --threads must be >= 1", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("error: --device cuda: CUDA is not available", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.device == "auto":
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    else:
+        device = torch.device(args.device)
+    suites = (
+        list(SUITES) if not args.suite or "all" in args.suite else list(dict.fromkeys(args.suite))
+    )
+    torch.set_num_threads(args.threads)
+    report = run_suites(suites, BenchContext(device, quick=args.quick, rounds=rounds))
+    report.print()
+    if args.json:
+        report.write_json(args.json)
+    return EXIT_FAILED if report.failures else EXIT_OK
