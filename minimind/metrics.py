@@ -223,7 +223,9 @@ def device_peak_flops(
     Known GPUs: the datasheet bf16 peak, whatever `dtype` (the DESIGN.md §6 rule). Anything else
     (the CPU, unknown GPUs, MPS): the best of repeated square matmuls in `dtype` for about
     `benchmark_s` seconds, cached in `$MINIMIND_CACHE_DIR` (default `~/.cache/minimind`) under
-    `peak_flops.json`, keyed by processor, thread count and dtype.
+    `peak_flops.json`, keyed by processor, thread count and dtype. A measurement taken while
+    other jobs share the machine comes out low, so each process measures once and the cache keeps
+    the highest figure seen: a busy moment never lowers the peak (which would inflate MFU).
     """
     device = torch.device(device)
     if device.type == "cuda":
@@ -235,13 +237,18 @@ def device_peak_flops(
         name = _cpu_model() if device.type == "cpu" else device.type
     key = f"{device.type}|{name}|threads={torch.get_num_threads()}|{dtype}"
     cache_file = _cache_dir() / "peak_flops.json"
-    cache = _read_json(cache_file)
-    if key not in cache:
-        cache[key] = measure_matmul_flops(device, dtype, benchmark_s)
+    if key not in _MEASURED_THIS_PROCESS:
+        _MEASURED_THIS_PROCESS[key] = measure_matmul_flops(device, dtype, benchmark_s)
         # Re-read so that two processes measuring at once lose only their own entry, not others'.
-        merged = {**_read_json(cache_file), key: cache[key]}
-        atomic_write(cache_file, lambda f: f.write(json.dumps(merged, indent=1).encode()))
-    return float(cache[key])
+        cache = _read_json(cache_file)
+        best = max(float(cache.get(key, 0.0)), _MEASURED_THIS_PROCESS[key])
+        if best != cache.get(key):
+            merged = {**cache, key: best}
+            atomic_write(cache_file, lambda f: f.write(json.dumps(merged, indent=1).encode()))
+    return max(float(_read_json(cache_file).get(key, 0.0)), _MEASURED_THIS_PROCESS[key])
+
+
+_MEASURED_THIS_PROCESS: dict[str, float] = {}
 
 
 def measure_matmul_flops(device: torch.device, dtype: torch.dtype, duration_s: float) -> float:

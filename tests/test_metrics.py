@@ -132,6 +132,7 @@ def test_cpu_peak_flops_is_measured_once_and_cached(
         return 1.5e11 if dtype == torch.float32 else 2.5e10
 
     monkeypatch.setattr(metrics, "measure_matmul_flops", fake_measure)
+    monkeypatch.setattr(metrics, "_MEASURED_THIS_PROCESS", {})
     assert device_peak_flops("cpu", torch.float32) == 1.5e11
     assert device_peak_flops("cpu", torch.float32) == 1.5e11
     assert device_peak_flops("cpu", torch.bfloat16) == 2.5e10
@@ -139,6 +140,16 @@ def test_cpu_peak_flops_is_measured_once_and_cached(
     cache = json.loads((tmp_path / "peak_flops.json").read_text())
     threads = f"threads={torch.get_num_threads()}"
     assert len(cache) == 2 and all(threads in key for key in cache)
+
+
+def test_a_busy_measurement_never_lowers_the_cached_peak(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MINIMIND_CACHE_DIR", str(tmp_path))
+    for measured, expected in ((1.0e11, 1.0e11), (2.0e10, 1.0e11), (1.6e11, 1.6e11)):
+        monkeypatch.setattr(metrics, "_MEASURED_THIS_PROCESS", {})  # a new process
+        monkeypatch.setattr(metrics, "measure_matmul_flops", lambda *args, m=measured: m)
+        assert device_peak_flops("cpu", torch.float32) == expected
 
 
 def test_matmul_measurement_is_plausible() -> None:
