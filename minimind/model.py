@@ -119,10 +119,11 @@ class MiniMindLM(nn.Module):
         logits = self.lm_head(self.norm(x))
         loss = None
         if labels is not None:
+            # Shift the labels, not the logits: slicing logits[:, :-1] would copy the largest
+            # activation of the step (and its gradient); the last position simply has no target.
+            targets = F.pad(labels[:, 1:], (0, 1), value=-100)
             loss = F.cross_entropy(
-                logits[:, :-1].flatten(0, 1).float(),
-                labels[:, 1:].flatten(),
-                ignore_index=-100,
+                logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100
             )
         aux_loss = sum((layer.mlp.aux_loss for layer in self.layers), logits.new_zeros(()))
         return LMOutput(logits=logits, loss=loss, aux_loss=aux_loss)

@@ -149,6 +149,9 @@ class RotaryPosition(PositionModule):
         return torch.stack((-odd, even), dim=-1).flatten(-2)
 
     def _rotate_one(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        if self.rotary_dim == x.shape[-1]:  # full rotary: no cat, which would copy q and k again
+            rotated = x.float()
+            return (rotated * cos + self._rotate_channels(rotated) * sin).to(x.dtype)
         rotated, passed = x[..., : self.rotary_dim].float(), x[..., self.rotary_dim :]
         rotated = rotated * cos + self._rotate_channels(rotated) * sin
         return torch.cat((rotated.to(x.dtype), passed), dim=-1)
