@@ -75,18 +75,27 @@ def sinusoid_table(positions: torch.Tensor, dim: int, base: float = 10000.0) -> 
 
 @register("position", "sinusoidal")
 class SinusoidalPosition(PositionModule):
-    """Fixed sinusoidal absolute encodings added to the embeddings; computed on the fly in float32."""
+    """Fixed sinusoidal absolute encodings added to the embeddings; computed on the fly in float32.
+
+    The sinusoid is scaled by `amplitude`, by default the token embeddings' init std (0.02, the
+    scale a learned table starts at). At amplitude 1, Vaswani et al.'s, it swamps token embeddings
+    initialised at std 0.02 and a small model sits at the unigram loss for hundreds of steps
+    (measured on the quickstart: 6.07 nats at step 80 vs 5.82 at amplitude 0.02).
+    """
 
     @dataclass(frozen=True)
     class Options:
         base: Annotated[float, Gt(0)] = 10000.0
+        amplitude: Annotated[float, Gt(0)] = 0.02
 
     def __init__(self, options: Options, *, dim: int, head_dim: int, max_seq_len: int) -> None:
         super().__init__(dim=dim, head_dim=head_dim, max_seq_len=max_seq_len)
         self.base = options.base
+        self.amplitude = options.amplitude
 
     def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        return x + sinusoid_table(positions, self.dim, self.base).to(x.dtype)
+        table = sinusoid_table(positions, self.dim, self.base) * self.amplitude
+        return x + table.to(x.dtype)
 
 
 def rotary_dim(head_dim: int, fraction: float) -> int:

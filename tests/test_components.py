@@ -182,7 +182,8 @@ def test_rotary_dimension_must_be_even():
 
 @pytest.mark.parametrize("dim", [8, 7])
 def test_sinusoidal_matches_formula(dim):
-    module = registry.build("position", "sinusoidal", dim=dim, head_dim=dim, max_seq_len=32)
+    spec = {"name": "sinusoidal", "amplitude": 1.0}
+    module = registry.build("position", spec, dim=dim, head_dim=dim, max_seq_len=32)
     positions = torch.arange(4, 12)
     out = module.embed(torch.zeros(1, len(positions), dim), positions)[0]
     for row, pos in enumerate(positions.tolist()):
@@ -192,6 +193,16 @@ def test_sinusoidal_matches_formula(dim):
             assert out[row, i].item() == pytest.approx(expected, abs=1e-5)
     q, k = torch.randn(1, 1, 3, dim), torch.randn(1, 1, 3, dim)
     assert module.rotate(q, k, torch.arange(3)) == (q, k)
+
+
+def test_sinusoidal_amplitude_defaults_to_the_embedding_init_std():
+    unit = registry.build(
+        "position", {"name": "sinusoidal", "amplitude": 1.0}, dim=16, head_dim=16, max_seq_len=32
+    )
+    default = registry.build("position", "sinusoidal", dim=16, head_dim=16, max_seq_len=32)
+    x, positions = torch.randn(2, 5, 16), torch.arange(5)
+    signal = unit.embed(torch.zeros(2, 5, 16), positions)
+    torch.testing.assert_close(default.embed(x, positions), x + 0.02 * signal)
 
 
 def test_learned_positions_and_none():
