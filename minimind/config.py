@@ -25,38 +25,30 @@ import registry
 
 Component = str | dict[str, Any]
 
+# MiniMind2-small (jingyaogong/minimind): 25.8M parameters.
+MINIMIND_26M: dict[str, Any] = {
+    "vocab_size": 6400,
+    "dim": 512,
+    "n_layers": 8,
+    "n_heads": 8,
+    "n_kv_heads": 2,
+    "max_seq_len": 512,
+    "norm": "rmsnorm",
+    "position": {"name": "rope", "style": "neox", "theta": 1e6},
+    "attention": "gqa",
+    "mlp": "swiglu",
+    "block": "prenorm",
+    "tie_embeddings": True,
+}
+
 PRESETS: dict[str, dict[str, Any]] = {
     # The defaults: trains on a laptop CPU in seconds.
     "tiny": {},
-    # MiniMind2-small (jingyaogong/minimind): 25.8M parameters.
-    "minimind-26m": {
-        "vocab_size": 6400,
-        "dim": 512,
-        "n_layers": 8,
-        "n_heads": 8,
-        "n_kv_heads": 2,
-        "max_seq_len": 512,
-        "norm": "rmsnorm",
-        "position": {"name": "rope", "style": "neox", "theta": 1e6},
-        "attention": "gqa",
-        "mlp": "swiglu",
-        "block": "prenorm",
-        "tie_embeddings": True,
-    },
+    "minimind-26m": MINIMIND_26M,
     # MiniMind2-MoE: the same with 4 routed experts (top-2) and 1 shared expert.
     "minimind-moe": {
-        "vocab_size": 6400,
-        "dim": 512,
-        "n_layers": 8,
-        "n_heads": 8,
-        "n_kv_heads": 2,
-        "max_seq_len": 512,
-        "norm": "rmsnorm",
-        "position": {"name": "rope", "style": "neox", "theta": 1e6},
-        "attention": "gqa",
+        **MINIMIND_26M,
         "mlp": {"name": "moe", "n_experts": 4, "top_k": 2, "n_shared": 1},
-        "block": "prenorm",
-        "tie_embeddings": True,
     },
     # GPT-2 small with nanoGPT's padded vocabulary: 124.5M parameters.
     "gpt2-small": {

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from minimind.commands.options import add_spec_arguments
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -14,14 +16,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Train every ablation variant x seed of an experiment spec, log the runs to "
         "MLflow and print a comparison table. A bad spec or override exits with code 2.",
     )
-    parser.add_argument("spec", help="experiment spec (YAML), e.g. experiments/quickstart.yaml")
-    parser.add_argument(
-        "-o",
-        "--override",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="set a dotted spec key, value parsed as YAML (repeatable): -o train.steps=50",
+    add_spec_arguments(
+        parser, "experiment spec (YAML), e.g. experiments/quickstart.yaml", "train.steps=50"
     )
     parser.add_argument(
         "--dry-run",

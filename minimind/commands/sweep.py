@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from minimind.commands.options import add_spec_arguments
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -15,15 +17,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "the parent run and results/reports/<study>/, the best values to best.yaml. Bad input "
         "exits with code 2. Watch a study with: optuna-dashboard sqlite:///results/optuna.db",
     )
-    parser.add_argument("spec", help="experiment spec with a sweep section (YAML)")
-    parser.add_argument(
-        "-o",
-        "--override",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="set a dotted spec key, value parsed as YAML (repeatable): -o sweep.trials=10",
-    )
+    add_spec_arguments(parser, "experiment spec with a sweep section (YAML)", "sweep.trials=10")
     parser.add_argument(
         "--workers",
         type=int,
