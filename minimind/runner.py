@@ -98,7 +98,7 @@ def prepare_all(plan: Plan) -> dict[str, PreparedData]:
     variant's vocabulary and context length; raises `DataError` or `SpecError`."""
     data: dict[str, PreparedData] = {}
     for variant in plan.variants:
-        key = _data_key(variant.spec.data)
+        key = data_key(variant.spec.data)
         if key not in data:
             data[key] = prepare_data(variant.spec.data)
         prepared, vocab = data[key], variant.spec.model_config_obj().vocab_size
@@ -194,7 +194,7 @@ def run_child(
     else:
         handle = tracker.resume_run(earlier.info.run_id)
     with handle:
-        trainer = Trainer(model_cfg, spec.train, data[_data_key(spec.data)], seed)
+        trainer = Trainer(model_cfg, spec.train, data[data_key(spec.data)], seed)
         if earlier is not None and path.is_file():
             state = load_checkpoint(path, map_location=trainer.device)
             # A checkpoint of another invocation of the same spec is not this run's.
@@ -310,7 +310,8 @@ def describe_plan(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def _data_key(cfg: DataConfig) -> str:
+def data_key(cfg: DataConfig) -> str:
+    """The key of a `data` section among prepared data: its canonical JSON."""
     return json.dumps(cfg.model_dump(mode="json"), sort_keys=True)
 
 

@@ -200,15 +200,17 @@ class Trainer:
         reset_peak_memory(self.device)
         self.model.train()
         with _progress_bar(label, self.max_steps, self.step) as show:
-            while not self._budget_spent():
+            done = self._budget_spent(self._training_clock())
+            while not done:
                 log_now = (self.step + 1) % cfg.log_every == 0 or self.step + 1 == self.max_steps
                 self.meter.start_step()
                 self._train_step(measure_grad_norm=log_now)
                 self.meter.end_step(cfg.tokens_per_step)
                 self.step += 1
+                elapsed = self._training_clock()
                 if self.max_steps is None:
-                    self._estimate_horizon()
-                done = self._budget_spent()
+                    self._estimate_horizon(elapsed)
+                done = self._budget_spent(elapsed)
                 show(completed=self.step)
                 evaluate = self.step % cfg.eval_every == 0 or done
                 failure = self._report(sink, show, log_now or done, evaluate)
@@ -226,17 +228,22 @@ class Trainer:
         samples = self.generate_samples() if sample else []
         return self._outcome("FINISHED", samples=samples)
 
-    def _estimate_horizon(self) -> None:
-        """The steps that fit in the time limit at the pace so far (time-only budgets)."""
-        elapsed = max(distributed.main_value(self.meter.elapsed_s), 1e-9)
-        self.horizon = max(self.step + 1, math.ceil(self.step * self.cfg.time_limit / elapsed))
+    def _training_clock(self) -> float:
+        """Training seconds so far; under a time limit rank 0's clock, so that every rank stops
+        at the same step (one broadcast per step, and none without a time limit)."""
+        if self.cfg.time_limit is None:
+            return self.meter.elapsed_s
+        return distributed.main_value(self.meter.elapsed_s)
 
-    def _budget_spent(self) -> bool:
+    def _estimate_horizon(self, elapsed: float) -> None:
+        """The steps that fit in the time limit at the pace so far (time-only budgets)."""
+        pace = self.step * self.cfg.time_limit / max(elapsed, 1e-9)
+        self.horizon = max(self.step + 1, math.ceil(pace))
+
+    def _budget_spent(self, elapsed: float) -> bool:
         if self.max_steps is not None and self.step >= self.max_steps:
             return True
-        limit = self.cfg.time_limit
-        # Rank 0's clock, so that every rank stops at the same step.
-        return limit is not None and distributed.main_value(self.meter.elapsed_s) >= limit
+        return self.cfg.time_limit is not None and elapsed >= self.cfg.time_limit
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.amp_dtype is None:

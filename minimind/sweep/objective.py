@@ -14,7 +14,6 @@ trial FAIL with a `failure_reason` user attribute; the sweep goes on.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING
 import optuna
 
 from minimind.data import DataConfig, PreparedData, prepare_data
-from minimind.runner import Plan, child_params, child_tags
+from minimind.runner import Plan, child_params, child_tags, data_key
 from minimind.spec import (
     ReduceConfig,
     Spec,
@@ -119,7 +118,7 @@ class TrialContext:
         """The prepared data of a trial's `data` section: the cell's, which `minimind sweep`
         prepared before the workers started, or a searched one (e.g. the tokenizer's size),
         prepared here on first use; the disk cache's atomic writes make that safe in parallel."""
-        key = json.dumps(cfg.model_dump(mode="json"), sort_keys=True)
+        key = data_key(cfg)
         if key not in self.data:
             self.data[key] = prepare_data(cfg)
         return self.data[key]
