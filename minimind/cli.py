@@ -10,6 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from minimind.allocator import keep_freed_memory
 from minimind.commands import COMMANDS
 
 
@@ -25,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    keep_freed_memory()  # before any tensor is allocated: see minimind/allocator.py
     return int(args.func(args) or 0)
 
 

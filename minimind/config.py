@@ -88,6 +88,14 @@ class ModelConfig(BaseModel):
 
     `n_kv_heads` is used by `gqa` only (`mha` has n_heads key/value heads and `mqa` one), so one
     config can ablate the attention kind. `head_dim` defaults to dim // n_heads.
+
+    `vocab_size` is the number of real token ids; the embedding and LM head hold
+    `padded_vocab_size` rows, vocab_size rounded up to a multiple of `pad_vocab_multiple` (1: no
+    padding), so that the head's matmul has aligned shapes (GPT-2's 50257 -> 50304). As in
+    nanoGPT, the extra rows are ordinary trainable rows that no target uses: training pushes their
+    logits down, the loss is a softmax over all padded_vocab_size logits (so bits per byte stay an
+    honest code length), and generation samples from the first vocab_size logits only. Parameter
+    and FLOP counts include the padded rows, since the tables really hold them.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -106,6 +114,11 @@ class ModelConfig(BaseModel):
     block: Component = "prenorm"
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
     tie_embeddings: bool = True
+    pad_vocab_multiple: int = Field(
+        64,
+        ge=1,
+        description="round the embedding/LM-head rows up to a multiple of this (1: no padding)",
+    )
 
     @classmethod
     def preset_names(cls) -> list[str]:
@@ -172,6 +185,11 @@ class ModelConfig(BaseModel):
         return self
 
     @property
+    def padded_vocab_size(self) -> int:
+        """Rows of the embedding and LM head: vocab_size rounded up to pad_vocab_multiple."""
+        return -(-self.vocab_size // self.pad_vocab_multiple) * self.pad_vocab_multiple
+
+    @property
     def resolved_head_dim(self) -> int:
         return self.head_dim if self.head_dim is not None else self.dim // self.n_heads
 
@@ -213,10 +231,10 @@ class ModelConfig(BaseModel):
 
     def _embedding_params(self) -> int:
         """Token embedding plus the position module's parameters (a learned table)."""
-        return self.vocab_size * self.dim + self._count("position")
+        return self.padded_vocab_size * self.dim + self._count("position")
 
     def _head_params(self) -> int:
-        return 0 if self.tie_embeddings else self.vocab_size * self.dim
+        return 0 if self.tie_embeddings else self.padded_vocab_size * self.dim
 
     def num_params(self) -> int:
         """Exact parameter count of `MiniMindLM(self)`; tied embeddings counted once."""
@@ -230,9 +248,10 @@ class ModelConfig(BaseModel):
         """Training FLOPs (forward + backward) per token at context `seq_len` (PaLM, appendix B).
 
         6·N + 12·n_layers·n_heads·head_dim·seq_len, where N counts the active non-embedding
-        parameters (blocks and final norm) plus the LM head matmul (vocab·dim, tied or not);
-        the second term is the attention score and value matmuls over the full (unmasked) context.
+        parameters (blocks and final norm) plus the LM head matmul (padded_vocab_size·dim, tied or
+        not: the padded rows are computed too); the second term is the attention score and value
+        matmuls over the full (unmasked) context.
         """
-        n = self._body_params(True) + self.vocab_size * self.dim
+        n = self._body_params(True) + self.padded_vocab_size * self.dim
         attention = 12 * self.n_layers * self.n_heads * self.resolved_head_dim * seq_len
         return float(6 * n + attention)

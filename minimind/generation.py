@@ -3,6 +3,9 @@
 Per step, on the last position's logits [B, vocab] in float32, in this order (as HF transformers):
 repetition penalty over every token already in the row (prompt included), temperature, top-k,
 top-p, then sampling (or argmax when temperature is 0).
+
+The model's logits may be wider than its vocabulary (`ModelConfig.padded_vocab_size`); only the
+first `config.vocab_size` are kept, so a padded id, which no tokenizer can decode, is never drawn.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import torch
 
 class _SizedConfig(Protocol):
     max_seq_len: int
+    vocab_size: int  # real token ids; logits beyond them are padding
 
 
 class CausalLM(Protocol):
@@ -102,6 +106,10 @@ def generate_tokens(
     """
     if input_ids.dim() != 2 or input_ids.size(1) == 0:
         raise ValueError(f"input_ids must be [B, T] with T >= 1, got {tuple(input_ids.shape)}")
+    vocab_size = model.config.vocab_size
+    if input_ids.numel() and not 0 <= int(input_ids.min()) <= int(input_ids.max()) < vocab_size:
+        # a padded id would embed silently (its row exists) and break the repetition penalty
+        raise ValueError(f"input_ids must be in [0, vocab_size={vocab_size})")
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
     if temperature < 0:
@@ -127,13 +135,15 @@ def generate_tokens(
 
 
 def _last_logits(model: CausalLM, input_ids: torch.Tensor, cache: object) -> torch.Tensor:
-    """Logits [B, V] of the last position, in eval mode without autograd."""
+    """Logits [B, vocab_size] of the last position (padded ids cut off), in eval mode without
+    autograd."""
     was_training = model.training
     if was_training:
         model.train(False)
     try:
         with torch.no_grad():
-            return model(input_ids, cache=cache).logits[:, -1].float()
+            logits = model(input_ids, cache=cache).logits
+            return logits[:, -1, : model.config.vocab_size].float()
     finally:
         if was_training:
             model.train(True)

@@ -55,7 +55,7 @@ def llama_config(model: MiniMindLM) -> LlamaConfig:
             raise ValueError(f"no LlamaForCausalLM twin: {field}={getattr(cfg, field)!r}")
     layer = model.layers[0]
     return LlamaConfig(
-        vocab_size=cfg.vocab_size,
+        vocab_size=cfg.padded_vocab_size,  # the padded tables, so the weights copy 1:1
         hidden_size=cfg.dim,
         intermediate_size=layer.mlp.gate_proj.out_features,
         num_hidden_layers=cfg.n_layers,

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from minimind.allocator import release_freed_memory
 from minimind.checkpoint import atomic_write
 
 
@@ -148,13 +149,15 @@ def reset_peak_memory(device: torch.device | str) -> None:
     """Start a new peak-memory window.
 
     On CUDA this resets the allocator's peak statistics. On Linux CPUs it resets the kernel's
-    peak-RSS counter (VmHWM), so that each of several runs in one process reports its own peak;
-    elsewhere the CPU peak stays the process-lifetime peak.
+    peak-RSS counter (VmHWM), so that each of several runs in one process reports its own peak,
+    after handing the heap's free pages back (they would count as resident otherwise: see
+    `minimind.allocator`); elsewhere the CPU peak stays the process-lifetime peak.
     """
     device = torch.device(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     elif device.type != "mps":
+        release_freed_memory()
         try:
             _PROC_CLEAR_REFS.write_text("5")
         except OSError:

@@ -28,7 +28,7 @@ RESIDUAL_OUTPUTS = ("o_proj.weight", "down_proj.weight")
 
 @dataclass
 class LMOutput:
-    logits: torch.Tensor  # [B, T, vocab]
+    logits: torch.Tensor  # [B, T, padded_vocab_size]; ids >= config.vocab_size are never targets
     loss: torch.Tensor | None  # 0-dim mean cross-entropy over non-ignored targets, or None
     aux_loss: torch.Tensor  # 0-dim sum of the mlps' auxiliary losses (already scaled); 0 if dense
 
@@ -47,7 +47,8 @@ class MiniMindLM(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.dim)
+        # padded rows (see ModelConfig.padded_vocab_size): aligned GEMM shapes for the head
+        self.embed_tokens = nn.Embedding(config.padded_vocab_size, config.dim)
         self.position = registry.build("position", config.position, **config.slot_dims("position"))
         self.dropout = nn.Dropout(config.dropout)
         self.layers = nn.ModuleList(
@@ -68,7 +69,7 @@ class MiniMindLM(nn.Module):
             if needs_final_norm
             else nn.Identity()
         )
-        self.lm_head = nn.Linear(config.dim, config.vocab_size, bias=False)
+        self.lm_head = nn.Linear(config.dim, config.padded_vocab_size, bias=False)
         self.apply(self._init_weights)
         residual_std = 0.02 / math.sqrt(2 * config.n_layers)
         for name, param in self.named_parameters():

@@ -5,9 +5,16 @@ Every mlp takes `hidden`, its inner width; the defaults make the kinds comparabl
 instead of two). Every mlp exposes `aux_loss` (0-dim) and `expert_load` ([n_experts] or None)
 after forward, so the model reads them without knowing which kind it has. The residual output
 projection is named `down_proj`; the model scales its init by 1/sqrt(2·n_layers).
+
+Used as the experts of a `moe` mlp, each kind also runs all its experts at once with
+`grouped_forward` (`torch.nn.functional.grouped_mm`, for `dispatch: grouped_mm`): the experts'
+weights are stacked on each call, a differentiable copy, so gradients still reach every expert's
+own `nn.Linear` and the parameter names (state_dict, checkpoints) are those of the per-expert loop.
+Experts with `bias: true` have no grouped form (`grouped_unsupported`).
 """
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -26,6 +33,25 @@ def swiglu_hidden(dim: int, multiple: int = 64) -> int:
     return multiple * math.ceil(math.ceil(8 * dim / 3) / multiple)
 
 
+def grouped_linear(
+    x: torch.Tensor, weights: Sequence[torch.Tensor], offs: torch.Tensor
+) -> torch.Tensor:
+    """Rows of group e times weights[e].T: x [N, in], weights E x [out, in], offs [E] -> [N, out].
+
+    offs: int32 cumulative row counts, offs[e] the end of group e's rows; offs[-1] = N. A group may
+    be empty; its weight then gets a zero gradient. No bias.
+    """
+    weight = torch.stack(list(weights))  # [E, out, in]
+    device = x.device.type
+    # grouped_mm is on neither the CPU nor the CUDA autocast op list (torch 2.13) and needs equal
+    # operand dtypes, so cast both as autocast casts nn.Linear's.
+    if torch.is_autocast_enabled(device):
+        dtype = torch.get_autocast_dtype(device)
+        x, weight = x.to(dtype), weight.to(dtype)
+    # [E, in, out] as a transposed view: the column-major operand layout grouped_mm takes as is.
+    return F.grouped_mm(x, weight.transpose(1, 2), offs=offs)
+
+
 class DenseMLP(nn.Module):
     """Shared by the dense kinds: no auxiliary loss and no experts."""
 
@@ -36,6 +62,20 @@ class DenseMLP(nn.Module):
         # A plain tensor, not `weight.new_zeros`: under FSDP the weight is a sharded DTensor.
         weight = self.down_proj.weight
         return torch.zeros((), dtype=weight.dtype, device=weight.device)
+
+    @classmethod
+    def grouped_unsupported(cls, options: object) -> str | None:
+        """Why experts with `options` have no `grouped_forward`, or None when they have one.
+
+        A subclass whose forward computes something else must override `grouped_forward` too, or
+        return a reason here.
+        """
+        if not hasattr(cls, "grouped_forward"):
+            return f"{cls.__name__} has no grouped_forward"
+        if getattr(options, "bias", False):
+            # grouped_mm adds one bias to every group, not one per expert
+            return "experts with bias: true have no grouped form"
+        return None
 
 
 @register("mlp", "relu")
@@ -64,6 +104,21 @@ class ReluMLP(DenseMLP):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout(self.down_proj(self.activation(self.up_proj(x))))
+
+    @classmethod
+    def grouped_forward(
+        cls, experts: Sequence["ReluMLP"], x: torch.Tensor, offs: torch.Tensor
+    ) -> torch.Tensor:
+        """Each expert's forward on its rows: x [N, dim] grouped by offs [E] (int32) -> [N, dim].
+
+        The experts are alike (one options instance), so the first one's activation and dropout
+        stand for all; gelu shares this through `activation`.
+        """
+        hidden = grouped_linear(x, [e.up_proj.weight for e in experts], offs)
+        out = grouped_linear(
+            experts[0].activation(hidden), [e.down_proj.weight for e in experts], offs
+        )
+        return experts[0].dropout(out)
 
 
 @register("mlp", "gelu")
@@ -106,3 +161,14 @@ class SwiGLUMLP(DenseMLP):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout(self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x)))
+
+    @classmethod
+    def grouped_forward(
+        cls, experts: Sequence["SwiGLUMLP"], x: torch.Tensor, offs: torch.Tensor
+    ) -> torch.Tensor:
+        """Each expert's forward on its rows: x [N, dim] grouped by offs [E] (int32) -> [N, dim]."""
+        # gate and up in one grouped GEMM of width 2·hidden (Mixtral's gate_up_proj), then split
+        gate_up = [torch.cat((e.gate_proj.weight, e.up_proj.weight)) for e in experts]
+        gate, up = grouped_linear(x, gate_up, offs).chunk(2, dim=-1)
+        out = grouped_linear(F.silu(gate) * up, [e.down_proj.weight for e in experts], offs)
+        return experts[0].dropout(out)

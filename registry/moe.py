@@ -8,10 +8,20 @@ Routing, per token x:
                                                the router would get no gradient from the LM loss
     y = sum_e w_e expert_e(x) + sum_s shared_s(x)
 
-Dispatch is grouped and dropless: the (token, expert) assignments are sorted by expert, each expert
-runs once on its contiguous block (even an empty one, so every parameter takes part in backward
-and DDP sees no unused parameters), and the weighted outputs are added back with `index_add`.
-Every token is routed on its own, so the model stays causal.
+Dispatch is grouped and dropless: the N·top_k (token, expert) assignments are sorted by expert, the
+experts run on their contiguous blocks of rows, and the weighted outputs are added back with
+`index_add`. Every token is routed on its own, so the model stays causal. Two ways to run the
+experts (`dispatch`), with the same parameters and the same results:
+- `loop`: each expert once on its block (even an empty one, so every parameter takes part in
+  backward and DDP sees no unused parameters). Splitting into blocks reads the counts on the host,
+  a device sync on a GPU.
+- `grouped_mm`: all experts in one `torch.nn.functional.grouped_mm` per weight matrix, the blocks
+  given by the device-side cumulative counts, so no sync (the expert kind's `grouped_forward`,
+  `registry/mlp.py`). An empty expert's weights get zero gradients. Needs a torch with grouped_mm,
+  experts without bias, and dim and the expert width multiples of 8 (16-byte rows in bf16). On CUDA
+  the fast kernel wants bf16 (autocast) and sm90+; otherwise torch falls back to a loop of matmuls.
+- `auto` (default): grouped_mm on CUDA when the experts allow it, else loop (on the CPU the loop
+  measured faster: `minimind bench --suite moe`).
 
 Balancing (`balance`):
 - `aux_loss` (Switch Transformer, MiniMind): aux = aux_loss_coef · n_experts · sum_i f_i · P_i,
@@ -22,20 +32,51 @@ Balancing (`balance`):
   The auxiliary loss is then zero. Under DDP the load is per rank.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import torch
+import torch.nn.functional as F
 from annotated_types import Ge, Gt
 from torch import nn
 
 from registry.core import build, component_class, count_params, register, resolve
 from registry.mlp import Hidden
 
+# grouped_mm wants operand rows of 16 bytes: 8 elements in bf16/fp16 (4 would do in fp32).
+GROUPED_MM_ALIGNMENT = 8
+
+
+def grouped_mm_unsupported(expert: str | Mapping[str, object]) -> str | None:
+    """Why experts built from the mlp spec `expert` cannot use `dispatch: grouped_mm`, or None."""
+    if not hasattr(F, "grouped_mm"):
+        return f"torch {torch.__version__} has no torch.nn.functional.grouped_mm"
+    name, options = resolve("mlp", expert)
+    cls = component_class("mlp", name)
+    check = getattr(cls, "grouped_unsupported", None)
+    if check is None:
+        return f"mlp {name!r} has no grouped_forward"
+    option_class = getattr(cls, "Options", None)
+    return check(option_class(**options) if option_class is not None else None)
+
+
+def grouped_mm_misaligned(dim: int, expert: nn.Module) -> str | None:
+    """Why grouped_mm cannot take the matrices of `expert` (any device, meta too), or None."""
+    sizes = sorted({size for p in expert.parameters() for size in p.shape})
+    odd = [size for size in sizes if size % GROUPED_MM_ALIGNMENT]
+    if not odd:
+        return None
+    return (
+        f"grouped_mm needs dim ({dim}) and the expert width to be multiples of "
+        f"{GROUPED_MM_ALIGNMENT}; expert matrix sizes {odd} are not"
+    )
+
 
 @register("mlp", "moe")
 class MoE(nn.Module):
-    """Mixture of experts: x [B, T, dim] -> [B, T, dim]; sets `aux_loss` and `expert_load`."""
+    """Mixture of experts: x [B, T, dim] -> [B, T, dim]; sets `aux_loss` (0-dim) and
+    `expert_load` ([n_experts], the fraction of the routed assignments each expert took)."""
 
     @dataclass(frozen=True)
     class Options:
@@ -47,6 +88,7 @@ class MoE(nn.Module):
         aux_loss_coef: Annotated[float, Ge(0)] = 0.01
         balance: Literal["aux_loss", "bias"] = "aux_loss"
         bias_update_rate: Annotated[float, Gt(0)] = 1e-3
+        dispatch: Literal["auto", "loop", "grouped_mm"] = "auto"
 
         def __post_init__(self) -> None:
             if self.top_k > self.n_experts:
@@ -54,6 +96,10 @@ class MoE(nn.Module):
             resolve("mlp", self.expert)
             if issubclass(component_class("mlp", self.expert), MoE):
                 raise ValueError("expert must be a dense mlp, not moe")
+            if self.dispatch == "grouped_mm":
+                reason = grouped_mm_unsupported(self.expert_spec())
+                if reason is not None:
+                    raise ValueError(f"dispatch grouped_mm: {reason}; use dispatch loop or auto")
 
         def expert_spec(self) -> dict[str, object]:
             spec: dict[str, object] = {"name": self.expert}
@@ -76,6 +122,24 @@ class MoE(nn.Module):
         self.register_buffer("expert_bias", torch.zeros(options.n_experts))
         self.aux_loss = torch.zeros(())
         self.expert_load: torch.Tensor | None = None
+        # None when grouped_mm can run these experts, else why not (decides `auto`)
+        self.grouped_mm_problem = grouped_mm_unsupported(expert) or grouped_mm_misaligned(
+            dim, self.experts[0]
+        )
+        if options.dispatch == "grouped_mm" and self.grouped_mm_problem is not None:
+            raise ValueError(
+                f"dispatch grouped_mm: {self.grouped_mm_problem}; use dispatch loop or auto"
+            )
+
+    @classmethod
+    def check_dims(cls, options: Options, *, dim: int, dropout: float) -> None:
+        if options.dispatch != "grouped_mm":
+            return
+        with torch.device("meta"):
+            expert = build("mlp", options.expert_spec(), dim=dim, dropout=0.0)
+        problem = grouped_mm_misaligned(dim, expert)
+        if problem is not None:
+            raise ValueError(f"dispatch grouped_mm: {problem}; use dispatch loop or auto")
 
     @classmethod
     def param_count(cls, options: Options, *, dim: int, dropout: float) -> int:
@@ -100,21 +164,55 @@ class MoE(nn.Module):
             weights = weights / weights.sum(dim=-1, keepdim=True)
         return probs, experts, weights
 
+    def resolved_dispatch(self, device: torch.device) -> Literal["loop", "grouped_mm"]:
+        """The dispatch that inputs on `device` get: `auto` is grouped_mm on CUDA where it can run."""
+        if self.options.dispatch != "auto":
+            return self.options.dispatch
+        grouped = device.type == "cuda" and self.grouped_mm_problem is None
+        return "grouped_mm" if grouped else "loop"
+
     def dispatch(
         self, tokens: torch.Tensor, experts: torch.Tensor, weights: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Grouped dropless dispatch: tokens [N, dim], experts/weights [N, k] -> ([N, dim], counts [E])."""
-        flat = experts.flatten()
+        """Dropless dispatch: tokens [N, dim], experts/weights [N, k] -> ([N, dim], counts [E]).
+
+        counts [E] (int64, on the device): the assignments each expert took.
+        """
+        flat = experts.flatten()  # [N·k], assignment i is token i // k
         order = flat.argsort(stable=True)
         token_ids = order // self.options.top_k
-        counts = torch.bincount(flat, minlength=self.options.n_experts)
-        blocks = tokens[token_ids].split(counts.tolist())
-        outputs = torch.cat(
+        # not torch.bincount: on CUDA it reads its input's max on the host
+        counts = flat.new_zeros(self.options.n_experts).index_add_(0, flat, torch.ones_like(flat))
+        rows = tokens[token_ids]  # [N·k, dim], grouped by expert
+        if self.resolved_dispatch(tokens.device) == "grouped_mm":
+            outputs = self._run_grouped(rows, counts)
+        else:
+            outputs = self._run_loop(rows, counts)
+        return self._combine(outputs, weights.flatten()[order], token_ids, tokens.shape), counts
+
+    def _run_loop(self, rows: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        """rows [N·k, dim] grouped by expert, counts [E] -> [N·k, dim]; syncs for the counts."""
+        blocks = rows.split(counts.tolist())
+        return torch.cat(
             [expert(block) for expert, block in zip(self.experts, blocks, strict=True)]
         )
-        outputs = outputs * weights.flatten()[order, None].to(outputs.dtype)
-        combined = outputs.new_zeros(tokens.shape).index_add(0, token_ids, outputs)
-        return combined, counts
+
+    def _run_grouped(self, rows: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        """rows [N·k, dim] grouped by expert, counts [E] -> [N·k, dim], without a host sync."""
+        offs = counts.cumsum(0).to(torch.int32)  # [E], end of each expert's block
+        return type(self.experts[0]).grouped_forward(list(self.experts), rows, offs)
+
+    @staticmethod
+    def _combine(
+        outputs: torch.Tensor,
+        weights: torch.Tensor,
+        token_ids: torch.Tensor,
+        shape: torch.Size,
+    ) -> torch.Tensor:
+        """Σ over each token's assignments of weight · output: outputs [N·k, dim], weights and
+        token_ids [N·k] (in the order of the outputs) -> [N, dim] (`shape`)."""
+        outputs = outputs * weights[:, None].to(outputs.dtype)
+        return outputs.new_zeros(shape).index_add(0, token_ids, outputs)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         tokens = x.reshape(-1, x.size(-1))

@@ -46,7 +46,8 @@ def test_greedy_is_deterministic_and_follows_the_argmax_chain(model, prompt):
     ids = prompt
     with torch.no_grad():
         for _ in range(8):
-            ids = torch.cat((ids, model(ids).logits[:, -1].argmax(-1, keepdim=True)), dim=1)
+            logits = model(ids).logits[:, -1, :61]  # the padded ids (61..63) are never drawn
+            ids = torch.cat((ids, logits.argmax(-1, keepdim=True)), dim=1)
     assert torch.equal(first, ids)
 
 
@@ -116,7 +117,7 @@ class CountingLM(torch.nn.Module):
     def __init__(self, vocab: int) -> None:
         super().__init__()
         self.vocab = vocab
-        self.config = types.SimpleNamespace(max_seq_len=64)
+        self.config = types.SimpleNamespace(max_seq_len=64, vocab_size=vocab)
 
     def forward(self, input_ids, cache=None):
         logits = torch.nn.functional.one_hot((input_ids + 1) % self.vocab, self.vocab).float()
@@ -226,3 +227,50 @@ def test_sampling_stays_in_the_support():
 def test_invalid_sampling_arguments_are_rejected_eagerly(model, prompt, kwargs, message):
     with pytest.raises(ValueError, match=message):
         model.generate(prompt, 3, stream=True, **kwargs)
+
+
+@pytest.mark.parametrize("bad", [61, 63, -1])
+def test_prompt_ids_outside_the_vocabulary_are_rejected(model, prompt, bad):
+    # 61..63 have embedding rows (padding to 64) but are no tokens
+    prompt = prompt.clone()
+    prompt[1, 2] = bad
+    with pytest.raises(ValueError, match=r"input_ids must be in \[0, vocab_size=61\)"):
+        model.generate(prompt, 3, stream=True)
+
+
+# --- padded vocabulary --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def padded_favourite() -> MiniMindLM:
+    """vocab 61 padded to 64, whose padded logits (ids 61..63) are made to win every argmax."""
+    torch.manual_seed(0)
+    model = MiniMindLM(ModelConfig(**SMALL)).eval()
+
+    def favour_padding(module, inputs, logits):  # lm_head [B, T, 64] -> the same, padding at 1e4
+        return torch.cat((logits[..., :61], torch.full_like(logits[..., 61:], 1e4)), dim=-1)
+
+    model.lm_head.register_forward_hook(favour_padding)
+    return model
+
+
+def test_padded_logits_really_are_the_largest(padded_favourite, prompt):
+    with torch.no_grad():
+        logits = padded_favourite(prompt).logits
+    assert logits.shape[-1] == 64
+    assert bool((logits.argmax(-1) >= 61).all())  # so the test below would catch a leak
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+@pytest.mark.parametrize(
+    "sampling",
+    [dict(temperature=0), dict(temperature=1.0), dict(temperature=2.0, top_k=5, top_p=0.9)],
+    ids=["greedy", "sample", "top-k-p"],
+)
+def test_generation_never_emits_a_padded_id(padded_favourite, prompt, use_cache, sampling):
+    generator = torch.Generator().manual_seed(0)
+    out = padded_favourite.generate(
+        prompt, 30, use_cache=use_cache, generator=generator, **sampling
+    )
+    assert out.shape == (3, 35)  # past max_seq_len 24: the sliding window is covered too
+    assert int(out.max()) < 61

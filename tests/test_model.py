@@ -143,13 +143,15 @@ def test_moe_active_params_by_hand():
 def test_flops_per_token_formula():
     config = ModelConfig(**SMALL)  # tied, swiglu hidden 128, rmsnorm, prenorm
     body = 2 * ((2 * 32 * 32 + 2 * 32 * 16) + 3 * 32 * 128 + 2 * 32) + 32
-    expected = 6 * (body + 61 * 32) + 12 * 2 * 4 * 8 * 20
+    expected = 6 * (body + 64 * 32) + 12 * 2 * 4 * 8 * 20  # the head computes 61 padded to 64
     assert config.flops_per_token(20) == expected
     untied = config.replace(tie_embeddings=False, position="learned")
     assert untied.flops_per_token(20) == expected  # neither the table nor untying changes FLOPs
     moe = config.replace(mlp={"name": "moe", "n_experts": 8, "top_k": 2, "hidden": 16})
     moe_body = 2 * ((2 * 32 * 32 + 2 * 32 * 16) + 32 * 8 + 2 * 3 * 32 * 16 + 2 * 32) + 32
-    assert moe.flops_per_token(20) == 6 * (moe_body + 61 * 32) + 12 * 2 * 4 * 8 * 20
+    assert moe.flops_per_token(20) == 6 * (moe_body + 64 * 32) + 12 * 2 * 4 * 8 * 20
+    unpadded = config.replace(pad_vocab_multiple=1)
+    assert unpadded.flops_per_token(20) == expected - 6 * 3 * 32
 
 
 # --- 5. whole-model parity with HF Llama --------------------------------------------------------
@@ -169,7 +171,7 @@ def test_llama_like_matches_hf_llama_logits(tied):
     )
     ours = MiniMindLM(config).eval()
     hf_config = LlamaConfig(
-        vocab_size=61,
+        vocab_size=64,  # 61 padded to 64: the tables have the same shape
         hidden_size=32,
         intermediate_size=96,
         num_hidden_layers=2,
@@ -222,7 +224,7 @@ def test_loss_is_shifted_cross_entropy_ignoring_minus_100():
     labels = ids.clone()
     labels[0, 3:5] = -100
     out = model(ids, labels=labels)
-    assert out.logits.shape == (2, 9, 61)
+    assert out.logits.shape == (2, 9, 64)  # 61 padded to a multiple of 64; softmax over all 64
     total, count = 0.0, 0
     for b in range(2):
         for t in range(8):
@@ -287,7 +289,7 @@ def test_tied_and_untied_embeddings():
     assert tied.lm_head.weight is tied.embed_tokens.weight
     untied = MiniMindLM(ModelConfig(**SMALL, tie_embeddings=False))
     assert untied.lm_head.weight is not untied.embed_tokens.weight
-    assert untied.num_params() - tied.num_params() == 61 * 32
+    assert untied.num_params() - tied.num_params() == 64 * 32  # 61 padded to 64
 
 
 def test_postnorm_has_no_final_norm():
@@ -320,3 +322,58 @@ def test_module_conversions_keep_working(position):
     model = MiniMindLM(cfg).to(torch.float64)
     ids = torch.randint(0, 64, (1, 5))
     assert model(ids).logits.dtype == torch.float64
+
+
+# --- padded vocabulary --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "vocab, multiple, padded",
+    [(50257, 64, 50304), (50257, 1, 50257), (50304, 64, 50304), (61, 64, 64), (64, 64, 64)],
+)
+def test_padded_vocab_size_rounds_up_to_the_multiple(vocab, multiple, padded):
+    config = ModelConfig(vocab_size=vocab, pad_vocab_multiple=multiple)
+    assert config.padded_vocab_size == padded
+    assert config.vocab_size == vocab  # the real ids are unchanged
+
+
+def test_pad_vocab_multiple_defaults_to_64_and_must_be_positive():
+    assert ModelConfig().pad_vocab_multiple == 64
+    assert error_of(pad_vocab_multiple=0) == (
+        ("pad_vocab_multiple",),
+        "Input should be greater than or equal to 1",
+    )
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_tables_and_logits_have_the_padded_shape(tied):
+    config = ModelConfig(**{**SMALL, "vocab_size": 100}, tie_embeddings=tied)
+    model = MiniMindLM(config)
+    assert model.embed_tokens.weight.shape == (128, 32)
+    assert model.lm_head.weight.shape == (128, 32)
+    ids = torch.randint(0, 100, (2, 7))
+    out = model(ids, labels=ids)
+    assert out.logits.shape == (2, 7, 128)
+    # the loss is a softmax over all 128 logits, padded ones included (nanoGPT's semantics)
+    expected = F.cross_entropy(out.logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten())
+    assert out.loss.item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("tied", [True, False])
+@pytest.mark.parametrize("position", ["rope", "learned"])
+def test_num_params_counts_the_padded_rows_for_an_odd_vocab(tied, position):
+    config = ModelConfig(**{**SMALL, "vocab_size": 50257}, tie_embeddings=tied, position=position)
+    with torch.device("meta"):
+        model = MiniMindLM(config)
+    assert config.num_params() == model.num_params() == config.num_active_params()
+    unpadded = config.replace(pad_vocab_multiple=1)
+    tables = 1 if tied else 2
+    assert config.num_params() - unpadded.num_params() == tables * (50304 - 50257) * 32
+
+
+def test_minimind_26m_is_unchanged_by_padding():
+    # every preset's vocabulary is already a multiple of 64, so the default pads nothing
+    for name in ModelConfig.preset_names():
+        config = ModelConfig.preset(name)
+        assert config.padded_vocab_size == config.vocab_size
+    assert MiniMindLM(ModelConfig.preset("minimind-26m")).num_params() == 25_829_888

@@ -1,10 +1,16 @@
 """MoE: grouped dispatch against a per-token loop, routing invariants, the aux-loss formula,
-loss-free bias balancing, and experts that receive no tokens."""
+loss-free bias balancing, experts that receive no tokens, and the grouped_mm dispatch against the
+per-expert loop (fp32 and CPU bf16 autocast; its CUDA-only constraints are not tested here)."""
+
+from dataclasses import dataclass
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import registry
+import registry.core
+from registry.mlp import ReluMLP
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py: tiny ops, one thread
 
@@ -178,3 +184,181 @@ def test_moe_param_counts():
 def test_moe_option_errors(options, message):
     with pytest.raises(registry.RegistryError, match=message):
         registry.resolve("mlp", {"name": "moe", **options})
+
+
+# --- dispatch: grouped_mm against loop -------------------------------------------------------
+
+requires_grouped_mm = pytest.mark.skipif(
+    not hasattr(F, "grouped_mm"), reason="this torch has no torch.nn.functional.grouped_mm"
+)
+
+
+def loop_and_grouped(dim=16, **options):
+    """Two MoE layers with the same weights, one per dispatch (strict load: same parameter names)."""
+    loop = moe(dim, dispatch="loop", **options)
+    grouped = moe(dim, dispatch="grouped_mm", **options)
+    grouped.load_state_dict(loop.state_dict())
+    return loop, grouped
+
+
+def forward_backward(module, x, upstream):
+    """Output [B, T, dim], and the gradients of every parameter and of x, by name."""
+    x = x.clone().requires_grad_(True)
+    out = module(x)
+    (out * upstream).sum().add(module.aux_loss).backward()
+    grads = {name: p.grad for name, p in module.named_parameters()}
+    return out, {**grads, "x": x.grad}
+
+
+NEVER_CHOSEN = -10.0  # a load-balancing bias that keeps an expert from ever being chosen
+
+
+@requires_grouped_mm
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"n_experts": 4, "top_k": 2, "n_shared": 1},
+        {"n_experts": 5, "top_k": 1, "expert": "relu", "hidden": 24},
+        {"n_experts": 3, "top_k": 2, "n_shared": 2, "expert": "gelu", "hidden": 32},
+        {"n_experts": 4, "top_k": 1, "expert": "gelu", "balance": "bias", "empty": 2},
+        {"n_experts": 4, "top_k": 2, "n_shared": 1, "balance": "bias", "empty": 3},
+        {"n_experts": 4, "top_k": 2, "expert": "relu", "balance": "bias", "empty": 0},
+    ],
+    ids=[
+        "swiglu-shared",
+        "relu-top1",
+        "gelu-shared",
+        "gelu-top1-empty",
+        "swiglu-empty",
+        "relu-empty",
+    ],
+)
+def test_grouped_mm_dispatch_equals_loop_in_outputs_and_gradients(options):
+    options = dict(options)
+    empty = options.pop("empty", None)
+    torch.manual_seed(0)
+    loop, grouped = loop_and_grouped(**options)
+    x, upstream = torch.randn(2, 7, 16), torch.randn(2, 7, 16)
+    if empty is not None:
+        for module in (loop, grouped):
+            module.expert_bias[empty] = NEVER_CHOSEN
+    out_loop, grads_loop = forward_backward(loop.eval(), x, upstream)
+    out_grouped, grads_grouped = forward_backward(grouped.eval(), x, upstream)
+    torch.testing.assert_close(out_grouped, out_loop, rtol=0, atol=1e-5)
+    torch.testing.assert_close(grouped.expert_load, loop.expert_load, rtol=0, atol=0)
+    assert grads_grouped.keys() == grads_loop.keys()
+    for name, grad in grads_loop.items():
+        assert grads_grouped[name] is not None, name  # DDP: no unused parameter
+        torch.testing.assert_close(grads_grouped[name], grad, rtol=0, atol=1e-5, msg=name)
+    if empty is not None:
+        assert grouped.expert_load[empty] == 0
+        assert all(p.grad.abs().sum() == 0 for p in grouped.experts[empty].parameters())
+
+
+@requires_grouped_mm
+@pytest.mark.parametrize("expert", ["swiglu", "gelu"])
+def test_grouped_mm_runs_in_bf16_under_cpu_autocast_and_agrees_with_loop(expert, monkeypatch):
+    torch.manual_seed(0)
+    loop, grouped = loop_and_grouped(n_experts=4, top_k=2, n_shared=1, expert=expert)
+    x, upstream = torch.randn(2, 7, 16), torch.randn(2, 7, 16)
+    operand_dtypes = []
+    grouped_mm = F.grouped_mm
+
+    def spy(a, b, **kwargs):
+        operand_dtypes.append((a.dtype, b.dtype))
+        return grouped_mm(a, b, **kwargs)
+
+    monkeypatch.setattr(F, "grouped_mm", spy)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out_loop, grads_loop = forward_backward(loop, x, upstream)
+        out_grouped, grads_grouped = forward_backward(grouped, x, upstream)
+    assert operand_dtypes and set(operand_dtypes) == {(torch.bfloat16, torch.bfloat16)}
+    assert out_grouped.dtype == torch.float32  # the layer hands back its input's dtype
+    bf16 = {"rtol": 2e-2, "atol": 2e-2}
+    torch.testing.assert_close(out_grouped, out_loop, **bf16)
+    for name, grad in grads_loop.items():
+        assert grads_grouped[name].dtype == grad.dtype, name
+        torch.testing.assert_close(grads_grouped[name], grad, **bf16, msg=name)
+
+
+@requires_grouped_mm
+def test_grouped_mm_dispatch_reads_no_counts_on_the_host(monkeypatch):
+    torch.manual_seed(0)
+    _, grouped = loop_and_grouped(n_experts=4, top_k=2)
+
+    def host_read(self, *args):
+        raise AssertionError("host read in the grouped dispatch")
+
+    monkeypatch.setattr(torch.Tensor, "tolist", host_read)
+    monkeypatch.setattr(torch.Tensor, "item", host_read)
+    grouped(torch.randn(2, 7, 16)).sum().backward()
+
+
+def test_auto_dispatch_is_loop_on_cpu_and_grouped_mm_on_cuda_where_possible(monkeypatch):
+    module = moe(n_experts=4, top_k=2)
+    assert module.options.dispatch == "auto"
+    assert module.resolved_dispatch(torch.device("cpu")) == "loop"
+    on_cuda = "grouped_mm" if hasattr(F, "grouped_mm") else "loop"
+    assert module.resolved_dispatch(torch.device("cuda")) == on_cuda
+    odd_width = moe(n_experts=4, top_k=2, expert="gelu", hidden=12)
+    assert odd_width.resolved_dispatch(torch.device("cuda")) == "loop"
+    assert moe(dispatch="loop").resolved_dispatch(torch.device("cuda")) == "loop"
+    monkeypatch.delattr(F, "grouped_mm", raising=False)
+    assert moe(n_experts=4, top_k=2).resolved_dispatch(torch.device("cuda")) == "loop"
+
+
+@pytest.fixture
+def scratch_registry(monkeypatch):
+    """Registrations made in a test disappear after it."""
+    snapshot = {slot: dict(names) for slot, names in registry.core._names.items()}
+    monkeypatch.setattr(registry.core, "_names", snapshot)
+
+
+class BiasedReluMLP(ReluMLP):
+    """A plugin expert: relu with biases on by default."""
+
+    @dataclass(frozen=True)
+    class Options(ReluMLP.Options):
+        bias: bool = True
+
+
+class PlainMLP(torch.nn.Module):
+    """A plugin expert with no grouped form."""
+
+    def __init__(self, *, dim: int, dropout: float) -> None:
+        super().__init__()
+        self.down_proj = torch.nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return self.down_proj(x)
+
+
+@requires_grouped_mm
+def test_grouped_mm_dispatch_errors(scratch_registry):
+    registry.register("mlp", "biased-relu")(BiasedReluMLP)
+    registry.register("mlp", "plain")(PlainMLP)
+    grouped = {"name": "moe", "dispatch": "grouped_mm"}
+    with pytest.raises(
+        registry.RegistryError, match="mlp 'moe': dispatch grouped_mm: .*bias: true"
+    ):
+        registry.resolve("mlp", {**grouped, "expert": "biased-relu"})
+    with pytest.raises(registry.RegistryError, match="'plain' has no grouped_forward"):
+        registry.resolve("mlp", {**grouped, "expert": "plain"})
+    with pytest.raises(
+        registry.RegistryError, match="multiples of 8; expert matrix sizes \\[12\\]"
+    ):
+        registry.check_dims("mlp", {**grouped, "expert": "gelu", "hidden": 12}, dim=16, dropout=0.0)
+    with pytest.raises(ValueError, match="multiples of 8"):
+        moe(dim=20, dispatch="grouped_mm")
+    registry.check_dims("mlp", {**grouped, "expert": "gelu", "hidden": 24}, dim=16, dropout=0.0)
+    # the same experts under auto (or loop) build and run the loop everywhere
+    auto = moe(n_experts=4, expert="biased-relu")
+    assert auto.grouped_mm_problem is not None
+    assert auto.resolved_dispatch(torch.device("cuda")) == "loop"
+    auto(torch.randn(1, 3, 16))
+
+
+def test_grouped_mm_dispatch_without_torch_support_is_an_error(monkeypatch):
+    monkeypatch.delattr(F, "grouped_mm", raising=False)
+    with pytest.raises(registry.RegistryError, match="has no torch.nn.functional.grouped_mm"):
+        registry.resolve("mlp", {"name": "moe", "dispatch": "grouped_mm"})

@@ -326,6 +326,17 @@ def test_spec_hash_follows_the_training_content(tmp_path: Path) -> None:
     assert hashed("name: a\nmodel: {position: rope-gptj}\ntrain: {steps: 301}\n") != base
 
 
+def test_spec_hash_ignores_vocab_padding_that_adds_no_row(tmp_path: Path) -> None:
+    def hashed(model: str) -> str:
+        return spec_hash(load_spec(write(tmp_path, "s.yaml", f"name: a\nmodel: {model}\n")))
+
+    # the tiny preset's 2048 tokens are a multiple of 64: padding changes nothing it trains
+    assert hashed("{pad_vocab_multiple: 1}") == hashed("{pad_vocab_multiple: 64}")
+    assert hashed("{pad_vocab_multiple: 1}") != hashed("{pad_vocab_multiple: 4096}")
+    odd = "{vocab_size: 2049, pad_vocab_multiple: %d}"
+    assert hashed(odd % 1) != hashed(odd % 64) != hashed(odd % 128)
+
+
 def test_with_values_applies_and_validates(tmp_path: Path) -> None:
     spec = load_spec(write(tmp_path, "s.yaml", "name: s\n"))
     tuned = with_values(spec, {"train.optimizer.lr": 1e-3, "model.mlp": "relu"})

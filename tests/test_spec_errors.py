@@ -108,6 +108,18 @@ CASES: list[tuple[str, str, list[str], str]] = [
         "model.dim: dim (66) must be divisible by n_heads (4)",
     ),
     (
+        "pad-vocab-multiple-zero",
+        "name: x\nmodel: {pad_vocab_multiple: 0}\n",
+        [],
+        "model.pad_vocab_multiple: must be >= 1, got 0",
+    ),
+    (
+        "pad-vocab-multiple-override",
+        "name: x\n",
+        ["model.pad_vocab_multiple=-64"],
+        "model.pad_vocab_multiple: must be >= 1, got -64",
+    ),
+    (
         "model-vocab-below-tokenizer",
         "name: x\ndata: {tokenizer: {vocab_size: 4096}}\n",
         [],

@@ -4,6 +4,10 @@ Both models have the same dimensions and weights (`to_hf_llama`), train on the s
 same AdamW, and are timed in alternation: eager fp32, eager bf16 autocast and, except in quick
 mode, `torch.compile` (fp32 on the CPU, bf16 on CUDA). Reported per size: tokens/s ratios at equal
 precision, peak memory (`minimind.bench.memory`), bf16 against fp32, and compile against eager.
+
+Also reported, without a target: what padding the vocabulary buys (`pad_vocab_multiple`), a
+MiniMindLM training step at GPT-2's 50257 tokens padded to 50304 against the same unpadded, with
+the tiny size's other dimensions, so that the LM head dominates the step.
 """
 
 from __future__ import annotations
@@ -28,15 +32,50 @@ SIZES: dict[str, tuple[ModelConfig, int, int]] = {
 }
 QUICK = ("tiny", 2, 64)  # size, batch, seq
 SIDES = ("minimind", "HF")
+ODD_VOCAB = 50257  # GPT-2's vocabulary: 50304 when padded to a multiple of 64
 
 
 def run(ctx: BenchContext) -> list[Row]:
     if ctx.quick:
         size, batch, seq = QUICK
-        return _run_size(ctx, size, batch, seq)
-    return [
+        return [*_run_size(ctx, size, batch, seq), _padded_vocab_row(ctx, batch, seq)]
+    rows = [
         row for size, (_, batch, seq) in SIZES.items() for row in _run_size(ctx, size, batch, seq)
     ]
+    _, batch, seq = SIZES["tiny"]
+    return [*rows, _padded_vocab_row(ctx, batch, seq)]
+
+
+def _padded_vocab_row(ctx: BenchContext, batch: int, seq: int) -> Row:
+    """tokens/s of a training step [batch, seq] with vocab ODD_VOCAB padded to a multiple of 64
+    over the same step unpadded (pad_vocab_multiple 1); > 1: padding pays for its extra rows."""
+    device = ctx.device
+    bf16 = device.type == "cuda"  # the precision each device trains in; aligned GEMMs matter there
+    configs = {
+        name: SIZES["tiny"][0].replace(vocab_size=ODD_VOCAB, pad_vocab_multiple=multiple)
+        for name, multiple in (("padded", 64), ("unpadded", 1))
+    }
+    steps = {}
+    for name, config in configs.items():
+        torch.manual_seed(0)
+        with device:
+            model = MiniMindLM(config)
+        steps[name] = Trainee.create(model, ODD_VOCAB, batch, seq).step_fn(bf16=bf16)
+    ctx.log(f"[model] vocab {ODD_VOCAB}: padded vs unpadded x {ctx.rounds} rounds")
+    times = interleave(steps, device, ctx.rounds, ctx.warmup)
+    tokens = batch * seq
+    detail = "; ".join(
+        f"{name} ({config.padded_vocab_size} rows) {tokens / median(times[name]):,.0f} tok/s"
+        for name, config in configs.items()
+    )
+    return Row(
+        SUITE,
+        f"tiny vocab {ODD_VOCAB} {'bf16' if bf16 else 'fp32'}: tokens/s padded to "
+        f"{configs['padded'].padded_vocab_size} / unpadded",
+        paired_ratio(times["unpadded"], times["padded"]),
+        "x",
+        detail=detail,
+    )
 
 
 def _run_size(ctx: BenchContext, size: str, batch: int, seq: int) -> list[Row]:

@@ -89,6 +89,11 @@ def spec_hash(spec: Spec) -> str:
     tree = spec.tree()
     model = resolved_model(spec)
     model.pop("preset")
+    cfg = spec.model_config_obj()
+    if cfg.padded_vocab_size == cfg.vocab_size:
+        # Padding that adds no row trains the same model: leave it out, so that specs (and
+        # their runs, checkpoints and studies) from before the field existed keep their hash.
+        model.pop("pad_vocab_multiple")
     content = {key: tree[key] for key in ("data", "train", "plugins", "ablate")}
     canonical = json.dumps({"model": model, **content}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]

@@ -125,8 +125,10 @@ def run_trials(
 
 def worker_main(job: WorkerJob) -> None:
     """Entry point of a spawned worker process; its exit code says how it ended."""
+    from minimind.allocator import keep_freed_memory
     from minimind.tracking import install_termination_handlers
 
+    keep_freed_memory()  # a spawned process starts with glibc's defaults again
     install_termination_handlers()
     try:
         reason = work(job)
