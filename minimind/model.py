@@ -3,9 +3,9 @@
     tokens -> embed_tokens -> position.embed -> dropout -> blocks -> norm -> lm_head -> logits
 
 Each block is built from the config's block, attention, mlp and norm; attention rotates q and k
-with `position.rotate`. The model never asks which kind of component it holds: position modules
-offer `embed` and `rotate`, every mlp offers `aux_loss` and `expert_load`, and the block says
-whether it needs a final norm.
+with the `rotate` of `position.rotation(positions)`. The model never asks which kind of component
+it holds: position modules offer `embed` and `rotation`, every mlp offers `aux_loss` and
+`expert_load`, and the block says whether it needs a final norm.
 """
 
 from __future__ import annotations
@@ -114,9 +114,10 @@ class MiniMindLM(nn.Module):
             )
         positions = torch.arange(past, past + length, device=input_ids.device)
         x = self.dropout(self.position.embed(self.embed_tokens(input_ids), positions))
+        rotate = self.position.rotation(positions)  # rotary cos/sin once for all layers
         for i, layer in enumerate(self.layers):
             layer_cache = cache.layers[i] if cache is not None else None
-            x = layer(x, positions, self.position.rotate, layer_cache)
+            x = layer(x, positions, rotate, layer_cache)
         logits = self.lm_head(self.norm(x))
         loss = None
         if labels is not None:

@@ -153,6 +153,10 @@ class Trainer:
         self.device = resolve_device(cfg.device)
         self.amp_dtype = autocast_dtype(cfg.precision, self.device)
         seed_everything(seed)
+        # The run's peak-memory window opens before its model exists and once per run: a reset
+        # hands the heap back to the kernel (`minimind.allocator`), which the next step would
+        # page-fault in again.
+        reset_peak_memory(self.device)
         with self.device:  # parameters and buffers are created on the device, not copied
             self.model = MiniMindLM(model_cfg)
         # DDP before compile, as torch recommends; both are the plain model in one process.
@@ -197,7 +201,6 @@ class Trainer:
     ) -> TrainOutcome:
         """Train until the budget is spent or the loss turns non-finite (status FAILED)."""
         cfg = self.cfg
-        reset_peak_memory(self.device)
         self.model.train()
         with _progress_bar(label, self.max_steps, self.step) as show:
             done = self._budget_spent(self._training_clock())

@@ -7,7 +7,6 @@ K/V are never repeated in memory. Decoding with a cache (fewer queries than keys
 boolean mask aligned to the bottom right, because `is_causal=True` aligns top-left there.
 """
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -15,8 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from registry.core import register
-
-Rotate = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+from registry.position import Rotate
 
 
 class KVCacheLayer:

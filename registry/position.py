@@ -5,10 +5,14 @@ which kind it has:
 - `embed(x [B, T, D], positions [T]) -> [B, T, D]` adds an absolute signal (identity for rotary);
 - `rotate(q [B, H, T, hd], k [B, Hkv, T, hd], positions [T]) -> (q, k)` rotates queries and keys
   (identity for absolute kinds).
-The model calls `embed` once on the token embeddings; attention calls `rotate`. `positions` are
-absolute, so with a KV cache they start at the cache length.
+The model calls `embed` once on the token embeddings, and `rotation(positions)` once per forward:
+the `rotate` that every layer's attention then calls. Rotary positions compute their cos and sin
+there, once instead of once per layer (as HF does), which saves the recomputation and the copies
+each layer's backward would keep. `positions` are absolute, so with a KV cache they start at the
+cache length.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, ClassVar, Literal
 
@@ -17,6 +21,9 @@ from annotated_types import Gt, Interval
 from torch import nn
 
 from registry.core import register
+
+Rotate = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+"""(q [B, H, T, hd], k [B, Hkv, T, hd], positions [T]) -> (q, k), rotated."""
 
 
 class PositionModule(nn.Module):
@@ -37,6 +44,11 @@ class PositionModule(nn.Module):
         self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         return q, k
+
+    def rotation(self, positions: torch.Tensor) -> Rotate:
+        """The `rotate` for one forward over `positions` [T]; kinds with per-position tables
+        prepare them here."""
+        return self.rotate
 
 
 @register("position", "none")
@@ -168,5 +180,15 @@ class RotaryPosition(PositionModule):
     def rotate(
         self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.rotation(positions)(q, k, positions)
+
+    def rotation(self, positions: torch.Tensor) -> Rotate:
         cos, sin = self.cos_sin(positions)
-        return self._rotate_one(q, cos, sin), self._rotate_one(k, cos, sin)
+
+        def rotate(
+            q: torch.Tensor, k: torch.Tensor, _positions: torch.Tensor
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            # `_positions` are those given to `rotation`; the rotate signature keeps them
+            return self._rotate_one(q, cos, sin), self._rotate_one(k, cos, sin)
+
+        return rotate
