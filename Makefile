@@ -18,5 +18,6 @@ test: install
 test-slow: install
 	$(PYTHON) -m pytest -q -m slow
 
-lint:
-	ruff check registry minimind tests
+lint: install
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .

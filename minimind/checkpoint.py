@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import random
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -19,19 +20,23 @@ import numpy as np
 import torch
 
 
-def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
-    """Write a file so that readers see either the old content or the complete new one.
+@contextmanager
+def atomic_open(path: str | Path) -> Iterator[IO[bytes]]:
+    """Open `path` for binary writing so that readers see either the old content or the complete
+    new one.
 
-    `write(f)` fills a temporary file in the same directory (same filesystem, so the rename is
-    atomic); it is flushed and fsynced before `os.replace`. If `write` raises, or the process dies
-    mid-write, the previous file at `path` is untouched.
+    The body writes a temporary file in the same directory (same filesystem, so the rename is
+    atomic); it is flushed and fsynced before `os.replace`. If the body raises, the temporary
+    file is removed and `path` keeps its previous content; a process killed mid-write leaves
+    `path` untouched too (and a stray `.<name>.*.tmp`).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    # mkstemp: a unique name, so parallel writers of one path (sweep workers) never share it.
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            write(f)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp_name, path)
@@ -39,6 +44,12 @@ def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
         Path(tmp_name).unlink(missing_ok=True)
         raise
     _fsync_directory(path.parent)
+
+
+def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
+    """`write(f)` into `path` atomically (see `atomic_open`)."""
+    with atomic_open(path) as f:
+        write(f)
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -92,9 +103,11 @@ def restore_rng_state(state: dict[str, Any]) -> None:
     """Put back the generator states captured by `capture_rng_state`.
 
     CUDA states are restored only when the number of visible devices matches the capture.
+    The tensors may be on any device (e.g. a checkpoint loaded with `map_location="cuda"`): the
+    generators take their states as CPU tensors.
     """
-    torch.set_rng_state(state["torch"])
-    cuda_states = state["cuda"]
+    torch.set_rng_state(state["torch"].cpu())
+    cuda_states = [s.cpu() for s in state["cuda"]]
     if cuda_states and torch.cuda.is_available() and len(cuda_states) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all(cuda_states)
     version, internal, gauss_next = state["python"]
@@ -103,7 +116,7 @@ def restore_rng_state(state: dict[str, Any]) -> None:
     np.random.set_state(
         (
             "MT19937",
-            np_state["keys"].numpy().astype(np.uint32),
+            np_state["keys"].cpu().numpy().astype(np.uint32),
             np_state["pos"],
             np_state["has_gauss"],
             np_state["cached_gaussian"],

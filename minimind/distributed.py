@@ -250,9 +250,8 @@ def mean_across_ranks(values: torch.Tensor) -> torch.Tensor:
     """The element-wise mean of `values` over ranks (a new tensor; `values` in one process)."""
     if world_size() == 1:
         return values
-    out = values.clone()
-    dist.all_reduce(out)
-    return out / world_size()
+    # Sum, then divide: Gloo has no ReduceOp.AVG.
+    return sum_across_ranks(values) / world_size()
 
 
 def sum_across_ranks(values: torch.Tensor) -> torch.Tensor:

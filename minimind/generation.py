@@ -107,7 +107,8 @@ def generate_tokens(
     if input_ids.dim() != 2 or input_ids.size(1) == 0:
         raise ValueError(f"input_ids must be [B, T] with T >= 1, got {tuple(input_ids.shape)}")
     vocab_size = model.config.vocab_size
-    if input_ids.numel() and not 0 <= int(input_ids.min()) <= int(input_ids.max()) < vocab_size:
+    low, high = torch.aminmax(input_ids) if input_ids.numel() else (0, 0)
+    if not 0 <= int(low) <= int(high) < vocab_size:
         # a padded id would embed silently (its row exists) and break the repetition penalty
         raise ValueError(f"input_ids must be in [0, vocab_size={vocab_size})")
     if max_new_tokens < 0:

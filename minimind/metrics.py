@@ -305,6 +305,7 @@ def load_cv(load: torch.Tensor) -> float:
     `load`: [n_experts] or [n_layers, n_experts] (e.g. `MiniMindLM.moe_load()`); 0 is perfect
     balance, sqrt(n_experts - 1) is every token on one expert.
     """
-    load = load.detach().double().reshape(-1, load.shape[-1])
+    # float64 on the host: MPS has no float64, and `float()` below reads it back anyway.
+    load = load.detach().to("cpu", torch.float64).reshape(-1, load.shape[-1])
     cv = load.std(dim=-1, unbiased=False) / load.mean(dim=-1)
     return float(cv.mean())

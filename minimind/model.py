@@ -51,6 +51,10 @@ class MiniMindLM(nn.Module):
         self.embed_tokens = nn.Embedding(config.padded_vocab_size, config.dim)
         self.position = registry.build("position", config.position, **config.slot_dims("position"))
         self.dropout = nn.Dropout(config.dropout)
+
+        def norm() -> nn.Module:
+            return registry.build("norm", config.norm, **config.slot_dims("norm"))
+
         self.layers = nn.ModuleList(
             registry.build(
                 "block",
@@ -59,16 +63,11 @@ class MiniMindLM(nn.Module):
                     "attention", config.attention, **config.slot_dims("attention")
                 ),
                 mlp=registry.build("mlp", config.mlp, **config.slot_dims("mlp")),
-                norm=lambda: registry.build("norm", config.norm, **config.slot_dims("norm")),
+                norm=norm,
             )
             for _ in range(config.n_layers)
         )
-        needs_final_norm = type(self.layers[0]).final_norm
-        self.norm = (
-            registry.build("norm", config.norm, **config.slot_dims("norm"))
-            if needs_final_norm
-            else nn.Identity()
-        )
+        self.norm = norm() if type(self.layers[0]).final_norm else nn.Identity()
         self.lm_head = nn.Linear(config.dim, config.padded_vocab_size, bias=False)
         self.apply(self._init_weights)
         residual_std = 0.02 / math.sqrt(2 * config.n_layers)
@@ -117,7 +116,7 @@ class MiniMindLM(nn.Module):
         rotate = self.position.rotation(positions)  # rotary cos/sin once for all layers
         for i, layer in enumerate(self.layers):
             layer_cache = cache.layers[i] if cache is not None else None
-            x = layer(x, positions, rotate, layer_cache)
+            x = layer(x, rotate, layer_cache)
         logits = self.lm_head(self.norm(x))
         loss = None
         if labels is not None:

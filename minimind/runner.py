@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import registry
 from minimind import distributed
 from minimind.checkpoint import load_checkpoint
+from minimind.config import ModelConfig
 from minimind.data import DataConfig, DataError, PreparedData, prepare_data
 from minimind.spec import Spec, SpecError, Variant, dump_spec, expand, flatten, load_spec, spec_hash
 from minimind.train import Trainer, TrainOutcome, planned_steps, resolve_device
@@ -189,14 +190,16 @@ def run_child(
     path = checkpoint_path(plan, variant, seed)
     if earlier is None:
         handle = tracker.start_child(
-            parent, name, child_params(spec, seed), child_tags(plan, variant, seed)
+            parent, name, child_params(spec, seed), child_tags(plan.spec_hash, variant, seed)
         )
     else:
         handle = tracker.resume_run(earlier.info.run_id)
     with handle:
         trainer = Trainer(model_cfg, spec.train, data[data_key(spec.data)], seed)
         if earlier is not None and path.is_file():
-            state = load_checkpoint(path, map_location=trainer.device)
+            # On the CPU: the RNG states must be CPU tensors, and load_state_dict moves the rest
+            # to the device of the parameters (and the trainer's tensors) it is loaded into.
+            state = load_checkpoint(path)
             # A checkpoint of another invocation of the same spec is not this run's.
             if state["run_ids"].get("child") == handle.run_id:
                 trainer.load_state_dict(state)
@@ -231,13 +234,17 @@ def checkpoint_path(plan: Plan, variant: Variant, seed: int) -> Path:
     return root / experiment / plan.spec_hash / variant.name / f"seed{seed}" / "last.pt"
 
 
-def child_tags(plan: Plan, variant: Variant, seed: int) -> dict[str, str]:
+def child_tags(spec_hash: str, variant: Variant, seed: int) -> dict[str, str]:
     """`variant`, `seed`, `spec_hash` and `component.<slot>` (git_commit comes from Tracker)."""
     cfg = variant.spec.model_config_obj()
-    tags = {"variant": variant.name, "seed": str(seed), "spec_hash": plan.spec_hash}
-    for slot in registry.SLOTS:
-        tags[f"component.{slot}"] = component_label(slot, *cfg.component(slot))
+    tags = {"variant": variant.name, "seed": str(seed), "spec_hash": spec_hash}
+    tags.update((f"component.{slot}", label) for slot, label in component_labels(cfg).items())
     return tags
+
+
+def component_labels(cfg: ModelConfig) -> dict[str, str]:
+    """`component_label` of every slot of `cfg`, in `registry.SLOTS` order."""
+    return {slot: component_label(slot, *cfg.component(slot)) for slot in registry.SLOTS}
 
 
 def component_label(slot: str, name: str, options: dict[str, Any]) -> str:
@@ -256,7 +263,7 @@ def model_summary(trainer: Trainer) -> str:
         f"tokens per step:   {train.tokens_per_step:,}",
         f"device:            {trainer.device} (autocast {trainer.amp_dtype or 'off'})",
         "components:        "
-        + ", ".join(f"{s}={component_label(s, *cfg.component(s))}" for s in registry.SLOTS),
+        + ", ".join(f"{slot}={label}" for slot, label in component_labels(cfg).items()),
         "",
         repr(trainer.model),
     ]

@@ -80,6 +80,12 @@ class CausalSelfAttention(nn.Module):
         self.resid_dropout = nn.Dropout(dropout)
 
     @classmethod
+    def check_dims(
+        cls, options: Options, *, n_heads: int, n_kv_heads: int | None, **sizes: object
+    ) -> None:
+        cls.kv_heads(n_heads, n_kv_heads)
+
+    @classmethod
     def param_count(
         cls,
         options: Options,
@@ -98,27 +104,29 @@ class CausalSelfAttention(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
-        positions: torch.Tensor,
         rotate: Rotate,
         cache: KVCacheLayer | None = None,
     ) -> torch.Tensor:
-        """x [B, T, dim], positions [T] (absolute) -> [B, T, dim]; appends k, v to `cache`."""
+        """x [B, T, dim] -> [B, T, dim]; `rotate` holds the tokens' absolute positions; appends
+        k, v to `cache`."""
         batch, length, _ = x.shape
         q = self.q_proj(x).view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        q, k = rotate(q, k, positions)
+        q, k = rotate(q, k)
         if cache is not None:
             k, v = cache.append(k, v)
         n_keys = k.size(2)
-        mask = None if n_keys == length else causal_mask(length, n_keys, x.device)
+        # A single new query may see every key: no mask. Other queries after cached keys need the
+        # bottom-right-aligned mask, which SDPA's is_causal (top-left) is not.
+        mask = None if length in (1, n_keys) else causal_mask(length, n_keys, x.device)
         y = F.scaled_dot_product_attention(
             q,
             k,
             v,
             attn_mask=mask,
             dropout_p=self.dropout if self.training else 0.0,
-            is_causal=mask is None,
+            is_causal=mask is None and length > 1,
             enable_gqa=self.n_kv_heads != self.n_heads,
         )
         y = y.transpose(1, 2).reshape(batch, length, self.n_heads * self.head_dim)
@@ -150,19 +158,5 @@ class GroupedQueryAttention(CausalSelfAttention):
     @staticmethod
     def kv_heads(n_heads: int, n_kv_heads: int | None) -> int:
         if n_kv_heads is None:
-            raise ValueError("gqa needs n_kv_heads")
-        return n_kv_heads
-
-    @classmethod
-    def check_dims(
-        cls,
-        options: CausalSelfAttention.Options,
-        *,
-        dim: int,
-        n_heads: int,
-        n_kv_heads: int | None,
-        head_dim: int,
-        dropout: float,
-    ) -> None:
-        if n_kv_heads is None:
             raise ValueError("gqa needs n_kv_heads (the number of key/value heads)")
+        return n_kv_heads

@@ -39,12 +39,11 @@ class PreNormBlock(Block):
     def forward(
         self,
         x: torch.Tensor,
-        positions: torch.Tensor,
         rotate: Rotate,
         cache: KVCacheLayer | None = None,
     ) -> torch.Tensor:
         """x [B, T, dim] -> [B, T, dim]."""
-        x = x + self.attn(self.attn_norm(x), positions, rotate, cache)
+        x = x + self.attn(self.attn_norm(x), rotate, cache)
         return x + self.mlp(self.mlp_norm(x))
 
 
@@ -57,10 +56,9 @@ class PostNormBlock(Block):
     def forward(
         self,
         x: torch.Tensor,
-        positions: torch.Tensor,
         rotate: Rotate,
         cache: KVCacheLayer | None = None,
     ) -> torch.Tensor:
         """x [B, T, dim] -> [B, T, dim]."""
-        x = self.attn_norm(x + self.attn(x, positions, rotate, cache))
+        x = self.attn_norm(x + self.attn(x, rotate, cache))
         return self.mlp_norm(x + self.mlp(x))

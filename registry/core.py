@@ -213,14 +213,21 @@ def _with_options(options: Any) -> tuple[Any, ...]:
 
 
 def build(slot: str, spec: ComponentSpec, **dims: Any) -> torch.nn.Module:
-    """Build the component `spec` of `slot`; `dims` are the structural sizes its constructor takes."""
+    """Build the component `spec` of `slot`; `dims` are the structural sizes its constructor takes.
+
+    Raises `RegistryError` first when the options do not fit the sizes (`check_dims`)."""
     entry, options = _validated_options(slot, spec)
+    _check_dims(slot, entry, options, dims)
     return entry.cls(*_with_options(options), **dims)
 
 
 def check_dims(slot: str, spec: ComponentSpec, **dims: Any) -> None:
     """Raise `RegistryError` when `spec`'s options do not fit the structural sizes `dims`."""
     entry, options = _validated_options(slot, spec)
+    _check_dims(slot, entry, options, dims)
+
+
+def _check_dims(slot: str, entry: _Entry, options: Any, dims: dict[str, Any]) -> None:
     hook = getattr(entry.cls, "check_dims", None)
     if hook is None:
         return

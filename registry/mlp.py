@@ -10,7 +10,7 @@ Used as the experts of a `moe` mlp, each kind also runs all its experts at once 
 `grouped_forward` (`torch.nn.functional.grouped_mm`, for `dispatch: grouped_mm`): the experts'
 weights are stacked on each call, a differentiable copy, so gradients still reach every expert's
 own `nn.Linear` and the parameter names (state_dict, checkpoints) are those of the per-expert loop.
-Experts with `bias: true` have no grouped form (`grouped_unsupported`).
+Experts with `bias: true` have no grouped form (`registry.moe.grouped_mm_unsupported`).
 """
 
 import math
@@ -33,15 +33,12 @@ def swiglu_hidden(dim: int, multiple: int = 64) -> int:
     return multiple * math.ceil(math.ceil(8 * dim / 3) / multiple)
 
 
-def grouped_linear(
-    x: torch.Tensor, weights: Sequence[torch.Tensor], offs: torch.Tensor
-) -> torch.Tensor:
-    """Rows of group e times weights[e].T: x [N, in], weights E x [out, in], offs [E] -> [N, out].
+def grouped_linear(x: torch.Tensor, weight: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+    """Rows of group e times weight[e].T: x [N, in], weight [E, out, in], offs [E] -> [N, out].
 
     offs: int32 cumulative row counts, offs[e] the end of group e's rows; offs[-1] = N. A group may
     be empty; its weight then gets a zero gradient. No bias.
     """
-    weight = torch.stack(list(weights))  # [E, out, in]
     device = x.device.type
     # grouped_mm is on neither the CPU nor the CUDA autocast op list (torch 2.13) and needs equal
     # operand dtypes, so cast both as autocast casts nn.Linear's.
@@ -62,20 +59,6 @@ class DenseMLP(nn.Module):
         # A plain tensor, not `weight.new_zeros`: under FSDP the weight is a sharded DTensor.
         weight = self.down_proj.weight
         return torch.zeros((), dtype=weight.dtype, device=weight.device)
-
-    @classmethod
-    def grouped_unsupported(cls, options: object) -> str | None:
-        """Why experts with `options` have no `grouped_forward`, or None when they have one.
-
-        A subclass whose forward computes something else must override `grouped_forward` too, or
-        return a reason here.
-        """
-        if not hasattr(cls, "grouped_forward"):
-            return f"{cls.__name__} has no grouped_forward"
-        if getattr(options, "bias", False):
-            # grouped_mm adds one bias to every group, not one per expert
-            return "experts with bias: true have no grouped form"
-        return None
 
 
 @register("mlp", "relu")
@@ -114,10 +97,9 @@ class ReluMLP(DenseMLP):
         The experts are alike (one options instance), so the first one's activation and dropout
         stand for all; gelu shares this through `activation`.
         """
-        hidden = grouped_linear(x, [e.up_proj.weight for e in experts], offs)
-        out = grouped_linear(
-            experts[0].activation(hidden), [e.down_proj.weight for e in experts], offs
-        )
+        up = torch.stack([e.up_proj.weight for e in experts])
+        down = torch.stack([e.down_proj.weight for e in experts])
+        out = grouped_linear(experts[0].activation(grouped_linear(x, up, offs)), down, offs)
         return experts[0].dropout(out)
 
 
@@ -167,8 +149,11 @@ class SwiGLUMLP(DenseMLP):
         cls, experts: Sequence["SwiGLUMLP"], x: torch.Tensor, offs: torch.Tensor
     ) -> torch.Tensor:
         """Each expert's forward on its rows: x [N, dim] grouped by offs [E] (int32) -> [N, dim]."""
-        # gate and up in one grouped GEMM of width 2·hidden (Mixtral's gate_up_proj), then split
-        gate_up = [torch.cat((e.gate_proj.weight, e.up_proj.weight)) for e in experts]
+        # gate and up in one grouped GEMM of width 2·hidden (Mixtral's gate_up_proj), then split;
+        # one stack of [gate_0, up_0, gate_1, ...] viewed as [E, 2·hidden, dim] copies them once
+        pairs = [w for e in experts for w in (e.gate_proj.weight, e.up_proj.weight)]
+        gate_up = torch.stack(pairs).view(len(experts), -1, x.size(-1))
         gate, up = grouped_linear(x, gate_up, offs).chunk(2, dim=-1)
-        out = grouped_linear(F.silu(gate) * up, [e.down_proj.weight for e in experts], offs)
+        down = torch.stack([e.down_proj.weight for e in experts])
+        out = grouped_linear(F.silu(gate) * up, down, offs)
         return experts[0].dropout(out)

@@ -53,12 +53,12 @@ def grouped_mm_unsupported(expert: str | Mapping[str, object]) -> str | None:
     if not hasattr(F, "grouped_mm"):
         return f"torch {torch.__version__} has no torch.nn.functional.grouped_mm"
     name, options = resolve("mlp", expert)
-    cls = component_class("mlp", name)
-    check = getattr(cls, "grouped_unsupported", None)
-    if check is None:
+    if not hasattr(component_class("mlp", name), "grouped_forward"):
         return f"mlp {name!r} has no grouped_forward"
-    option_class = getattr(cls, "Options", None)
-    return check(option_class(**options) if option_class is not None else None)
+    if options.get("bias"):
+        # grouped_mm adds one bias to every group, not one per expert
+        return "experts with bias: true have no grouped form"
+    return None
 
 
 def grouped_mm_misaligned(dim: int, expert: nn.Module) -> str | None:
@@ -71,6 +71,10 @@ def grouped_mm_misaligned(dim: int, expert: nn.Module) -> str | None:
         f"grouped_mm needs dim ({dim}) and the expert width to be multiples of "
         f"{GROUPED_MM_ALIGNMENT}; expert matrix sizes {odd} are not"
     )
+
+
+def grouped_mm_error(reason: str) -> ValueError:
+    return ValueError(f"dispatch grouped_mm: {reason}; use dispatch loop or auto")
 
 
 @register("mlp", "moe")
@@ -99,7 +103,7 @@ class MoE(nn.Module):
             if self.dispatch == "grouped_mm":
                 reason = grouped_mm_unsupported(self.expert_spec())
                 if reason is not None:
-                    raise ValueError(f"dispatch grouped_mm: {reason}; use dispatch loop or auto")
+                    raise grouped_mm_error(reason)
 
         def expert_spec(self) -> dict[str, object]:
             spec: dict[str, object] = {"name": self.expert}
@@ -122,14 +126,11 @@ class MoE(nn.Module):
         self.register_buffer("expert_bias", torch.zeros(options.n_experts))
         self.aux_loss = torch.zeros(())
         self.expert_load: torch.Tensor | None = None
-        # None when grouped_mm can run these experts, else why not (decides `auto`)
+        # None when grouped_mm can run these experts, else why not: decides `auto`. An explicit
+        # `grouped_mm` that cannot run was refused before (Options, and check_dims in `build`).
         self.grouped_mm_problem = grouped_mm_unsupported(expert) or grouped_mm_misaligned(
             dim, self.experts[0]
         )
-        if options.dispatch == "grouped_mm" and self.grouped_mm_problem is not None:
-            raise ValueError(
-                f"dispatch grouped_mm: {self.grouped_mm_problem}; use dispatch loop or auto"
-            )
 
     @classmethod
     def check_dims(cls, options: Options, *, dim: int, dropout: float) -> None:
@@ -139,7 +140,7 @@ class MoE(nn.Module):
             expert = build("mlp", options.expert_spec(), dim=dim, dropout=0.0)
         problem = grouped_mm_misaligned(dim, expert)
         if problem is not None:
-            raise ValueError(f"dispatch grouped_mm: {problem}; use dispatch loop or auto")
+            raise grouped_mm_error(problem)
 
     @classmethod
     def param_count(cls, options: Options, *, dim: int, dropout: float) -> int:

@@ -4,14 +4,16 @@ Every position module offers the same two operations, so neither the model nor a
 which kind it has:
 - `embed(x [B, T, D], positions [T]) -> [B, T, D]` adds an absolute signal (identity for rotary);
 - `rotate(q [B, H, T, hd], k [B, Hkv, T, hd], positions [T]) -> (q, k)` rotates queries and keys
-  (identity for absolute kinds).
+  (identity for absolute kinds); `rotation(positions)` is the same with the positions bound, a
+  `Rotate` taking (q, k).
 The model calls `embed` once on the token embeddings, and `rotation(positions)` once per forward:
-the `rotate` that every layer's attention then calls. Rotary positions compute their cos and sin
+the `Rotate` that every layer's attention then calls. Rotary positions compute their cos and sin
 there, once instead of once per layer (as HF does), which saves the recomputation and the copies
 each layer's backward would keep. `positions` are absolute, so with a KV cache they start at the
 cache length.
 """
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, ClassVar, Literal
@@ -22,8 +24,8 @@ from torch import nn
 
 from registry.core import register
 
-Rotate = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
-"""(q [B, H, T, hd], k [B, Hkv, T, hd], positions [T]) -> (q, k), rotated."""
+Rotate = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+"""(q [B, H, T, hd], k [B, Hkv, T, hd]) -> (q, k), rotated for the positions it was made for."""
 
 
 class PositionModule(nn.Module):
@@ -46,9 +48,9 @@ class PositionModule(nn.Module):
         return q, k
 
     def rotation(self, positions: torch.Tensor) -> Rotate:
-        """The `rotate` for one forward over `positions` [T]; kinds with per-position tables
+        """`rotate` with `positions` [T] bound, for one forward; kinds with per-position tables
         prepare them here."""
-        return self.rotate
+        return functools.partial(self.rotate, positions=positions)
 
 
 @register("position", "none")
@@ -180,15 +182,12 @@ class RotaryPosition(PositionModule):
     def rotate(
         self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.rotation(positions)(q, k, positions)
+        return self.rotation(positions)(q, k)
 
     def rotation(self, positions: torch.Tensor) -> Rotate:
         cos, sin = self.cos_sin(positions)
 
-        def rotate(
-            q: torch.Tensor, k: torch.Tensor, _positions: torch.Tensor
-        ) -> tuple[torch.Tensor, torch.Tensor]:
-            # `_positions` are those given to `rotation`; the rotate signature keeps them
+        def rotate(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             return self._rotate_one(q, cos, sin), self._rotate_one(k, cos, sin)
 
         return rotate

@@ -24,7 +24,7 @@ from registry.mlp import swiglu_hidden
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py: tiny ops, one thread
 
 
-def identity_rotate(q, k, positions):
+def identity_rotate(q, k):
     return q, k
 
 
@@ -231,14 +231,14 @@ def attention(name, dim=32, n_heads=4, n_kv_heads=2, bias=False):
     )
 
 
-def reference_attention(module, x, rotate, positions):
+def reference_attention(module, x, rotate):
     """Written out: repeated K/V heads, scores, masked_fill(-inf) above the diagonal, softmax."""
     batch, length, _ = x.shape
     heads, kv_heads, head_dim = module.n_heads, module.n_kv_heads, module.head_dim
     q = module.q_proj(x).view(batch, length, heads, head_dim).transpose(1, 2)
     k = module.k_proj(x).view(batch, length, kv_heads, head_dim).transpose(1, 2)
     v = module.v_proj(x).view(batch, length, kv_heads, head_dim).transpose(1, 2)
-    q, k = rotate(q, k, positions)
+    q, k = rotate(q, k)
     k = k.repeat_interleave(heads // kv_heads, dim=1)
     v = v.repeat_interleave(heads // kv_heads, dim=1)
     scores = q @ k.transpose(-1, -2) / math.sqrt(head_dim)
@@ -253,10 +253,10 @@ def reference_attention(module, x, rotate, positions):
 def test_sdpa_path_equals_explicit_attention(name, with_rope):
     torch.manual_seed(0)
     module = attention(name, bias=True)
-    rotate = rope("neox", 8).rotate if with_rope else identity_rotate
-    x, positions = torch.randn(2, 7, 32), torch.arange(7)
-    expected = reference_attention(module, x, rotate, positions)
-    torch.testing.assert_close(module(x, positions, rotate), expected, rtol=0, atol=1e-5)
+    x = torch.randn(2, 7, 32)
+    rotate = rope("neox", 8).rotation(torch.arange(7)) if with_rope else identity_rotate
+    expected = reference_attention(module, x, rotate)
+    torch.testing.assert_close(module(x, rotate), expected, rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", ["mha", "mqa", "gqa"])
@@ -264,13 +264,13 @@ def test_cached_attention_uses_bottom_right_mask(name):
     """Prefill 5 tokens, then 3 at once and 1 more: equal to the full causal pass."""
     torch.manual_seed(0)
     module = attention(name)
-    rotate = rope("gptj", 8).rotate
+    rotation = rope("gptj", 8).rotation
     x = torch.randn(2, 9, 32)
-    full = module(x, torch.arange(9), rotate)
+    full = module(x, rotation(torch.arange(9)))
     cache = registry.KVCacheLayer()
-    parts = [module(x[:, :5], torch.arange(5), rotate, cache)]
-    parts.append(module(x[:, 5:8], torch.arange(5, 8), rotate, cache))
-    parts.append(module(x[:, 8:], torch.arange(8, 9), rotate, cache))
+    parts = [module(x[:, :5], rotation(torch.arange(5)), cache)]
+    parts.append(module(x[:, 5:8], rotation(torch.arange(5, 8)), cache))
+    parts.append(module(x[:, 8:], rotation(torch.arange(8, 9)), cache))
     assert len(cache) == 9 and cache.k.size(1) == module.n_kv_heads  # stored before repetition
     torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=0, atol=1e-5)
 
@@ -288,9 +288,8 @@ def test_gqa_with_all_heads_equals_mha():
     mha = attention("mha")
     gqa = attention("gqa", n_kv_heads=4)
     gqa.load_state_dict(mha.state_dict())
-    x, positions = torch.randn(2, 6, 32), torch.arange(6)
-    rotate = rope("neox", 8).rotate
-    torch.testing.assert_close(gqa(x, positions, rotate), mha(x, positions, rotate), rtol=0, atol=0)
+    x, rotate = torch.randn(2, 6, 32), rope("neox", 8).rotation(torch.arange(6))
+    torch.testing.assert_close(gqa(x, rotate), mha(x, rotate), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize(

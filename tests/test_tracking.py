@@ -25,19 +25,11 @@ from minimind.tracking import RunHandle, Tracker, git_commit
 from minimind.tracking.backend import connect, sqlite_db_path
 
 
-@pytest.fixture(scope="module")
-def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An empty, migrated MLflow database; creating one costs seconds, copying it does not."""
-    path = tmp_path_factory.mktemp("template") / "mlflow.db"
-    MlflowClient(f"sqlite:///{path}").search_experiments()
-    return path
-
-
 @pytest.fixture
-def uri(tmp_path: Path, template_db: Path) -> str:
+def uri(tmp_path: Path, _empty_mlflow_db: Path) -> str:
     db = tmp_path / "store" / "mlflow.db"
     db.parent.mkdir()
-    shutil.copy(template_db, db)
+    shutil.copy(_empty_mlflow_db, db)
     return f"sqlite:///{db}"
 
 

@@ -6,8 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from minimind.compare import CompareError, compare, load_runs, render
-
 DEFAULT_TRACKING_URI = "sqlite:///results/mlflow.db"
 DEFAULT_REPORTS_DIR = Path("results/reports")
 FORMATS = ("table", "csv", "markdown", "json")
@@ -60,6 +58,9 @@ def _experiments(args: argparse.Namespace) -> list[str]:
 
 
 def run_compare(args: argparse.Namespace) -> int:
+    # Imported here so that `minimind --help` and other commands stay quick.
+    from minimind.compare import CompareError, compare, load_runs, render
+
     try:
         runset = load_runs(
             args.tracking_uri,

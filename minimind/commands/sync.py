@@ -6,8 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from minimind.tracking.fallback import FallbackFormatError, replay
-
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -28,6 +26,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    # Imported here so that `minimind --help` and other commands stay quick.
+    from minimind.tracking.fallback import FallbackFormatError, replay
+
     files: list[Path] = []
     for path in args.paths:
         if path.is_dir():

@@ -151,13 +151,11 @@ def _runs_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def to_html(comparison: Comparison, figures: dict[str, bytes]) -> str:
-    """The self-contained page: header, table, failed runs, figures (base64 PNG), runs, spec."""
+def to_html(comparison: Comparison, figures: dict[str, bytes], fields: dict[str, str]) -> str:
+    """The self-contained page: header (`fields`, from `header_fields`), table, failed runs,
+    figures (base64 PNG), runs, spec."""
     title = f"minimind compare: {', '.join(comparison.runset.experiments)}"
-    meta = "".join(
-        f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>"
-        for k, v in header_fields(comparison).items()
-    )
+    meta = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in fields.items())
     if len(comparison.problems):
         problems = render.html_table(
             render.PROBLEM_HEADERS, render.problem_rows(comparison), "problems"
@@ -171,7 +169,8 @@ def to_html(comparison: Comparison, figures: dict[str, bytes]) -> str:
         for name, png in figures.items()
     )
     runs = f'<div class="scroll">{render.html_table(*_runs_rows(comparison), "runs")}</div>'
-    spec = "\n".join(f"{k}: {v}" for k, v in common_params(comparison).items())
+    shared = common_params(comparison)
+    spec = "\n".join(f"{k}: {v}" for k, v in shared.items())
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -189,14 +188,15 @@ def to_html(comparison: Comparison, figures: dict[str, bytes]) -> str:
 <h2>Runs</h2>
 {runs}
 <h2>Spec</h2>
-<details><summary>Params shared by every run ({len(common_params(comparison))})</summary>
+<details><summary>Params shared by every run ({len(shared)})</summary>
 <pre>{html.escape(spec)}</pre></details>
 </body></html>
 """
 
 
-def to_markdown(comparison: Comparison, figure_files: list[str]) -> str:
-    meta = "\n".join(f"- **{k}**: {v}" for k, v in header_fields(comparison).items())
+def to_markdown(comparison: Comparison, figure_files: list[str], fields: dict[str, str]) -> str:
+    """`report.md`: header (`fields`, from `header_fields`), table and figures."""
+    meta = "\n".join(f"- **{k}**: {v}" for k, v in fields.items())
     figs = "\n\n".join(
         f"![{name}]({name})\n\n*{FIGURE_CAPTIONS.get(Path(name).stem, name)}*"
         for name in figure_files
@@ -223,9 +223,10 @@ def write_report(comparison: Comparison, folder: str | Path, log_to_parent: bool
         pngs[name] = path.read_bytes()
     (folder / "comparison.csv").write_text(render.to_csv(comparison))
     (folder / "runs.csv").write_text(render.runs_csv(comparison))
-    (folder / "report.md").write_text(to_markdown(comparison, [f"{n}.png" for n in pngs]))
+    fields = header_fields(comparison)  # once, so that both files give the same time
+    (folder / "report.md").write_text(to_markdown(comparison, [f"{n}.png" for n in pngs], fields))
     index = folder / "index.html"
-    index.write_text(to_html(comparison, pngs), encoding="utf-8")
+    index.write_text(to_html(comparison, pngs, fields), encoding="utf-8")
     parents = comparison.runset.parents
     if log_to_parent and len(parents) == 1:
         run_id = parents["run_id"].iloc[0]

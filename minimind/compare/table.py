@@ -167,13 +167,6 @@ def _group_row(group: str, runs: pd.DataFrame, every_run: pd.DataFrame, metric: 
     return row
 
 
-def _default_baseline(per_run: pd.DataFrame) -> str | None:
-    """The group of the earliest run: the runner runs variants in spec order, first one first."""
-    if per_run.empty:
-        return None
-    return str(per_run.sort_values("start_time")["group"].iloc[0])
-
-
 def compare(
     runset: RunSet,
     *,
@@ -196,12 +189,15 @@ def compare(
         )
     per_run = summarize_runs(runset, metric, group_column)
     finished, problems = split_problems(per_run, metric)
+    # In order of first run; the runner runs variants in spec order, so the default baseline,
+    # the group of the earliest run, is the spec's first variant.
     groups = list(dict.fromkeys(per_run.sort_values("start_time")["group"]))
     if baseline is not None and baseline not in groups:
         raise CompareError(
             f"unknown --baseline {baseline!r}; variants: {', '.join(groups) or '(none)'}"
         )
-    baseline = baseline if baseline is not None else _default_baseline(per_run)
+    if baseline is None and groups:
+        baseline = groups[0]
     rows = [
         _group_row(g, finished[finished["group"] == g], per_run[per_run["group"] == g], metric)
         for g in groups

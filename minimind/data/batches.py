@@ -15,8 +15,9 @@ class TrainBatches:
     """Random windows of `seq_len` tokens, drawn uniformly from `tokens` [n_tokens].
 
     Batch i is drawn from a generator seeded with (seed, rank, i), so the stream is fully
-    determined by the seed, rank `r` of a DDP run gets its own stream from the shared seed, and
-    resuming needs only the batch index: `state_dict()` saved by any rank restores every rank.
+    determined by the seed and `rank`, and resuming needs only the batch index. Training uses
+    rank 0 on every DDP rank: all ranks draw the same global batch and each keeps its own rows
+    (`distributed.RankRows`), so `state_dict()` saved by any rank restores every rank.
     """
 
     def __init__(

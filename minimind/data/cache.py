@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
+
+# Re-exported: token files and metadata use the checkpoints' atomic write (minimind.checkpoint
+# imports nothing from minimind.data, so there is no cycle).
+from minimind.checkpoint import atomic_open
 
 
 def sha256_hex(data: bytes | str) -> str:
@@ -25,21 +25,6 @@ def sha256_hex(data: bytes | str) -> str:
 def cache_key(fields: dict[str, Any]) -> str:
     """A short, stable directory name for a set of JSON-serialisable settings."""
     return sha256_hex(json.dumps(fields, sort_keys=True))[:16]
-
-
-@contextmanager
-def atomic_open(path: Path) -> Iterator[IO[bytes]]:
-    """Write `path` (binary) through a temporary file in the same directory; replace only on success."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def atomic_write_text(path: Path, text: str) -> None:

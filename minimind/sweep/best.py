@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 from minimind.spec import Spec, SweepConfig, dump_spec, validate_spec, with_values
 from minimind.sweep.plan import SweepPlan
@@ -33,8 +33,6 @@ def best_trial(study: optuna.Study, sweep: SweepConfig) -> FrozenTrial | None:
 def pareto_front(study: optuna.Study) -> list[FrozenTrial]:
     """The trials no other COMPLETE trial beats on every objective (the best trial(s) for a
     single objective); empty before the first COMPLETE trial."""
-    if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        return []
     return sorted(study.best_trials, key=lambda t: t.number)
 
 

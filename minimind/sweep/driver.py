@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import optuna
 
-from minimind.data import DataError
+from minimind.data import DataError, PreparedData
 from minimind.runner import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, prepare_all
 from minimind.spec import SpecError, SweepConfig
 from minimind.sweep.best import best_trial, describe_front, write_best
@@ -65,18 +65,23 @@ def run_sweep(
     if best:
         return show_best(plan, studies, reports_dir)
     try:
-        prepare_all(plan.run_plan)
+        data = prepare_all(plan.run_plan)
     except (DataError, SpecError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     from minimind.tracking import run_until_stopped
 
     return run_until_stopped(
-        lambda: _sweep_all(plan, studies, reports_dir), "run the same command to resume"
+        lambda: _sweep_all(plan, studies, data, reports_dir), "run the same command to resume"
     )
 
 
-def _sweep_all(plan: SweepPlan, studies: list[optuna.Study], reports_dir: Path) -> int:
+def _sweep_all(
+    plan: SweepPlan,
+    studies: list[optuna.Study],
+    data: dict[str, PreparedData],
+    reports_dir: Path,
+) -> int:
     from minimind.tracking import Tracker
 
     spec = plan.spec
@@ -84,10 +89,10 @@ def _sweep_all(plan: SweepPlan, studies: list[optuna.Study], reports_dir: Path) 
     ok = True
     best: dict[str, FrozenTrial] = {}
     for cell, study in zip(plan.cells, studies, strict=True):
-        ok = _sweep_study(plan, cell, study, tracker, reports_dir) and ok
-        trial = best_trial(study, plan.sweep)
-        if trial is not None:
-            best[cell.name] = trial
+        reached, report = _sweep_study(plan, cell, study, tracker, data, reports_dir)
+        ok = reached and ok
+        if report.best is not None:
+            best[cell.name] = report.best
     if best:
         path = write_best(plan, best, reports_dir)
         print(f"wrote {path}: minimind run {path}")
@@ -95,10 +100,16 @@ def _sweep_all(plan: SweepPlan, studies: list[optuna.Study], reports_dir: Path) 
 
 
 def _sweep_study(
-    plan: SweepPlan, cell: StudyCell, study: optuna.Study, tracker: Tracker, reports_dir: Path
-) -> bool:
-    """Top one study up to its target; whether it got there (or ran out of time)."""
-    sweep = _sweep(cell)
+    plan: SweepPlan,
+    cell: StudyCell,
+    study: optuna.Study,
+    tracker: Tracker,
+    data: dict[str, PreparedData],
+    reports_dir: Path,
+) -> tuple[bool, StudyReport]:
+    """Top one study up to its target: whether it got there (or ran out of time), and its
+    report. `data`, the prepared data by `data` section, serves a worker in this process."""
+    sweep = cell.sweep
     target = target_trials(sweep)
     release_orphans(study, sweep.retries)  # trials of an earlier invocation's dead workers
     before = progress(study)
@@ -123,7 +134,7 @@ def _sweep_study(
                 deadline=deadline,
             )
             try:
-                run_workers(job, workers)
+                run_workers(job, workers, data=data)
             except KeyboardInterrupt:
                 # The workers have exited: whatever they left RUNNING is failed, not retried.
                 release_orphans(study, retries=0, exited=(os.getpid(),))
@@ -138,15 +149,15 @@ def _sweep_study(
         timed_out = deadline is not None and time.time() >= deadline
         if finished < target and not timed_out:
             parent.end("FAILED", f"{finished} of {target} trials finished")
-            return False
-    return True
+            return False, report
+    return True, report
 
 
 def show_best(plan: SweepPlan, studies: list[optuna.Study], reports_dir: Path) -> int:
     """`--best`: print each study's best trial(s) and write best.yaml; 1 if none has one."""
     best: dict[str, FrozenTrial] = {}
     for cell, study in zip(plan.cells, studies, strict=True):
-        sweep = _sweep(cell)
+        sweep = cell.sweep
         trial = best_trial(study, sweep)
         report = StudyReport(cell.name, progress(study), trial, sweep.metrics)
         print(_describe(report, study, sweep))
@@ -165,8 +176,3 @@ def _describe(report: StudyReport, study: optuna.Study, sweep: SweepConfig) -> s
     if sweep.is_multi_objective and report.best is not None:
         text += "\n" + describe_front(study, sweep)
     return text
-
-
-def _sweep(cell: StudyCell) -> SweepConfig:
-    assert cell.spec.sweep is not None
-    return cell.spec.sweep

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import optuna
 
 from minimind.data import DataConfig, PreparedData, prepare_data
-from minimind.runner import Plan, child_params, child_tags, data_key
+from minimind.runner import child_params, child_tags, data_key
 from minimind.spec import (
     ReduceConfig,
     Spec,
@@ -115,9 +115,11 @@ class TrialContext:
     data: dict[str, PreparedData] = field(default_factory=dict)  # by `data` section
 
     def data_for(self, cfg: DataConfig) -> PreparedData:
-        """The prepared data of a trial's `data` section: the cell's, which `minimind sweep`
-        prepared before the workers started, or a searched one (e.g. the tokenizer's size),
-        prepared here on first use; the disk cache's atomic writes make that safe in parallel."""
+        """The prepared data of a trial's `data` section, prepared here on first use: the
+        cell's (handed in by a worker in the sweep's own process; a spawned worker prepares it
+        again, from the disk cache `minimind sweep` filled before the workers started) or a
+        searched one (e.g. the tokenizer's size); the cache's atomic writes make that safe in
+        parallel."""
         key = data_key(cfg)
         if key not in self.data:
             self.data[key] = prepare_data(cfg)
@@ -172,9 +174,8 @@ class TrialObjective:
         ctx = self.ctx
         name = trial_run_name(trial.number, seed, len(ctx.seeds))
         params = child_params(spec, seed)
-        plan = Plan(ctx.spec, [], ctx.plan_hash)
         tags = {
-            **child_tags(plan, Variant(ctx.variant, spec, {}), seed),
+            **child_tags(ctx.plan_hash, Variant(ctx.variant, spec, {}), seed),
             "trial_number": trial.number,
             "study": ctx.study,
         }

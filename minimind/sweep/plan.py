@@ -29,6 +29,11 @@ class StudyCell:
     def spec(self) -> Spec:
         return self.variant.spec
 
+    @property
+    def sweep(self) -> SweepConfig:
+        assert self.spec.sweep is not None
+        return self.spec.sweep
+
 
 @dataclass(frozen=True)
 class SweepPlan:

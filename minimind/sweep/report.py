@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 from minimind.spec import SweepConfig
 from minimind.sweep.algorithms import is_pruning
@@ -69,9 +69,8 @@ def write_report(study: optuna.Study, sweep: SweepConfig, directory: Path) -> St
     """Summarize `study` and write its files into `directory`."""
     directory.mkdir(parents=True, exist_ok=True)
     report = StudyReport(study.study_name, progress(study), best_trial(study, sweep), sweep.metrics)
-    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     targets = _targets(sweep)
-    if len(complete) >= 2:
+    if report.progress.complete >= 2:
         for metric, target in _lower_is_better(sweep).items():
             report.importances[metric] = _importances(study, target)
     trials = directory / "trials.csv"
@@ -80,7 +79,7 @@ def write_report(study: optuna.Study, sweep: SweepConfig, directory: Path) -> St
     summary = directory / "summary.json"
     summary.write_text(json.dumps(report.summary(), indent=2, default=str) + "\n")
     report.files.append(summary)
-    if complete:
+    if report.progress.complete:
         report.files += _plots(study, sweep, targets, report, directory)
     return report
 

@@ -65,29 +65,24 @@ def open_study(
     storage: optuna.storages.BaseStorage,
     cell: StudyCell,
     *,
-    sampler: optuna.samplers.BaseSampler | None = None,
     pruner: optuna.pruners.BasePruner | None = None,
     create: bool = True,
 ) -> optuna.Study:
     """The cell's study, created on first use; `SpecError` if it exists but was made by a spec
     that trains differently or optimizes other metrics. With `create=False` a missing study is a
     `KeyError`."""
-    sweep = cell.spec.sweep
-    assert sweep is not None
+    sweep = cell.sweep
     if create:
         study = optuna.create_study(
             storage=storage,
             study_name=cell.name,
             directions=sweep.directions,
-            sampler=sampler,
             pruner=pruner,
             load_if_exists=True,
         )
     else:
         try:
-            study = optuna.load_study(
-                study_name=cell.name, storage=storage, sampler=sampler, pruner=pruner
-            )
+            study = optuna.load_study(study_name=cell.name, storage=storage, pruner=pruner)
         except KeyError:
             raise KeyError(f"no study {cell.name!r} in {sweep.storage}") from None
     _check_matches(study, cell, sweep)

@@ -1,12 +1,13 @@
 """Workers: processes that run trials of one study until it has its `trials` finished trials.
 
 Every worker opens the storage, the tracker and the prepared data itself (a spawned process
-shares nothing), and loops: release the trials of dead workers, count, run one trial. It stops
-when the study has `target` finished trials (COMPLETE + PRUNED), when `sweep.timeout` has passed,
-or after `GIVE_UP_AFTER` failed trials of its own in a row (a spec that cannot train). While the
-finished and running trials together reach the target it waits instead of stopping: a running
-trial of another worker may still fail, or its worker die, and then a trial must take its place.
-Two workers that check at the same moment can each start the last trial, so a study may end a
+shares nothing; a lone worker in the sweep's own process reuses the data the sweep prepared), and
+loops: release the trials of dead workers, count, run one trial. It stops when the study has
+`target` finished trials (COMPLETE + PRUNED), when `sweep.timeout` has passed, or after
+`GIVE_UP_AFTER` failed trials of its own in a row (a spec that cannot train). While the finished
+and running trials together reach the target it waits instead of stopping: a running trial of
+another worker may still fail, or its worker die, and then a trial must take its place. Two
+workers that check at the same moment can each start the last trial, so a study may end a
 trial or two above `trials`, never below.
 """
 
@@ -18,13 +19,14 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from minimind.data import PreparedData
 from minimind.spec import Variant, validate_spec
 from minimind.sweep.algorithms import build_pruner, build_sampler, worker_seed
 from minimind.sweep.liveness import release_orphans
@@ -54,8 +56,9 @@ class WorkerJob:
     threads: int | None = None  # torch threads, so that N workers share the cores
 
 
-def work(job: WorkerJob) -> str:
-    """Run trials of `job.study` until it is done; returns why the worker stopped."""
+def work(job: WorkerJob, data: Mapping[str, PreparedData] | None = None) -> str:
+    """Run trials of `job.study` until it is done; returns why the worker stopped. `data`: data
+    already prepared in this process, by `data` section (a spawned worker prepares its own)."""
     from minimind.tracking import Tracker
 
     if job.threads is not None:
@@ -79,6 +82,7 @@ def work(job: WorkerJob) -> str:
             plan_hash=job.plan_hash,
             tracker=tracker,
             parent_run_id=job.parent_run_id,
+            data=dict(data or {}),
         )
     )
     return run_trials(study, objective, job.target, job.deadline, sweep.retries)
@@ -137,12 +141,15 @@ def worker_main(job: WorkerJob) -> None:
     print(f"worker {job.index} (pid {os.getpid()}): {reason}", flush=True)
 
 
-def run_workers(job: WorkerJob, n: int) -> list[int]:
-    """Run `n` workers: in this process when `n` is 1, else as spawned processes; their exit
-    codes (negative: killed by that signal). An interruption of this process stops them (they get
-    the terminal's Ctrl-C themselves; SIGTERM is passed on) and is raised again."""
+def run_workers(
+    job: WorkerJob, n: int, data: Mapping[str, PreparedData] | None = None
+) -> list[int]:
+    """Run `n` workers: in this process when `n` is 1 (reusing `data`, the prepared data by
+    `data` section), else as spawned processes; their exit codes (negative: killed by that
+    signal). An interruption of this process stops them (they get the terminal's Ctrl-C
+    themselves; SIGTERM is passed on) and is raised again."""
     if n == 1:
-        work(job)
+        work(job, data)
         return [0]
     threads = max(1, (os.cpu_count() or 1) // n)
     context = multiprocessing.get_context("spawn")  # forking a process with threads is unsafe

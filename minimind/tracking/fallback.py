@@ -134,7 +134,7 @@ def replay(path: str | Path, tracking_uri: str | None = None) -> ReplayReport:
     report = ReplayReport(run_id, tracking_uri or header["tracking_uri"])
     client = connect(report.tracking_uri)
     run = client.get_run(run_id)
-    logged = logged_steps(client, run_id)
+    logged = logged_steps(client, run)
     params = dict(run.data.params)
     for op in ops:
         kind = op["op"]

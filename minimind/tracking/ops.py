@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import Metric, Param, Run, RunTag
 from mlflow.tracking import MlflowClient
 from mlflow.utils.validation import (
     MAX_PARAM_VAL_LENGTH,
@@ -70,7 +70,10 @@ def tag_value(value: object) -> str:
     return str(value)[:MAX_TAG_VAL_LENGTH]
 
 
-def logged_steps(client: MlflowClient, run_id: str) -> dict[str, set[int]]:
-    """For every metric key of the run, the steps already logged (one history read per key)."""
-    keys = client.get_run(run_id).data.metrics
-    return {key: {m.step for m in client.get_metric_history(run_id, key)} for key in keys}
+def logged_steps(client: MlflowClient, run: Run) -> dict[str, set[int]]:
+    """For every metric key of `run` (as fetched by the caller), the steps already logged (one
+    history read per key)."""
+    run_id = run.info.run_id
+    return {
+        key: {m.step for m in client.get_metric_history(run_id, key)} for key in run.data.metrics
+    }

@@ -121,7 +121,7 @@ class Tracker:
         re-logs steps s+1.. without duplicating those that got out before it stopped.
         """
         run = self._retry.call(lambda: self.client.get_run(run_id))
-        skip = self._retry.call(lambda: logged_steps(self.client, run_id))
+        skip = self._retry.call(lambda: logged_steps(self.client, run))
         self._retry.call(lambda: self.client.update_run(run_id, status="RUNNING"))
         if "failure_reason" in run.data.tags:
             self._retry.call(lambda: self.client.delete_tag(run_id, "failure_reason"))
