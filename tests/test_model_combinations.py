@@ -7,6 +7,7 @@ import itertools
 import pytest
 import torch
 
+import registry
 from minimind import MiniMindLM, ModelConfig
 
 NORMS = ["layernorm", "rmsnorm"]
@@ -42,7 +43,17 @@ def build(combination) -> MiniMindLM:
     return MiniMindLM(config)
 
 
-def test_there_are_240_combinations():
+def test_the_combinations_cover_every_registered_component():
+    """A component added to the registry must join the matrix (rope counts once per style)."""
+    resolved_positions = {registry.resolve("position", p)[0] for p in POSITIONS}
+    assert resolved_positions == set(registry.choices("position"))
+    for slot, names in (
+        ("norm", NORMS),
+        ("attention", ATTENTIONS),
+        ("mlp", MLPS),
+        ("block", BLOCKS),
+    ):
+        assert set(names) == set(registry.choices(slot)), slot
     assert len(COMBINATIONS) == 240
 
 

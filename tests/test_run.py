@@ -16,6 +16,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from minimind.cli import main
+from minimind.metric_names import RUNNER_METRICS
 from minimind.spec import expand, load_spec, spec_hash
 from minimind.tracking import git_commit
 from minimind.train import Trainer
@@ -37,6 +38,12 @@ EXPECTED_METRICS = {
     "train/tokens",
     "time/elapsed_s",
 }
+
+
+def test_the_expected_metrics_are_the_runner_metrics_of_a_dense_model():
+    """Written out above on purpose (DESIGN.md §5), and held equal to what sweeps and the
+    comparison table read, so the two lists cannot drift apart."""
+    assert EXPECTED_METRICS | {"moe/load_cv"} == set(RUNNER_METRICS)
 
 
 def runs_of(uri: str, experiment: str) -> tuple[MlflowClient, list, list]:
@@ -91,9 +98,10 @@ def test_run_logs_parent_children_params_tags_metrics_and_artifacts(write_spec, 
         assert steps_of(client, child.info.run_id, "val/bpb") == [6, 12]
         artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
         assert artifacts == {"spec.yaml", "model_summary.txt", "samples.txt", "loss.png"}
-    # Same seed, same data and init: the two variants differ only by the norm.
+    # Same seed, same data and init: the two variants differ only by the norm, which must show.
     losses = {c.info.run_name: c.data.metrics["train/loss"] for c in children}
-    assert losses["norm=rmsnorm/seed0"] != losses["norm=rmsnorm/seed1"]
+    for seed in ("seed0", "seed1"):
+        assert losses[f"norm=rmsnorm/{seed}"] != losses[f"norm=layernorm/{seed}"]
 
 
 def test_a_non_finite_loss_fails_its_run_and_the_others_go_on(write_spec, mlflow_uri, capsys):

@@ -47,10 +47,25 @@ def test_axis_specs_vary_their_slot_only() -> None:
         ("rope", "neox"),
         ("rope", "gptj"),
     ]
-    base = load_spec(EXPERIMENTS / "base.yaml").model_config_obj()
-    for variant in expand(load_spec(EXPERIMENTS / "norm.yaml")):
+
+
+@pytest.mark.parametrize(
+    ("name", "slot"),
+    [
+        ("norm.yaml", "norm"),
+        ("attention.yaml", "attention"),
+        ("position.yaml", "position"),
+        ("norm_placement.yaml", "block"),
+        ("mlp.yaml", "mlp"),
+    ],
+)
+def test_axis_variants_differ_from_base_in_their_slot_alone(name: str, slot: str) -> None:
+    base = load_spec(EXPERIMENTS / "base.yaml")
+    base_cfg = base.model_config_obj()
+    for variant in expand(load_spec(EXPERIMENTS / name)):
         cfg = variant.spec.model_config_obj()
-        assert cfg.replace(norm=base.norm) == base  # nothing but the norm differs
+        assert cfg.replace(**{slot: getattr(base_cfg, slot)}) == base_cfg, variant.name
+        assert variant.spec.train == base.train, variant.name
 
 
 def test_mlp_variants_have_matched_active_parameters() -> None:

@@ -158,8 +158,11 @@ def test_minimind_run_survives_a_server_outage(server: MlflowServer, write_spec)
             time.sleep(0.2)
         server.stop()
         time.sleep(10)
+        assert process.poll() is None, "the run ended before the outage was over"
         server.start()
         assert process.wait(timeout=600) == 0, process.stderr.read().decode()
+        log = process.stderr.read().decode()
+        assert "unreachable" in log and "reachable again" in log, log  # it saw the outage
     finally:
         process.kill()
         process.wait()
