@@ -15,7 +15,6 @@ the missing ones.
 from __future__ import annotations
 
 import json
-import sys
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from minimind import distributed
 from minimind.checkpoint import load_checkpoint
 from minimind.config import ModelConfig
 from minimind.data import DataConfig, DataError, PreparedData, prepare_data
+from minimind.exit_codes import EXIT_FAILED, EXIT_OK, fail
 from minimind.spec import Spec, SpecError, Variant, dump_spec, expand, flatten, load_spec, spec_hash
 from minimind.train import Trainer, TrainOutcome, planned_steps, resolve_device
 
@@ -35,8 +35,6 @@ if TYPE_CHECKING:  # mlflow and matplotlib take seconds to import: not needed fo
     from mlflow.entities import Run
 
     from minimind.tracking import RunHandle, Tracker
-
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -78,8 +76,7 @@ def run_spec(
     try:
         plan = plan_run(path, overrides)
     except SpecError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return fail(str(err))
     if dry_run:
         print(describe_plan(plan))
         return EXIT_OK
@@ -87,8 +84,7 @@ def run_spec(
         with distributed.main_process_first():  # rank 0 fills the token cache, then the others
             data = prepare_all(plan)
     except (DataError, SpecError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return fail(str(err))
     from minimind.tracking import run_until_stopped
 
     return run_until_stopped(lambda: execute(plan, data, resume), "continue with --resume")

@@ -6,8 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-DEFAULT_TRACKING_URI = "sqlite:///results/mlflow.db"
-DEFAULT_REPORTS_DIR = Path("results/reports")
+from minimind.exit_codes import EXIT_FAILED, EXIT_OK, fail
+from minimind.paths import DEFAULT_TRACKING_URI, REPORTS_DIR
+
 FORMATS = ("table", "csv", "markdown", "json")
 
 
@@ -70,13 +71,14 @@ def run_compare(args: argparse.Namespace) -> int:
         )
         if runset.runs.empty:
             where = ", ".join(runset.experiments) or "any experiment"
-            raise CompareError(f"no runs to compare in {where} ({runset.selection})", exit_code=1)
+            raise CompareError(
+                f"no runs to compare in {where} ({runset.selection})", exit_code=EXIT_FAILED
+            )
         comparison = compare(
             runset, metric=args.metric, by=args.by, baseline=args.baseline, ci=args.ci
         )
     except CompareError as e:
-        print(f"minimind compare: {e}", file=sys.stderr)
-        return e.exit_code
+        return fail(str(e), e.exit_code)
     if args.format == "table" and sys.stdout.isatty():
         render.print_rich(comparison)
     else:
@@ -95,7 +97,7 @@ def run_compare(args: argparse.Namespace) -> int:
     if args.report:
         from minimind.compare.report import write_report
 
-        folder = args.report_dir or DEFAULT_REPORTS_DIR / "+".join(runset.experiments)
+        folder = args.report_dir or REPORTS_DIR / "+".join(runset.experiments)
         index = write_report(comparison, folder)
         print(f"Report written to {index}", file=sys.stderr)
-    return 0
+    return EXIT_OK

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 import registry
+from minimind.exit_codes import EXIT_OK, fail
 
 
 def format_slot(slot: str) -> list[str]:
@@ -29,10 +29,9 @@ def handle(args: argparse.Namespace) -> int:
         slots = [args.slot] if args.slot else list(registry.SLOTS)
         lines = [line for slot in slots for line in format_slot(slot)]
     except registry.RegistryError as err:
-        print(f"minimind registry: {err}", file=sys.stderr)
-        return 2
+        return fail(str(err))
     print("\n".join(lines))
-    return 0
+    return EXIT_OK
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -4,9 +4,9 @@ seed (in N processes with DDP, launched through torchrun)."""
 from __future__ import annotations
 
 import argparse
-import sys
 
 from minimind.commands.options import add_spec_arguments
+from minimind.exit_codes import fail
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -47,8 +47,7 @@ def _run(args: argparse.Namespace) -> int:
     from minimind.runner import run_spec
 
     if args.nproc < 1:
-        print(f"error: --nproc must be >= 1, got {args.nproc}", file=sys.stderr)
-        return 2
+        return fail(f"--nproc must be >= 1, got {args.nproc}")
     if args.nproc > 1 and not args.dry_run and not distributed.launched_by_torchrun():
         return _relaunch(args)
     with distributed.process_group():
@@ -64,7 +63,6 @@ def _relaunch(args: argparse.Namespace) -> int:
     try:
         plan_run(args.spec, args.override, world_size=args.nproc)
     except SpecError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return fail(str(err))
     argv = ["run", args.spec, *(f"--override={o}" for o in args.override)]
     return distributed.relaunch(args.nproc, [*argv, *(["--resume"] if args.resume else [])])

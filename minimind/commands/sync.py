@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+
+from minimind.exit_codes import EXIT_FAILED, EXIT_OK, fail
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -36,21 +37,18 @@ def handle(args: argparse.Namespace) -> int:
         elif path.is_file():
             files.append(path)
         else:
-            print(f"minimind sync: {path}: no such file or directory", file=sys.stderr)
-            return 2
+            return fail(f"{path}: no such file or directory")
     if not files:
-        print("minimind sync: no fallback files found", file=sys.stderr)
-        return 2
+        return fail("no fallback files found")
     failed = False
     for file in files:
         try:
             report = replay(file, args.tracking_uri)
         except FallbackFormatError as exc:
-            print(f"minimind sync: {exc}", file=sys.stderr)
-            return 2
+            return fail(str(exc))
         except Exception as exc:  # unreachable server, missing run: report, go on with the rest
-            print(f"minimind sync: {file}: {exc}", file=sys.stderr)
+            fail(f"{file}: {exc}", EXIT_FAILED)
             failed = True
             continue
         print(f"{file}: {report.summary()}")
-    return 1 if failed else 0
+    return EXIT_FAILED if failed else EXIT_OK

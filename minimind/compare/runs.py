@@ -17,6 +17,7 @@ import pandas as pd
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
+from minimind.exit_codes import EXIT_BAD_INPUT
 from minimind.tracking.backend import sqlite_db_path
 
 HISTORY_WORKERS = 16
@@ -24,9 +25,10 @@ _SEED_SUFFIX = re.compile(r"/seed-?\d+$")
 
 
 class CompareError(Exception):
-    """A comparison that cannot be made; `exit_code` is 2 for usage errors, 1 otherwise."""
+    """A comparison that cannot be made; `exit_code` is `EXIT_BAD_INPUT` for usage errors,
+    `EXIT_FAILED` otherwise."""
 
-    def __init__(self, message: str, exit_code: int = 2) -> None:
+    def __init__(self, message: str, exit_code: int = EXIT_BAD_INPUT) -> None:
         super().__init__(message)
         self.exit_code = exit_code
 

@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from minimind.paths import DEFAULT_TRACKING_URI
 from minimind.spec.errors import field_error
 
 
@@ -105,5 +106,5 @@ class TrainConfig(_Section):
 class TrackingConfig(_Section):
     """Where runs are logged. `experiment` defaults to the spec's `name`."""
 
-    uri: str = Field(default="sqlite:///results/mlflow.db", min_length=1)
+    uri: str = Field(default=DEFAULT_TRACKING_URI, min_length=1)
     experiment: str | None = Field(default=None, min_length=1)

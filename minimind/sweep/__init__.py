@@ -14,11 +14,10 @@ Modules, in the order a sweep uses them:
 - `driver`: the command, tying these together.
 """
 
-from minimind.sweep.driver import REPORTS_DIR, run_sweep
+from minimind.sweep.driver import run_sweep
 from minimind.sweep.plan import StudyCell, SweepPlan, plan_sweep, study_name, target_trials
 
 __all__ = [
-    "REPORTS_DIR",
     "StudyCell",
     "SweepPlan",
     "plan_sweep",

@@ -11,7 +11,6 @@ their runs and the parent KILLED, and leaves nothing RUNNING.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,7 +19,9 @@ from typing import TYPE_CHECKING
 import optuna
 
 from minimind.data import DataError, PreparedData
-from minimind.runner import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, prepare_all
+from minimind.exit_codes import EXIT_FAILED, EXIT_OK, fail
+from minimind.paths import REPORTS_DIR
+from minimind.runner import prepare_all
 from minimind.spec import SpecError, SweepConfig
 from minimind.sweep.best import best_trial, describe_front, write_best
 from minimind.sweep.liveness import release_orphans
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
     from minimind.tracking import Tracker
-
-REPORTS_DIR = Path("results/reports")
 
 
 def run_sweep(
@@ -57,18 +56,15 @@ def run_sweep(
         storage = open_storage(plan.sweep)
         studies = [open_study(storage, cell, create=not best) for cell in plan.cells]
     except SpecError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return fail(str(err))
     except KeyError as err:  # --best before the study exists
-        print(f"error: {err.args[0]}; run `minimind sweep {path}` first", file=sys.stderr)
-        return EXIT_FAILED
+        return fail(f"{err.args[0]}; run `minimind sweep {path}` first", EXIT_FAILED)
     if best:
         return show_best(plan, studies, reports_dir)
     try:
         data = prepare_all(plan.run_plan)
     except (DataError, SpecError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return fail(str(err))
     from minimind.tracking import run_until_stopped
 
     return run_until_stopped(
@@ -164,8 +160,7 @@ def show_best(plan: SweepPlan, studies: list[optuna.Study], reports_dir: Path) -
         if trial is not None:
             best[cell.name] = trial
     if not best:
-        print("no study has a complete trial yet", file=sys.stderr)
-        return EXIT_FAILED
+        return fail("no study has a complete trial yet", EXIT_FAILED)
     path = write_best(plan, best, reports_dir)
     print(f"wrote {path}: minimind run {path}")
     return EXIT_OK

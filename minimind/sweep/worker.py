@@ -27,6 +27,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from minimind.data import PreparedData
+from minimind.exit_codes import exit_code_for_signal
 from minimind.spec import Variant, validate_spec
 from minimind.sweep.algorithms import build_pruner, build_sampler, worker_seed
 from minimind.sweep.liveness import release_orphans
@@ -137,7 +138,7 @@ def worker_main(job: WorkerJob) -> None:
     try:
         reason = work(job)
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the trial is FAIL, its run KILLED
-        sys.exit(128 + getattr(exc, "signum", signal.SIGINT))
+        sys.exit(exit_code_for_signal(getattr(exc, "signum", signal.SIGINT)))
     print(f"worker {job.index} (pid {os.getpid()}): {reason}", flush=True)
 
 

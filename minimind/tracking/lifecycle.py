@@ -7,6 +7,8 @@ import sys
 from collections.abc import Callable, Iterable
 from types import FrameType
 
+from minimind.exit_codes import EXIT_INTERRUPTED, exit_code_for_signal
+
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM or SIGHUP, raised in the main thread; handled wherever Ctrl-C is."""
@@ -34,9 +36,6 @@ def install_termination_handlers(
         signal.signal(sig, _raise_terminated)
 
 
-EXIT_INTERRUPTED = 130  # the shell's code for Ctrl-C
-
-
 def run_until_stopped(work: Callable[[], int], how_to_continue: str) -> int:
     """`work()`'s exit code, with SIGTERM/SIGHUP turned into `Terminated` while it runs.
 
@@ -51,7 +50,7 @@ def run_until_stopped(work: Callable[[], int], how_to_continue: str) -> int:
         return work()
     except Terminated as exc:
         print(f"\nstopped by {exc}; {how_to_continue}", file=sys.stderr)
-        return 128 + exc.signum
+        return exit_code_for_signal(exc.signum)
     except KeyboardInterrupt:
         print(f"\ninterrupted; {how_to_continue}", file=sys.stderr)
         return EXIT_INTERRUPTED
