@@ -19,16 +19,23 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import registry
 from minimind import distributed
 from minimind.checkpoint import load_checkpoint
-from minimind.config import ModelConfig
 from minimind.data import DataConfig, DataError, PreparedData, prepare_data
 from minimind.exit_codes import EXIT_FAILED, EXIT_OK, fail
+from minimind.record import (
+    checkpoint_path,
+    child_params,
+    child_run_name,
+    child_tags,
+    component_labels,
+    device_tags,
+    parent_tags,
+)
 from minimind.spec import Spec, SpecError, Variant, dump_spec, expand, flatten, load_spec, spec_hash
-from minimind.train import Trainer, TrainOutcome, planned_steps, resolve_device
+from minimind.train import Trainer, TrainOutcome, autocast_dtype, planned_steps, resolve_device
 
 if TYPE_CHECKING:  # mlflow and matplotlib take seconds to import: not needed for spec errors
     from matplotlib.figure import Figure
@@ -125,7 +132,7 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
     with parent:
         for variant in plan.variants:
             for seed in spec.seeds:
-                name = f"{variant.name}/seed{seed}"
+                name = child_run_name(variant.name, seed)
                 child = earlier.get(name)
                 if child is not None and child.info.status == "FINISHED":
                     print(f"{name}: already FINISHED, skipped")
@@ -152,7 +159,7 @@ def _open_parent(tracker: Tracker, plan: Plan, resume: bool) -> tuple[RunHandle,
     """The parent run (new, or reopened with `resume`) and its earlier children by name."""
     spec = plan.spec
     if resume:
-        found = tracker.find_parent({"spec_hash": plan.spec_hash})
+        found = tracker.find_parent(parent_tags(plan.spec_hash))
         if found is not None:
             parent_id = found.info.run_id
             # A SIGKILLed process left its runs RUNNING; end them so that an interruption of
@@ -164,7 +171,7 @@ def _open_parent(tracker: Tracker, plan: Plan, resume: bool) -> tuple[RunHandle,
             print(f"resuming parent run {parent_id} ({len(children)} earlier child runs)")
             return tracker.resume_run(parent_id), children
         print(f"no earlier run of spec {spec.name} ({plan.spec_hash}) to resume; starting anew")
-    parent = tracker.start_parent(spec.name, {"spec_hash": plan.spec_hash})
+    parent = tracker.start_parent(spec.name, parent_tags(plan.spec_hash))
     parent.log_params(flatten(spec))
     parent.log_text(dump_spec(spec), "spec.yaml")
     return parent, {}
@@ -182,15 +189,20 @@ def run_child(
     """Train one variant × seed in its child run (created, or reopened from `earlier`)."""
     spec = variant.spec
     model_cfg = spec.model_config_obj()
-    name = f"{variant.name}/seed{seed}"
-    path = checkpoint_path(plan, variant, seed)
+    name = child_run_name(variant.name, seed)
+    path = checkpoint_path(
+        spec.train.checkpoint_dir, plan.spec.tracking.experiment, plan.spec_hash, variant.name, seed
+    )
+    device = resolve_device(spec.train.device)
+    amp_dtype = autocast_dtype(spec.train.precision, device)
     if earlier is None:
-        handle = tracker.start_child(
-            parent, name, child_params(spec, seed), child_tags(plan.spec_hash, variant, seed)
-        )
+        tags = child_tags(plan.spec_hash, variant.name, spec, seed, device, amp_dtype)
+        handle = tracker.start_child(parent, name, child_params(spec, seed), tags)
     else:
         handle = tracker.resume_run(earlier.info.run_id)
     with handle:
+        if earlier is not None:  # where it trains from now on
+            handle.set_tags(device_tags(device, amp_dtype))
         trainer = Trainer(model_cfg, spec.train, data[data_key(spec.data)], seed)
         if earlier is not None and path.is_file():
             # On the CPU: the RNG states must be CPU tensors, and load_state_dict moves the rest
@@ -209,45 +221,6 @@ def run_child(
         if outcome.status != "FINISHED":
             handle.end(outcome.status, outcome.failure_reason)
     return outcome
-
-
-def child_params(spec: Spec, seed: int) -> dict[str, Any]:
-    """A child run's params: the flattened resolved spec, its seed and the model's size."""
-    cfg = spec.model_config_obj()
-    return {
-        **flatten(spec),
-        "seed": seed,
-        "num_params": cfg.num_params(),
-        "num_active_params": cfg.num_active_params(),
-        "flops_per_token": cfg.flops_per_token(spec.train.seq_len),
-    }
-
-
-def checkpoint_path(plan: Plan, variant: Variant, seed: int) -> Path:
-    """`<checkpoint_dir>/<experiment>/<spec_hash>/<variant>/seed<k>/last.pt`."""
-    experiment = plan.spec.tracking.experiment
-    root = Path(variant.spec.train.checkpoint_dir)
-    return root / experiment / plan.spec_hash / variant.name / f"seed{seed}" / "last.pt"
-
-
-def child_tags(spec_hash: str, variant: Variant, seed: int) -> dict[str, str]:
-    """`variant`, `seed`, `spec_hash` and `component.<slot>` (git_commit comes from Tracker)."""
-    cfg = variant.spec.model_config_obj()
-    tags = {"variant": variant.name, "seed": str(seed), "spec_hash": spec_hash}
-    tags.update((f"component.{slot}", label) for slot, label in component_labels(cfg).items())
-    return tags
-
-
-def component_labels(cfg: ModelConfig) -> dict[str, str]:
-    """`component_label` of every slot of `cfg`, in `registry.SLOTS` order."""
-    return {slot: component_label(slot, *cfg.component(slot)) for slot in registry.SLOTS}
-
-
-def component_label(slot: str, name: str, options: dict[str, Any]) -> str:
-    """`rope`, or `rope(style=gptj)` when options differ from the component's defaults."""
-    defaults = {o.name: o.default for o in registry.describe(slot, name)}
-    changed = [f"{k}={v}" for k, v in options.items() if defaults.get(k) != v]
-    return f"{name}({','.join(changed)})" if changed else name
 
 
 def model_summary(trainer: Trainer) -> str:

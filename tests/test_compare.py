@@ -1,4 +1,4 @@
-"""`minimind compare` on a synthetic MLflow store written with the runner's names (DESIGN.md §5).
+"""`minimind compare` on a synthetic MLflow store written with the tags of `minimind.record`.
 
 The values are chosen so that every aggregate can be computed by hand (see `EXPECTED`).
 """
@@ -74,6 +74,7 @@ def _child(
     metrics: list[Metric],
     status: str = "FINISHED",
     tags: dict[str, str] | None = None,
+    run_name: str | None = None,
 ) -> str:
     run_tags = {
         "mlflow.parentRunId": parent_id,
@@ -85,7 +86,7 @@ def _child(
         **(tags or {}),
     }
     run = client.create_run(
-        exp_id, start_time=start, tags=run_tags, run_name=f"{variant}/seed{seed}"
+        exp_id, start_time=start, tags=run_tags, run_name=run_name or f"{variant}/seed{seed}"
     )
     run_id = run.info.run_id
     client.log_batch(run_id, metrics=metrics, params=[Param(k, v) for k, v in params.items()])
@@ -282,6 +283,60 @@ def test_other_objective_sorts_by_it(store) -> None:
     c = compare(load_runs(store["uri"], ["norm"]), metric="perf/tokens_per_s")
     assert list(c.table["variant"]) == [RMS, LN]  # larger throughput first
     assert c.maximize
+
+
+def test_runs_are_grouped_by_their_tags_never_by_their_names(mlflow_uri) -> None:
+    """Names that break the `<variant>/seed<k>` pattern group by their `variant` and `seed`
+    tags; a run without them is a variant of its own, named by its run name, with no seed."""
+    client = MlflowClient(mlflow_uri)
+    exp = client.create_experiment("named")
+    parent = _parent(client, exp, "named", T0)
+    for seed, name in ((0, "first attempt"), (1, "norm=rmsnorm/seed9")):
+        _child(
+            client, exp, parent, "norm=rmsnorm", seed, T0 + 1000 * (seed + 1),
+            params=_params(RMS, seed), metrics=_curves(RMS, seed, T0), run_name=name,
+        )  # fmt: skip
+    untagged = client.create_run(
+        exp,
+        start_time=T0 + 3000,
+        run_name="norm=layernorm/seed2",
+        tags={"mlflow.parentRunId": parent, "minimind.role": "child"},
+    ).info.run_id
+    client.log_batch(untagged, metrics=_curves(LN, 2, T0))
+    client.set_terminated(untagged, "FINISHED", end_time=T0 + 40_000)
+
+    runs = load_runs(mlflow_uri, ["named"]).runs.set_index("run_name")
+    assert runs.loc["first attempt", "variant"] == "norm=rmsnorm"
+    assert runs.loc["norm=rmsnorm/seed9", "seed"] == 1  # the tag, not the name's 9
+    assert runs.loc["norm=layernorm/seed2", "variant"] == "norm=layernorm/seed2"
+    assert np.isnan(runs.loc["norm=layernorm/seed2", "seed"])
+    c = compare(load_runs(mlflow_uri, ["named"]))
+    assert _row(c, "norm=rmsnorm")["n"] == 2 and _row(c, "norm=layernorm/seed2")["n"] == 1
+
+
+def test_the_report_header_shows_the_recorded_device(mlflow_uri) -> None:
+    from minimind.compare.report import header_fields
+
+    client = MlflowClient(mlflow_uri)
+    exp = client.create_experiment("devices")
+    parent = _parent(client, exp, "devices", T0)
+    devices = {"cpu": {"device": "cpu", "precision": "fp32"}}
+    devices["gpu"] = {"device": "cuda", "gpu_name": "NVIDIA H100", "precision": "bf16"}
+    for seed, (variant, tags) in enumerate(devices.items()):
+        _child(
+            client, exp, parent, variant, seed, T0 + 1000 * (seed + 1),
+            params=_params(RMS, seed), metrics=_curves(RMS, seed, T0), tags=tags,
+        )  # fmt: skip
+    fields = header_fields(compare(load_runs(mlflow_uri, ["devices"])))
+    assert fields["device"] == "cpu, cuda (NVIDIA H100)"
+    assert fields["precision"] == "bf16, fp32"
+
+
+def test_runs_without_device_tags_say_unknown_rather_than_the_spec_s_auto(norm) -> None:
+    from minimind.compare.report import header_fields
+
+    fields = header_fields(norm)  # the synthetic runs log train.device as a param only
+    assert fields["device"] == fields["precision"] == "unknown"
 
 
 # --- the command line -----------------------------------------------------------------------

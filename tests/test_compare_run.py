@@ -11,11 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from mlflow import MlflowClient
 
 from minimind.cli import main
 from minimind.compare import compare, load_runs
 from minimind.compare.report import ARTIFACT_PATH, write_report
+from minimind.train import autocast_dtype
 
 CORPUS = Path(__file__).parents[1] / "minimind" / "data" / "corpora" / "tinyshakespeare.txt.gz"
 
@@ -107,6 +109,10 @@ def test_report_on_a_real_store(real_store, tmp_path) -> None:
     assert pngs == ["curves_train_loss", "curves_val_bpb", "final", "pareto"]  # dense: no MoE
     page = index.read_text()
     assert page.count("data:image/png;base64,") == 4 and "git commit" in page
+    precision = "fp32" if autocast_dtype("auto", torch.device("cpu")) is None else "bf16"
+    md = (tmp_path / "report.md").read_text()
+    assert "- **device**: cpu\n" in md and f"- **precision**: {precision}\n" in md
+    assert "<dt>device</dt><dd>cpu</dd>" in page
     parent = real_store["runs"][0].data.tags["mlflow.parentRunId"]
     logged = {Path(a.path).name for a in real_store["client"].list_artifacts(parent, ARTIFACT_PATH)}
     assert "index.html" in logged

@@ -16,10 +16,10 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from minimind.cli import main
-from minimind.metric_names import RUNNER_METRICS
+from minimind.record import RUN_METRICS
 from minimind.spec import expand, load_spec, spec_hash
 from minimind.tracking import git_commit
-from minimind.train import Trainer
+from minimind.train import Trainer, autocast_dtype, resolve_device
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -40,10 +40,10 @@ EXPECTED_METRICS = {
 }
 
 
-def test_the_expected_metrics_are_the_runner_metrics_of_a_dense_model():
-    """Written out above on purpose (DESIGN.md §5), and held equal to what sweeps and the
-    comparison table read, so the two lists cannot drift apart."""
-    assert EXPECTED_METRICS | {"moe/load_cv"} == set(RUNNER_METRICS)
+def test_the_expected_metrics_are_the_run_metrics_of_a_dense_model():
+    """Written out above on purpose, and held equal to what sweeps and the comparison table
+    read, so the two lists cannot drift apart."""
+    assert EXPECTED_METRICS | {"moe/load_cv"} == set(RUN_METRICS)
 
 
 def runs_of(uri: str, experiment: str) -> tuple[MlflowClient, list, list]:
@@ -76,6 +76,8 @@ def test_run_logs_parent_children_params_tags_metrics_and_artifacts(write_spec, 
         f"norm={norm}/seed{seed}" for norm in ("rmsnorm", "layernorm") for seed in (0, 1)
     }
     commit = git_commit()
+    device = resolve_device("auto")  # the spec's train.device
+    precision = "fp32" if autocast_dtype("auto", device) is None else "bf16"
     for child in children:
         tags, params = child.data.tags, child.data.params
         variant, seed = child.info.run_name.split("/seed")
@@ -85,6 +87,8 @@ def test_run_logs_parent_children_params_tags_metrics_and_artifacts(write_spec, 
         assert tags["spec_hash"] == spec_hash(spec)
         assert tags["component.norm"] == variant.removeprefix("norm=")
         assert tags["component.attention"] == "gqa" and tags["component.mlp"] == "swiglu"
+        assert tags["device"] == device.type and tags["precision"] == precision
+        assert ("gpu_name" in tags) == (device.type == "cuda")
         if commit is not None:
             assert tags["git_commit"] == commit
         cfg = next(v for v in expand(spec) if v.name == variant).spec.model_config_obj()

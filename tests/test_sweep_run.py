@@ -16,6 +16,7 @@ from minimind.cli import main
 from minimind.spec import load_spec
 from minimind.sweep import run_sweep
 from minimind.sweep.objective import TrialSink
+from minimind.train import resolve_device
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -86,6 +87,8 @@ def test_a_sweep_logs_a_parent_and_child_per_trial_and_a_rerun_tops_it_up(
             "tiny",
             "complete",
         )
+        assert (tags["variant"], tags["seed"]) == ("base", "0")
+        assert tags["device"] == resolve_device("auto").type  # the spec's train.device
         assert float(child.data.params["train.optimizer.lr"]) == trial.params["train.optimizer.lr"]
         # reduce: last -> the value is the run's final val/bpb
         assert trial.value == history(mlflow_uri, child.info.run_id, "val/bpb")[-1]

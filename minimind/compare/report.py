@@ -16,9 +16,7 @@ from mlflow.exceptions import MlflowException
 
 from minimind.compare import plots, render
 from minimind.compare.table import Comparison
-
-DEVICE_KEYS = ("tags.device", "params.device", "tags.minimind.device", "params.train.device")
-"""Where the device may be recorded, most specific (the resolved device) first."""
+from minimind.record import DEVICE_TAG, GIT_COMMIT_TAG, GPU_NAME_TAG, PRECISION_TAG, SPEC_HASH_TAG
 
 ARTIFACT_PATH = "comparison"
 
@@ -58,8 +56,19 @@ def _unique(df: pd.DataFrame, column: str) -> list[str]:
     return sorted({str(v) for v in df[column].dropna() if str(v)})
 
 
+def _devices(runs: pd.DataFrame) -> str:
+    """The devices the runs trained on, from their device tags: `cpu`, or `cuda (<GPU name>)`."""
+    labels = set()
+    for _, run in runs.iterrows():
+        device, gpu = run.get(f"tags.{DEVICE_TAG}"), run.get(f"tags.{GPU_NAME_TAG}")
+        if isinstance(device, str) and device:
+            labels.add(f"{device} ({gpu})" if isinstance(gpu, str) and gpu else device)
+    return ", ".join(sorted(labels)) or "unknown"
+
+
 def header_fields(comparison: Comparison) -> dict[str, str]:
-    """What was compared: spec, spec hash, git commit, device, dates, store and selection."""
+    """What was compared: spec, spec hash, git commit, device and precision (as the runs
+    recorded them), dates, store and selection."""
     runs, parents = comparison.runset.runs, comparison.runset.parents
     both = pd.concat([parents, runs], ignore_index=True)
 
@@ -79,9 +88,10 @@ def header_fields(comparison: Comparison) -> dict[str, str]:
         "experiment": ", ".join(comparison.runset.experiments),
         "spec": first_of("params.name"),
         "description": first_of("params.description"),
-        "spec hash": first_of("tags.spec_hash"),
-        "git commit": first_of("tags.git_commit"),
-        "device": first_of(*DEVICE_KEYS),
+        "spec hash": first_of(f"tags.{SPEC_HASH_TAG}"),
+        "git commit": first_of(f"tags.{GIT_COMMIT_TAG}"),
+        "device": _devices(runs),
+        "precision": ", ".join(_unique(runs, f"tags.{PRECISION_TAG}")) or "unknown",
         "dates": dates,
         "runs": comparison.runset.selection,
         "tracking URI": comparison.runset.tracking_uri,

@@ -1,13 +1,13 @@
 """Loading the runs to compare from MLflow: which runs, their final values, their histories.
 
-Run selection follows the runner's names (DESIGN.md §5): a parent run per invocation tagged
-`minimind.role=parent`, children tagged `mlflow.parentRunId`, `variant` and `seed`.
+Runs are selected and labelled by the tags of `minimind.record`: a parent run per invocation
+tagged `minimind.role=parent`, children tagged `mlflow.parentRunId`, `variant` and `seed`. A run's
+name is shown, never parsed.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -18,10 +18,10 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from minimind.exit_codes import EXIT_BAD_INPUT
+from minimind.record import PARENT_ROLE, PARENT_TAG, ROLE_TAG, RUN_NAME_TAG, SEED_TAG, VARIANT_TAG
 from minimind.tracking.backend import sqlite_db_path
 
 HISTORY_WORKERS = 16
-_SEED_SUFFIX = re.compile(r"/seed-?\d+$")
 
 
 class CompareError(Exception):
@@ -119,13 +119,13 @@ def _tag(df: pd.DataFrame, key: str) -> pd.Series:
 
 
 def _label(df: pd.DataFrame) -> pd.DataFrame:
-    """Add `run_name`, `variant` (tag, else the run name less its seed) and `seed` columns."""
+    """Add `run_name`, `variant` and `seed` columns from the runs' tags. A run without a
+    `variant` tag (not written by minimind) is a variant of its own, named by its run name; one
+    without a `seed` tag has no seed (NaN)."""
     df = df.copy()
-    df["run_name"] = _tag(df, "mlflow.runName").fillna(df["run_id"])
-    fallback = df["run_name"].str.replace(_SEED_SUFFIX, "", regex=True)
-    df["variant"] = _tag(df, "variant").fillna(fallback).astype(str)
-    from_name = df["run_name"].str.extract(r"/seed-?(\d+)$")[0]
-    df["seed"] = pd.to_numeric(_tag(df, "seed").fillna(from_name), errors="coerce")
+    df["run_name"] = _tag(df, RUN_NAME_TAG).fillna(df["run_id"])
+    df["variant"] = _tag(df, VARIANT_TAG).fillna(df["run_name"]).astype(str)
+    df["seed"] = pd.to_numeric(_tag(df, SEED_TAG), errors="coerce")
     return df.reset_index(drop=True)
 
 
@@ -145,7 +145,7 @@ def select_runs(
     """
     if parent_run_id is not None:
         quoted = parent_run_id.replace("'", "")
-        children = _search(tracking_uri, experiments, f"tags.`mlflow.parentRunId` = '{quoted}'")
+        children = _search(tracking_uri, experiments, f"tags.`{PARENT_TAG}` = '{quoted}'")
         parents = _search(tracking_uri, experiments, f"attributes.run_id = '{quoted}'")
         if parents.empty:
             raise CompareError(f"no parent run {parent_run_id} in {', '.join(experiments or [])}")
@@ -153,19 +153,19 @@ def select_runs(
     df = _search(tracking_uri, experiments, filter_string)
     if df.empty:
         return df, df, "the store holds no runs there"
-    is_parent = _tag(df, "minimind.role") == "parent"
+    is_parent = _tag(df, ROLE_TAG) == PARENT_ROLE
     children, parents = df[~is_parent], df[is_parent]
     if filter_string or all_runs or parents.empty:
         what = f"runs matching {filter_string!r}" if filter_string else "all runs"
         return _label(children), parents, what
     latest = parents.sort_values("start_time").iloc[[-1]]
-    mine = _tag(children, "mlflow.parentRunId") == latest["run_id"].iloc[0]
+    mine = _tag(children, PARENT_TAG) == latest["run_id"].iloc[0]
     return _label(children[mine]), latest, _invocation(latest.iloc[0], "latest invocation")
 
 
 def _invocation(parent: pd.Series, what: str) -> str:
     """'latest invocation norm (2024-05-01 12:00, parent run 1a2b...)'."""
-    name = parent.get("tags.mlflow.runName") or parent["run_id"]
+    name = parent.get(f"tags.{RUN_NAME_TAG}") or parent["run_id"]
     when = pd.Timestamp(parent["start_time"]).strftime("%Y-%m-%d %H:%M")
     return f"{what} {name} ({when}, parent run {parent['run_id']})"
 

@@ -13,10 +13,7 @@ import pandas as pd
 
 from minimind.compare.runs import CompareError, RunSet
 from minimind.compare.stats import CIMethod, DeltaCI, delta_ci
-from minimind.metric_names import RUNNER_METRICS
-
-MAXIMIZE = frozenset({"perf/tokens_per_s", "perf/mfu"})
-"""Objectives where larger is better; every other metric (losses, bpb) is minimized."""
+from minimind.record import FAILURE_REASON_TAG, RUN_METRICS, is_maximized
 
 MISSING_GROUP = "(missing)"
 """The group of runs that lack the `--by` param or tag."""
@@ -42,7 +39,7 @@ class Comparison:
 
     @property
     def maximize(self) -> bool:
-        return self.metric in MAXIMIZE
+        return is_maximized(self.metric)
 
 
 def resolve_group_key(runs: pd.DataFrame, by: str | None) -> str:
@@ -102,7 +99,7 @@ def summarize_runs(runset: RunSet, metric: str, group_column: str) -> pd.DataFra
     """One row per run: identity, status, sizes and final/best/median metric values."""
     runs = runset.runs
     by_id = runs["run_id"]
-    best = "max" if metric in MAXIMIZE else "min"
+    best = "max" if is_maximized(metric) else "min"
     runset.fetch_histories([metric, "perf/tokens_per_s", "perf/mfu"])
     out = pd.DataFrame(
         {
@@ -122,7 +119,9 @@ def summarize_runs(runset: RunSet, metric: str, group_column: str) -> pd.DataFra
             "perf/mfu": by_id.map(_history_stat(runset, "perf/mfu", "median")),
             "sys/peak_mem_mb": _metric(runs, "sys/peak_mem_mb"),
             "wall_s": _wall_seconds(runs) if len(runs) else pd.Series(dtype=float),
-            "failure_reason": runs.get("tags.failure_reason", pd.Series(None, index=runs.index)),
+            "failure_reason": runs.get(
+                f"tags.{FAILURE_REASON_TAG}", pd.Series(None, index=runs.index)
+            ),
         }
     )
     return out.reset_index(drop=True)
@@ -158,7 +157,7 @@ def _group_row(group: str, runs: pd.DataFrame, every_run: pd.DataFrame, metric: 
         row[f"{key}_n"] = len(values)
     best = runs[f"{metric}_best"].dropna()
     row[f"{metric}_best"] = (
-        (best.max() if metric in MAXIMIZE else best.min()) if len(best) else np.nan
+        (best.max() if is_maximized(metric) else best.min()) if len(best) else np.nan
     )
     row["perf/tokens_per_s_median"] = runs["perf/tokens_per_s"].median()
     row["perf/mfu_median"] = runs["perf/mfu"].median()
@@ -183,7 +182,7 @@ def compare(
     """
     group_column = resolve_group_key(runset.runs, by)
     logged = {c.removeprefix("metrics.") for c in runset.runs.columns if c.startswith("metrics.")}
-    if metric not in logged.union(RUNNER_METRICS):  # a runner metric may be missing: failed runs
+    if metric not in logged.union(RUN_METRICS):  # a run metric may be missing: failed runs
         raise CompareError(
             f"unknown --metric {metric!r}; logged metrics: {', '.join(sorted(logged)) or '(none)'}"
         )
@@ -218,7 +217,7 @@ def compare(
         table[f"{metric}_delta_method"] = [c.method for c in cis]
         table[f"{metric}_within_noise"] = [c.within_noise for c in cis]
         table = table.sort_values(
-            f"{metric}_mean", ascending=metric not in MAXIMIZE, na_position="last", kind="stable"
+            f"{metric}_mean", ascending=not is_maximized(metric), na_position="last", kind="stable"
         ).reset_index(drop=True)
     return Comparison(
         table=table,

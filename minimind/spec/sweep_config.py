@@ -11,11 +11,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from minimind.metric_names import RUNNER_METRICS
+from minimind.record import RUN_METRICS
 from minimind.spec.errors import field_error, show, suggest
 
-# Metrics a trial can be scored on: those the runner logs.
-OBJECTIVE_METRICS: tuple[str, ...] = RUNNER_METRICS
+# Metrics a trial can be scored on: those a training run logs.
+OBJECTIVE_METRICS: tuple[str, ...] = RUN_METRICS
 
 Direction = Literal["minimize", "maximize"]
 Scalar = bool | int | float | str | None  # what Optuna's categorical distribution stores safely

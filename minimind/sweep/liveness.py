@@ -27,6 +27,8 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from minimind.record import FAILURE_REASON_TAG, TRIAL_STATE_TAG
+
 WORKER_ATTR = "minimind"
 # Which machine a worker is on. `MINIMIND_WORKER_HOST` stands in for separate machines on one
 # host (a test of heartbeats, which only see other hosts' dead workers).
@@ -124,8 +126,8 @@ def end_runs(tracking_uri: str, run_ids: list[str], reason: str) -> None:
         try:
             if client.get_run(run_id).info.status != "RUNNING":
                 continue
-            client.set_tag(run_id, "state", "failed")
-            client.set_tag(run_id, "failure_reason", reason)
+            client.set_tag(run_id, TRIAL_STATE_TAG, "failed")
+            client.set_tag(run_id, FAILURE_REASON_TAG, reason)
             client.set_terminated(run_id, "FAILED")
         except MlflowException as err:
             print(f"warning: could not end MLflow run {run_id}: {err}", file=sys.stderr)

@@ -3,7 +3,8 @@
 Each seed trains in its own MLflow child run of the study's parent run, named `trial-<n>` (or
 `trial-<n>/seed<k>` with `sweep.seeds_per_trial` > 1). Its params are the resolved spec with the
 suggested values in it (flattened, as `minimind run` logs them), its tags those of a `run` child
-plus `trial_number`, `study` and `state` (`complete`, `pruned` or `failed`).
+plus `trial_number`, `study` and `state` (`complete`, `pruned` or `failed`); see
+`minimind.record`.
 
 A metric's logged values become one number by `sweep.reduce`; the trial's value is the mean over
 its seeds. Pruning watches the first seed: the first objective, reduced over the evaluations so
@@ -23,26 +24,19 @@ from typing import TYPE_CHECKING
 import optuna
 
 from minimind.data import DataConfig, PreparedData, prepare_data
-from minimind.runner import child_params, child_tags, data_key
-from minimind.spec import (
-    ReduceConfig,
-    Spec,
-    SpecError,
-    SweepConfig,
-    Variant,
-    dump_spec,
-    with_values,
-)
+from minimind.record import TRIAL_STATE_TAG, child_params, child_tags, trial_run_name, trial_tags
+from minimind.runner import data_key
+from minimind.spec import ReduceConfig, Spec, SpecError, SweepConfig, dump_spec, with_values
 from minimind.sweep.algorithms import is_pruning
 from minimind.sweep.liveness import record_worker
 from minimind.sweep.space import suggest
 from minimind.tracking.lifecycle import describe_exit
-from minimind.train import Trainer, planned_steps
+from minimind.train import Trainer, autocast_dtype, planned_steps, resolve_device
 
 if TYPE_CHECKING:
     from minimind.tracking import RunHandle, Tracker
 
-FAILURE_ATTR = "failure_reason"
+FAILURE_ATTR = "failure_reason"  # the Optuna trial's user attribute
 
 
 def reduce_values(values: Sequence[float], reduce: ReduceConfig) -> float:
@@ -173,13 +167,13 @@ class TrialObjective:
         """Train one seed in its child run: its objective values, or why it failed."""
         ctx = self.ctx
         name = trial_run_name(trial.number, seed, len(ctx.seeds))
-        params = child_params(spec, seed)
+        device = resolve_device(spec.train.device)
+        amp_dtype = autocast_dtype(spec.train.precision, device)
         tags = {
-            **child_tags(ctx.plan_hash, Variant(ctx.variant, spec, {}), seed),
-            "trial_number": trial.number,
-            "study": ctx.study,
+            **child_tags(ctx.plan_hash, ctx.variant, spec, seed, device, amp_dtype),
+            **trial_tags(ctx.study, trial.number),
         }
-        run = ctx.tracker.start_child(ctx.parent_run_id, name, params, tags)
+        run = ctx.tracker.start_child(ctx.parent_run_id, name, child_params(spec, seed), tags)
         run_ids.append(run.run_id)
         record_worker(trial, ctx.tracker.uri, run_ids)
         with run:
@@ -193,11 +187,11 @@ class TrialObjective:
                 )
                 outcome = trainer.fit(sink, label=name)
             except optuna.TrialPruned as pruned:
-                run.set_tags({"state": "pruned"})
+                run.set_tags({TRIAL_STATE_TAG: "pruned"})
                 run.end("KILLED", str(pruned))
                 raise
             except BaseException:  # the handle ends the run FAILED (or KILLED on Ctrl-C)
-                run.set_tags({"state": "failed"})
+                run.set_tags({TRIAL_STATE_TAG: "failed"})
                 raise
             if outcome.status != "FINISHED":
                 return _end_failed(run, outcome.failure_reason or "the run failed")
@@ -209,7 +203,7 @@ class TrialObjective:
                 {f"trial/{m}": v for m, v in zip(ctx.sweep.metrics, values, strict=True)},
                 outcome.step,
             )
-            run.set_tags({"state": "complete"})
+            run.set_tags({TRIAL_STATE_TAG: "complete"})
         return values
 
     def _fail(self, trial: optuna.Trial, reason: str) -> float | list[float]:
@@ -219,11 +213,7 @@ class TrialObjective:
         return [math.nan] * n if n > 1 else math.nan
 
 
-def trial_run_name(number: int, seed: int, n_seeds: int) -> str:
-    return f"trial-{number}" if n_seeds == 1 else f"trial-{number}/seed{seed}"
-
-
 def _end_failed(run: RunHandle, reason: str) -> str:
-    run.set_tags({"state": "failed"})
+    run.set_tags({TRIAL_STATE_TAG: "failed"})
     run.end("FAILED", reason)
     return reason

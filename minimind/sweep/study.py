@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import optuna
 from optuna.trial import TrialState
 
+from minimind.record import PARENT_ROLE, ROLE_TAG, STUDY_TAG, study_parent_tags
 from minimind.spec import SpecError, SweepConfig, dump_spec, flatten
 from minimind.sweep.plan import StudyCell
 
@@ -124,15 +125,14 @@ def open_parent(
     """The study's MLflow parent run: reopened when the study names one in this experiment,
     else created with tags `study`, `variant` and `spec_hash` (`plan_hash`, the whole spec's, as
     its trials' runs and `minimind run` have it), and the cell's spec as params and file."""
-    from minimind.tracking.tracker import ROLE_TAG
-
     known = study.user_attrs.get(PARENT_ATTR)
     if known:
-        runs = tracker.find_runs({ROLE_TAG: "parent", "study": cell.name})
+        runs = tracker.find_runs({ROLE_TAG: PARENT_ROLE, STUDY_TAG: cell.name})
         if any(run.info.run_id == known for run in runs):
             return tracker.resume_run(known)
-    tags = {"study": cell.name, "variant": cell.variant.name, "spec_hash": plan_hash}
-    parent = tracker.start_parent(cell.name, tags)
+    parent = tracker.start_parent(
+        cell.name, study_parent_tags(cell.name, cell.variant.name, plan_hash)
+    )
     parent.log_params(flatten(cell.spec))
     parent.log_text(dump_spec(cell.spec), "spec.yaml")
     study.set_user_attr(PARENT_ATTR, parent.run_id)

@@ -15,6 +15,7 @@ from typing import Any, Literal
 import yaml
 from mlflow.tracking import MlflowClient
 
+from minimind.record import FAILURE_REASON_TAG
 from minimind.tracking.fallback import FallbackFile
 from minimind.tracking.lifecycle import describe_exit
 from minimind.tracking.ops import chunked, param_value, tag_value
@@ -141,7 +142,7 @@ class RunHandle:
         if status not in ("FINISHED", "FAILED", "KILLED"):
             raise ValueError(f"status must be FINISHED, FAILED or KILLED, got {status!r}")
         if reason:
-            self.set_tags({"failure_reason": reason})
+            self.set_tags({FAILURE_REASON_TAG: reason})
         self._ended = True
         self.status = status
         try:

@@ -1,9 +1,9 @@
 """`Tracker`: one experiment on one MLflow backend; creates, finds, resumes and cleans up runs.
 
 Runs are addressed by explicit ids through `MlflowClient`, never through mlflow's global "active
-run", so parent and child runs (and threads) cannot be confused. The run layout is DESIGN.md §5: a
-parent run per invocation tagged `minimind.role=parent`, and child runs tagged
-`minimind.role=child` with `mlflow.parentRunId`.
+run", so parent and child runs (and threads) cannot be confused. The role and parent
+tags are those of `minimind.record`: a parent run per invocation tagged `minimind.role=parent`,
+and child runs tagged `minimind.role=child` with `mlflow.parentRunId`.
 """
 
 from __future__ import annotations
@@ -16,13 +16,19 @@ from typing import Any
 from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 
+from minimind.record import (
+    CHILD_ROLE,
+    FAILURE_REASON_TAG,
+    GIT_COMMIT_TAG,
+    PARENT_ROLE,
+    PARENT_TAG,
+    ROLE_TAG,
+)
 from minimind.tracking.backend import connect, default_artifact_location
 from minimind.tracking.ops import logged_steps, tag_value
 from minimind.tracking.retry import RetryClock
 from minimind.tracking.run import DEFAULT_FALLBACK_DIR, RunHandle, outage_limit
 
-ROLE_TAG = "minimind.role"
-PARENT_TAG = "mlflow.parentRunId"
 STALE_REASON = "the process died without ending the run (SIGKILL, OOM kill or power loss)"
 
 
@@ -88,7 +94,7 @@ class Tracker:
 
     def start_parent(self, name: str, tags: Mapping[str, Any] | None = None) -> RunHandle:
         """Create the parent run of one invocation."""
-        return self._create(name, {ROLE_TAG: "parent", **(tags or {})})
+        return self._create(name, {ROLE_TAG: PARENT_ROLE, **(tags or {})})
 
     def start_child(
         self,
@@ -99,14 +105,14 @@ class Tracker:
     ) -> RunHandle:
         """Create a child run of `parent` (a handle or a run id) and queue its params."""
         parent_id = parent.run_id if isinstance(parent, RunHandle) else parent
-        handle = self._create(name, {PARENT_TAG: parent_id, ROLE_TAG: "child", **(tags or {})})
+        handle = self._create(name, {PARENT_TAG: parent_id, ROLE_TAG: CHILD_ROLE, **(tags or {})})
         if params:
             handle.log_params(params)
         return handle
 
     def _create(self, name: str, tags: dict[str, Any]) -> RunHandle:
         if self._git_commit is not None:
-            tags.setdefault("git_commit", self._git_commit)
+            tags.setdefault(GIT_COMMIT_TAG, self._git_commit)
         tags = {key: tag_value(value) for key, value in tags.items()}
         run = self._retry.call(
             lambda: self.client.create_run(self.experiment_id, run_name=name, tags=tags)
@@ -123,8 +129,8 @@ class Tracker:
         run = self._retry.call(lambda: self.client.get_run(run_id))
         skip = self._retry.call(lambda: logged_steps(self.client, run))
         self._retry.call(lambda: self.client.update_run(run_id, status="RUNNING"))
-        if "failure_reason" in run.data.tags:
-            self._retry.call(lambda: self.client.delete_tag(run_id, "failure_reason"))
+        if FAILURE_REASON_TAG in run.data.tags:
+            self._retry.call(lambda: self.client.delete_tag(run_id, FAILURE_REASON_TAG))
         return self._handle(run_id, run.info.run_name, skip)
 
     def _handle(self, run_id: str, name: str, skip: dict[str, set[int]] | None = None) -> RunHandle:
@@ -172,7 +178,7 @@ class Tracker:
     ) -> Run | None:
         """The newest parent run with all of `tags` (e.g. `{"spec_hash": h}`) and a status in
         `statuses` (any when None), or None."""
-        runs = self.find_runs({ROLE_TAG: "parent", **tags}, statuses)
+        runs = self.find_runs({ROLE_TAG: PARENT_ROLE, **tags}, statuses)
         return runs[0] if runs else None
 
     def children(self, parent_run_id: str, statuses: Iterable[str] | None = None) -> list[Run]:
@@ -191,7 +197,7 @@ class Tracker:
             stale.append(parent_run_id)
         for run_id in stale:
             self._retry.call(
-                lambda run_id=run_id: self.client.set_tag(run_id, "failure_reason", reason)
+                lambda run_id=run_id: self.client.set_tag(run_id, FAILURE_REASON_TAG, reason)
             )
             self._retry.call(lambda run_id=run_id: self.client.set_terminated(run_id, status))
         return stale

@@ -1,0 +1,173 @@
+"""What a run is when stored in MLflow: its name, tags, params, checkpoint path and metrics.
+
+The writers (`minimind run`, `minimind sweep`) build their runs with what is here, and the
+readers (`minimind compare` and its report) find and group runs by these tags, never by parsing
+a run's name.
+
+- A parent run per `minimind run` invocation, tagged `minimind.role=parent` and `spec_hash`
+  (the hash of the whole spec, by which `--resume` finds it); a parent per study of
+  `minimind sweep`, also tagged `study` and `variant`.
+- A child run per variant × seed, named `<variant>/seed<k>`, or per trial (and seed), named
+  `trial-<n>` (`trial-<n>/seed<k>`). Tags: `minimind.role=child`, `mlflow.parentRunId`,
+  `variant`, `seed`, `spec_hash`, `component.<slot>`, the device it trained on (`device`,
+  `precision`, and `gpu_name` on CUDA) and `git_commit`; a trial's also `study`,
+  `trial_number` and `state`; a run that did not finish, `failure_reason`. Params: the
+  flattened resolved spec, `seed` and the model's size.
+- Metrics: `RUN_METRICS`, each minimized but those `is_maximized` names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+import registry
+
+if TYPE_CHECKING:
+    from minimind.config import ModelConfig
+    from minimind.spec import Spec
+
+ROLE_TAG = "minimind.role"
+PARENT_ROLE, CHILD_ROLE = "parent", "child"
+PARENT_TAG = "mlflow.parentRunId"  # MLflow's own: the UI nests a child under its parent
+RUN_NAME_TAG = "mlflow.runName"
+SPEC_HASH_TAG = "spec_hash"  # of the whole spec an invocation ran, every variant in it
+VARIANT_TAG = "variant"
+SEED_TAG = "seed"
+GIT_COMMIT_TAG = "git_commit"
+FAILURE_REASON_TAG = "failure_reason"
+COMPONENT_TAG_PREFIX = "component."
+DEVICE_TAG = "device"  # the device the run trained on: `cpu`, `cuda` or `mps`, never `auto`
+GPU_NAME_TAG = "gpu_name"
+PRECISION_TAG = "precision"  # the autocast dtype used: `bf16`, or `fp32` without autocast
+STUDY_TAG = "study"
+TRIAL_NUMBER_TAG = "trial_number"
+TRIAL_STATE_TAG = "state"  # `complete`, `pruned` or `failed`
+
+RUN_METRICS: tuple[str, ...] = (
+    "train/loss",
+    "train/aux_loss",
+    "val/loss",
+    "val/bpb",
+    "opt/lr",
+    "opt/grad_norm",
+    "perf/tokens_per_s",
+    "perf/step_ms",
+    "perf/mfu",
+    "sys/peak_mem_mb",
+    "moe/load_cv",
+    "train/tokens",  # tokens seen, so curves can be drawn against tokens
+    "time/elapsed_s",  # training wall-clock, so curves can be drawn against time
+)
+"""The metrics a training run logs (`moe/load_cv` only with MoE layers): what a sweep can
+optimize and a comparison can rank by."""
+
+_MAXIMIZED_METRICS = frozenset({"perf/tokens_per_s", "perf/mfu"})
+
+_PRECISION_NAMES: dict[torch.dtype | None, str] = {
+    None: "fp32",
+    torch.bfloat16: "bf16",
+    torch.float16: "fp16",
+}
+
+
+def is_maximized(metric: str) -> bool:
+    """Whether a larger value of `metric` is better: throughput and MFU; every other metric
+    (losses, bpb, and any metric the runner does not log) is minimized."""
+    return metric in _MAXIMIZED_METRICS
+
+
+def child_run_name(variant: str, seed: int) -> str:
+    """The name of a `minimind run` child: `<variant>/seed<k>`."""
+    return f"{variant}/seed{seed}"
+
+
+def trial_run_name(number: int, seed: int, n_seeds: int) -> str:
+    """The name of a sweep trial's run: `trial-<n>`, or `trial-<n>/seed<k>` with several seeds
+    per trial."""
+    return f"trial-{number}" if n_seeds == 1 else f"trial-{number}/seed{seed}"
+
+
+def parent_tags(plan_hash: str) -> dict[str, str]:
+    """The tags of a `minimind run` parent (the tracker adds the role); `plan_hash` is the whole
+    spec's `spec_hash`."""
+    return {SPEC_HASH_TAG: plan_hash}
+
+
+def study_parent_tags(study: str, variant: str, plan_hash: str) -> dict[str, str]:
+    """The tags of a study's parent run: its study, its ablation cell and the whole spec's
+    hash, as its trials' runs and `minimind run` have it."""
+    return {STUDY_TAG: study, VARIANT_TAG: variant, SPEC_HASH_TAG: plan_hash}
+
+
+def child_params(spec: Spec, seed: int) -> dict[str, Any]:
+    """A child run's params: the flattened resolved spec, its seed and the model's size."""
+    # Imported here: `minimind.spec` checks sweep objectives against `RUN_METRICS`.
+    from minimind.spec import flatten
+
+    cfg = spec.model_config_obj()
+    return {
+        **flatten(spec),
+        "seed": seed,
+        "num_params": cfg.num_params(),
+        "num_active_params": cfg.num_active_params(),
+        "flops_per_token": cfg.flops_per_token(spec.train.seq_len),
+    }
+
+
+def child_tags(
+    plan_hash: str,
+    variant: str,
+    spec: Spec,
+    seed: int,
+    device: torch.device,
+    amp_dtype: torch.dtype | None,
+) -> dict[str, str]:
+    """A child run's tags (the tracker adds the role, the parent and `git_commit`): its variant
+    and seed, the whole spec's hash, the components of `spec`'s model and the device (and
+    autocast dtype) it trains with."""
+    tags = {VARIANT_TAG: variant, SEED_TAG: str(seed), SPEC_HASH_TAG: plan_hash}
+    tags.update(component_tags(spec.model_config_obj()))
+    tags.update(device_tags(device, amp_dtype))
+    return tags
+
+
+def trial_tags(study: str, number: int) -> dict[str, Any]:
+    """What a trial's run is tagged with besides `child_tags`."""
+    return {TRIAL_NUMBER_TAG: number, STUDY_TAG: study}
+
+
+def device_tags(device: torch.device, amp_dtype: torch.dtype | None) -> dict[str, str]:
+    """`device` (its type: `cpu`, `cuda`, `mps`), `precision` (`bf16`, or `fp32` without
+    autocast) and, on CUDA, `gpu_name`."""
+    tags = {DEVICE_TAG: device.type, PRECISION_TAG: _PRECISION_NAMES[amp_dtype]}
+    if device.type == "cuda":
+        tags[GPU_NAME_TAG] = torch.cuda.get_device_name(device)
+    return tags
+
+
+def component_tags(cfg: ModelConfig) -> dict[str, str]:
+    """`component.<slot>` -> `component_label`, for every slot."""
+    return {f"{COMPONENT_TAG_PREFIX}{slot}": label for slot, label in component_labels(cfg).items()}
+
+
+def component_labels(cfg: ModelConfig) -> dict[str, str]:
+    """`component_label` of every slot of `cfg`, in `registry.SLOTS` order."""
+    return {slot: component_label(slot, *cfg.component(slot)) for slot in registry.SLOTS}
+
+
+def component_label(slot: str, name: str, options: dict[str, Any]) -> str:
+    """`rope`, or `rope(style=gptj)` when options differ from the component's defaults."""
+    defaults = {o.name: o.default for o in registry.describe(slot, name)}
+    changed = [f"{k}={v}" for k, v in options.items() if defaults.get(k) != v]
+    return f"{name}({','.join(changed)})" if changed else name
+
+
+def checkpoint_path(
+    checkpoint_dir: str | Path, experiment: str, plan_hash: str, variant: str, seed: int
+) -> Path:
+    """`<checkpoint_dir>/<experiment>/<plan_hash>/<variant>/seed<k>/last.pt`: one file per run,
+    so a resumed run finds its own."""
+    return Path(checkpoint_dir) / experiment / plan_hash / variant / f"seed{seed}" / "last.pt"
