@@ -17,7 +17,7 @@ from mlflow.tracking import MlflowClient
 from minimind.cli import main
 from minimind.data import TrainBatches
 from minimind.distributed import RankRows, local_batch_size, torchrun_command
-from minimind.runner import plan_run
+from minimind.plan import plan_run
 from minimind.spec import SpecError
 
 pytestmark = pytest.mark.usefixtures("one_thread")

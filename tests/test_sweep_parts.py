@@ -16,7 +16,7 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from optuna.trial import TrialState
 
 from minimind.cli import main
-from minimind.spec import ParamSpec, ReduceConfig, SpecError, SweepConfig
+from minimind.spec import ParamSpec, ReduceConfig, SpecError, SweepConfig, spec_hash
 from minimind.sweep import plan_sweep
 from minimind.sweep.algorithms import build_pruner, build_sampler, worker_seed
 from minimind.sweep.liveness import WORKER_ATTR, process_alive, release_orphans
@@ -337,9 +337,10 @@ def test_a_study_is_resumed_only_by_the_spec_that_made_it(sweep_file, capsys) ->
     plan = plan_sweep(path)
     storage = open_storage(plan.sweep)
     (cell,) = plan.cells
-    study = open_study(storage, cell)
-    assert study.user_attrs["spec_hash"] == cell.spec_hash
-    assert open_study(storage, cell).study_name == "tiny"  # the same spec reopens it
+    study = open_study(storage, cell.name, cell.sweep, cell.cell_hash)
+    assert study.user_attrs["spec_hash"] == cell.cell_hash == spec_hash(cell.spec)
+    reopened = open_study(storage, cell.name, cell.sweep, cell.cell_hash)
+    assert reopened.study_name == "tiny"  # the same spec reopens it
     assert main(["sweep", str(path), "-o", "train.steps=6"]) == 2
     assert "error: name: study 'tiny' in sqlite" in capsys.readouterr().err
     other = ["-o", "sweep.objective=val/loss"]
@@ -347,4 +348,4 @@ def test_a_study_is_resumed_only_by_the_spec_that_made_it(sweep_file, capsys) ->
     err = capsys.readouterr().err
     assert "error: sweep.objective: study 'tiny'" in err and "optimizes minimize val/bpb" in err
     # `--trials` and `--workers` are not part of the spec hash: topping up is allowed.
-    assert plan_sweep(path, trials=9, workers=2).cells[0].spec_hash == cell.spec_hash
+    assert plan_sweep(path, trials=9, workers=2).cells[0].cell_hash == cell.cell_hash

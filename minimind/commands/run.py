@@ -57,7 +57,7 @@ def _run(args: argparse.Namespace) -> int:
 def _relaunch(args: argparse.Namespace) -> int:
     """Check the spec here (a bad one exits 2 before any process starts), then become torchrun."""
     from minimind import distributed
-    from minimind.runner import plan_run
+    from minimind.plan import plan_run
     from minimind.spec import SpecError
 
     try:

@@ -21,7 +21,7 @@ import optuna
 from minimind.data import DataError, PreparedData
 from minimind.exit_codes import EXIT_FAILED, EXIT_OK, fail
 from minimind.paths import REPORTS_DIR
-from minimind.runner import prepare_all
+from minimind.plan import prepare_all
 from minimind.spec import SpecError, SweepConfig
 from minimind.sweep.best import best_trial, describe_front, write_best
 from minimind.sweep.liveness import release_orphans
@@ -54,7 +54,10 @@ def run_sweep(
             path, overrides, workers=workers, trials=trials, tracking_uri=tracking_uri
         )
         storage = open_storage(plan.sweep)
-        studies = [open_study(storage, cell, create=not best) for cell in plan.cells]
+        studies = [
+            open_study(storage, cell.name, cell.sweep, cell.cell_hash, create=not best)
+            for cell in plan.cells
+        ]
     except SpecError as err:
         return fail(str(err))
     except KeyError as err:  # --best before the study exists
@@ -112,7 +115,7 @@ def _sweep_study(
     remaining = target - before.finished
     workers = max(1, min(sweep.workers, remaining))
     deadline = time.time() + sweep.timeout if sweep.timeout is not None else None
-    with open_parent(tracker, study, cell, plan.run_plan.spec_hash) as parent:
+    with open_parent(tracker, study, cell, plan.run_plan.plan_hash) as parent:
         if remaining > 0:
             print(
                 f"study {cell.name}: {before}; running {remaining} more (target {target}) with "
@@ -123,8 +126,8 @@ def _sweep_study(
                 spec_tree=cell.spec.tree(),
                 variant=cell.variant.name,
                 study=cell.name,
-                spec_hash=cell.spec_hash,
-                plan_hash=plan.run_plan.spec_hash,
+                cell_hash=cell.cell_hash,
+                plan_hash=plan.run_plan.plan_hash,
                 parent_run_id=parent.run_id,
                 target=target,
                 deadline=deadline,

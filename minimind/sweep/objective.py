@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 import optuna
 
 from minimind.data import DataConfig, PreparedData, prepare_data
+from minimind.plan import data_key
 from minimind.record import TRIAL_STATE_TAG, child_params, child_tags, trial_run_name, trial_tags
-from minimind.runner import data_key
 from minimind.spec import ReduceConfig, Spec, SpecError, SweepConfig, dump_spec, with_values
 from minimind.sweep.algorithms import is_pruning
 from minimind.sweep.liveness import record_worker

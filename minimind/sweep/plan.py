@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from minimind.runner import Plan, plan_run
+from minimind.plan import Plan, plan_run
 from minimind.spec import BASE_VARIANT, Spec, SpecError, SweepConfig, Variant, spec_hash
 from minimind.sweep.algorithms import build_pruner, build_sampler
 from minimind.sweep.space import grid_size
@@ -19,11 +19,13 @@ from minimind.sweep.storage import check_storage_url
 
 @dataclass(frozen=True)
 class StudyCell:
-    """One study: an ablation cell (its spec keeps the `sweep` section) and its name."""
+    """One study: an ablation cell (its spec keeps the `sweep` section), its name and
+    `cell_hash`, the hash of the cell's spec, which the study remembers (not the whole spec's
+    `plan_hash`, which tags the runs)."""
 
     name: str
     variant: Variant
-    spec_hash: str
+    cell_hash: str
 
     @property
     def spec(self) -> Spec:

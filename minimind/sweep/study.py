@@ -1,8 +1,8 @@
 """Opening a study and its MLflow parent run, and counting its trials.
 
-A study remembers (user attributes) the `spec_hash` of the spec that created it and its
-objective metrics: resuming it from a spec that trains differently would mix incomparable
-trials, so that is an error. It also remembers its MLflow parent run, which every later
+A study remembers (user attributes) the hash of the ablation cell's spec that created it (its
+`cell_hash`, stored as `spec_hash`) and its objective metrics: resuming it from a spec that
+trains differently would mix incomparable trials, so that is an error. It also remembers its MLflow parent run, which every later
 invocation reopens, so one study is one parent run with one child per trial.
 """
 
@@ -21,7 +21,7 @@ from minimind.sweep.plan import StudyCell
 if TYPE_CHECKING:
     from minimind.tracking import RunHandle, Tracker
 
-HASH_ATTR = "spec_hash"
+CELL_HASH_ATTR = "spec_hash"  # the name studies have always stored the cell's hash under
 METRICS_ATTR = "objective"
 PARENT_ATTR = "mlflow_parent_run_id"
 
@@ -64,50 +64,51 @@ def progress(study: optuna.Study) -> Progress:
 
 def open_study(
     storage: optuna.storages.BaseStorage,
-    cell: StudyCell,
+    name: str,
+    sweep: SweepConfig,
+    cell_hash: str,
     *,
     pruner: optuna.pruners.BasePruner | None = None,
     create: bool = True,
 ) -> optuna.Study:
-    """The cell's study, created on first use; `SpecError` if it exists but was made by a spec
-    that trains differently or optimizes other metrics. With `create=False` a missing study is a
-    `KeyError`."""
-    sweep = cell.sweep
+    """The study `name` of an ablation cell whose spec hashes to `cell_hash`, created on first
+    use; `SpecError` if it exists but was made by a spec that trains differently or optimizes
+    other metrics. With `create=False` a missing study is a `KeyError`."""
     if create:
         study = optuna.create_study(
             storage=storage,
-            study_name=cell.name,
+            study_name=name,
             directions=sweep.directions,
             pruner=pruner,
             load_if_exists=True,
         )
     else:
         try:
-            study = optuna.load_study(study_name=cell.name, storage=storage, pruner=pruner)
+            study = optuna.load_study(study_name=name, storage=storage, pruner=pruner)
         except KeyError:
-            raise KeyError(f"no study {cell.name!r} in {sweep.storage}") from None
-    _check_matches(study, cell, sweep)
+            raise KeyError(f"no study {name!r} in {sweep.storage}") from None
+    _check_matches(study, name, sweep, cell_hash)
     return study
 
 
-def _check_matches(study: optuna.Study, cell: StudyCell, sweep: SweepConfig) -> None:
+def _check_matches(study: optuna.Study, name: str, sweep: SweepConfig, cell_hash: str) -> None:
     attrs = study.user_attrs
-    if HASH_ATTR not in attrs:
-        study.set_user_attr(HASH_ATTR, cell.spec_hash)
+    if CELL_HASH_ATTR not in attrs:
+        study.set_user_attr(CELL_HASH_ATTR, cell_hash)
         study.set_user_attr(METRICS_ATTR, sweep.metrics)
         attrs = study.user_attrs
     hint = "set another name (-o name=...) to start a new study"
-    if attrs[HASH_ATTR] != cell.spec_hash:
+    if attrs[CELL_HASH_ATTR] != cell_hash:
         raise SpecError(
             "name",
-            f"study {cell.name!r} in {sweep.storage} was made from a spec that trains "
-            f"differently (spec_hash {attrs[HASH_ATTR]}, this one {cell.spec_hash}); {hint}",
+            f"study {name!r} in {sweep.storage} was made from a spec that trains "
+            f"differently (spec_hash {attrs[CELL_HASH_ATTR]}, this one {cell_hash}); {hint}",
         )
     directions = [d.name.lower() for d in study.directions]
     if attrs.get(METRICS_ATTR) != sweep.metrics or directions != sweep.directions:
         raise SpecError(
             "sweep.objective",
-            f"study {cell.name!r} in {sweep.storage} optimizes "
+            f"study {name!r} in {sweep.storage} optimizes "
             f"{_objectives(attrs.get(METRICS_ATTR), directions)}, not "
             f"{_objectives(sweep.metrics, sweep.directions)}; {hint}",
         )

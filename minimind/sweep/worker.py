@@ -28,11 +28,10 @@ from optuna.trial import FrozenTrial, TrialState
 
 from minimind.data import PreparedData
 from minimind.exit_codes import exit_code_for_signal
-from minimind.spec import Variant, validate_spec
+from minimind.spec import validate_spec
 from minimind.sweep.algorithms import build_pruner, build_sampler, worker_seed
 from minimind.sweep.liveness import release_orphans
 from minimind.sweep.objective import TrialContext, TrialObjective
-from minimind.sweep.plan import StudyCell
 from minimind.sweep.storage import open_storage
 from minimind.sweep.study import open_study, progress
 
@@ -48,7 +47,7 @@ class WorkerJob:
     spec_tree: dict[str, Any]  # the cell's spec: ablation applied, `sweep` kept
     variant: str
     study: str
-    spec_hash: str  # of the cell's spec
+    cell_hash: str  # of the cell's spec, which the study remembers
     plan_hash: str  # of the whole spec, for the children's `spec_hash` tag as in `run`
     parent_run_id: str
     target: int
@@ -70,8 +69,7 @@ def work(job: WorkerJob, data: Mapping[str, PreparedData] | None = None) -> str:
     sweep = spec.sweep
     assert sweep is not None
     storage = open_storage(sweep)
-    cell = StudyCell(job.study, Variant(job.variant, spec, {}), job.spec_hash)
-    study = open_study(storage, cell, pruner=build_pruner(sweep))
+    study = open_study(storage, job.study, sweep, job.cell_hash, pruner=build_pruner(sweep))
     seed = worker_seed(sweep.sampler.seed, job.index, len(study.get_trials(deepcopy=False)))
     study.sampler = build_sampler(sweep, seed)
     tracker = Tracker(spec.tracking.uri, spec.tracking.experiment)

@@ -1,0 +1,118 @@
+"""From a spec file to what `minimind run` and `minimind sweep` will train, checked before
+anything is written.
+
+    plan = plan_run("experiments/norm.yaml", ["train.steps=50"])   # raises SpecError
+    print(describe_plan(plan))                                     # the --dry-run table
+    data = prepare_all(plan)                                       # the token cache, checked
+
+A plan is the validated spec, its variants (one per ablation cell) and `plan_hash`, the hash of
+the whole spec that tags its runs and names its checkpoint folder. Planning also checks what
+the spec cannot check alone: the device exists on this machine and the batch divides among the
+ranks. Preparing the data checks each variant's vocabulary and context against the corpus.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from minimind import distributed
+from minimind.data import DataConfig, PreparedData, prepare_data
+from minimind.spec import Spec, SpecError, Variant, expand, load_spec, spec_hash
+from minimind.train import planned_steps, resolve_device
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated spec, the variants it expands to and the hash of the whole spec."""
+
+    spec: Spec
+    variants: list[Variant]
+    plan_hash: str
+
+    @property
+    def n_runs(self) -> int:
+        return len(self.variants) * len(self.spec.seeds)
+
+
+def plan_run(
+    path: str | Path, overrides: Sequence[str] = (), world_size: int | None = None
+) -> Plan:
+    """Load, validate and expand a spec for `world_size` ranks (default: this process group's);
+    raises `SpecError`. Writes nothing."""
+    spec = load_spec(path, overrides)
+    variants = expand(spec)
+    # Each distinct pair once: most specs give every variant the same device and batch size.
+    for device, batch_size in dict.fromkeys(
+        (v.spec.train.device, v.spec.train.batch_size) for v in variants
+    ):
+        try:
+            resolve_device(device)
+        except ValueError as err:
+            raise SpecError("train.device", str(err)) from None
+        try:
+            distributed.local_batch_size(batch_size, world_size)
+        except ValueError as err:
+            raise SpecError("train.batch_size", str(err)) from None
+    return Plan(spec, variants, spec_hash(spec))
+
+
+def data_key(cfg: DataConfig) -> str:
+    """The key of a `data` section among prepared data: its canonical JSON."""
+    return json.dumps(cfg.model_dump(mode="json"), sort_keys=True)
+
+
+def prepare_all(plan: Plan) -> dict[str, PreparedData]:
+    """Tokenized data per distinct `data` section (keyed by `data_key`), checked against each
+    variant's vocabulary and context length; raises `DataError` or `SpecError`."""
+    data: dict[str, PreparedData] = {}
+    for variant in plan.variants:
+        key = data_key(variant.spec.data)
+        if key not in data:
+            data[key] = prepare_data(variant.spec.data)
+        prepared, vocab = data[key], variant.spec.model_config_obj().vocab_size
+        if prepared.vocab_size > vocab:
+            raise SpecError(
+                "model.vocab_size",
+                f"must be >= the tokenizer's {prepared.vocab_size} tokens, got {vocab}",
+            )
+        shortest = min(len(prepared.train_tokens), len(prepared.val_tokens))
+        if variant.spec.train.seq_len > shortest:
+            raise SpecError(
+                "train.seq_len",
+                f"must be <= the {shortest} tokens of the corpus's smaller split, "
+                f"got {variant.spec.train.seq_len}",
+            )
+    return data
+
+
+def describe_plan(plan: Plan) -> str:
+    """The `--dry-run` table: variants with parameter and FLOP counts and tokens per run."""
+    spec = plan.spec
+    headers = ["variant", "params", "active", "FLOPs/token", "steps", "tokens/run"]
+    rows = []
+    for variant in plan.variants:
+        cfg, train = variant.spec.model_config_obj(), variant.spec.train
+        steps = planned_steps(train)
+        budget = [] if train.time_limit is None else [f"<= {train.time_limit:g} s"]
+        rows.append(
+            [
+                variant.name,
+                f"{cfg.num_params():,}",
+                f"{cfg.num_active_params():,}",
+                f"{cfg.flops_per_token(train.seq_len):.3g}",
+                " ".join([f"{steps:,}" if steps else "-", *budget]),
+                f"{steps * train.tokens_per_step:,}" if steps else "-",
+            ]
+        )
+    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
+    lines = [
+        f"spec {spec.name} ({plan.plan_hash}): {len(plan.variants)} variant(s) x "
+        f"{len(spec.seeds)} seed(s) = {plan.n_runs} run(s); tracking {spec.tracking.uri}, "
+        f"experiment {spec.tracking.experiment}",
+        "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)),
+    ]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
