@@ -20,6 +20,7 @@ from pathlib import Path
 
 from minimind import distributed
 from minimind.data import DataConfig, PreparedData, prepare_data
+from minimind.plain_table import plain_table
 from minimind.spec import Spec, SpecError, Variant, expand, load_spec, spec_hash
 from minimind.train import planned_steps, resolve_device
 
@@ -107,12 +108,9 @@ def describe_plan(plan: Plan) -> str:
                 f"{steps * train.tokens_per_step:,}" if steps else "-",
             ]
         )
-    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
-    lines = [
+    summary = (
         f"spec {spec.name} ({plan.plan_hash}): {len(plan.variants)} variant(s) x "
         f"{len(spec.seeds)} seed(s) = {plan.n_runs} run(s); tracking {spec.tracking.uri}, "
-        f"experiment {spec.tracking.experiment}",
-        "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)),
-    ]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    return "\n".join(lines)
+        f"experiment {spec.tracking.experiment}"
+    )
+    return f"{summary}\n{plain_table(headers, rows)}"

@@ -15,7 +15,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from minimind.compare.render import short_labels  # noqa: E402
+from minimind.compare.render import split_shared_key  # noqa: E402
 from minimind.compare.table import Comparison  # noqa: E402
 
 X_AXES = (("step", "step"), ("train/tokens", "tokens seen"), ("time/elapsed_s", "wall-clock (s)"))
@@ -25,7 +25,7 @@ X_AXES = (("step", "step"), ("train/tokens", "tokens seen"), ("time/elapsed_s", 
 def _groups(comparison: Comparison) -> list[tuple[str, str, list[str]]]:
     """(group, display label, finished run ids) in table order."""
     groups = list(comparison.table["variant"])
-    _, labels = short_labels(groups)
+    _, labels = split_shared_key(groups)
     finished = comparison.runs[~comparison.runs["run_id"].isin(comparison.problems["run_id"])]
     return [
         (g, label, list(finished.loc[finished["group"] == g, "run_id"]))
@@ -132,7 +132,7 @@ def pareto_figure(comparison: Comparison) -> Figure | None:
     t = comparison.table.dropna(subset=["perf/tokens_per_s_median", f"{m}_mean"])
     if t.empty:
         return None
-    _, labels = short_labels(list(comparison.table["variant"]))
+    _, labels = split_shared_key(list(comparison.table["variant"]))
     label_of = dict(zip(comparison.table["variant"], labels, strict=True))
     colors = dict(zip(comparison.table["variant"], _colors(len(comparison.table)), strict=True))
     fig, ax = plt.subplots(figsize=(7.5, 5), layout="constrained")

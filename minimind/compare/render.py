@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from minimind.compare.table import SIZE_PARAMS, SPREAD_METRICS, Comparison
+from minimind.plain_table import plain_table
 
 MISSING = "-"
 PROBLEM_HEADERS = ["run", "variant", "seed", "status", "reason"]
@@ -83,7 +84,7 @@ def verdict(row: pd.Series, metric: str, maximize: bool) -> str:
     return "better" if (row[f"{metric}_delta"] > 0) == maximize else "worse"
 
 
-def short_labels(labels: list[str]) -> tuple[str | None, list[str]]:
+def split_shared_key(labels: list[str]) -> tuple[str | None, list[str]]:
     """Drop a `key=` prefix that every label shares: (`key`, values), else (None, labels).
 
     `model.norm=layernorm`, `model.norm=rmsnorm` -> (`model.norm`, [`layernorm`, `rmsnorm`]).
@@ -98,7 +99,7 @@ def short_labels(labels: list[str]) -> tuple[str | None, list[str]]:
 
 
 def group_header(comparison: Comparison) -> str:
-    key, _ = short_labels(list(comparison.table["variant"]))
+    key, _ = split_shared_key(list(comparison.table["variant"]))
     return key or comparison.by
 
 
@@ -127,7 +128,7 @@ def display_rows(comparison: Comparison) -> list[list[str]]:
     """The table as strings, one list per group, in `display_headers` order."""
     m = comparison.metric
     keys = [*SPREAD_METRICS, *([] if m in SPREAD_METRICS else [m])]
-    _, labels = short_labels(list(comparison.table["variant"]))
+    _, labels = split_shared_key(list(comparison.table["variant"]))
     rows = []
     for label, (_, r) in zip(labels, comparison.table.iterrows(), strict=True):
         seeds = str(r["n"]) + (f" (+{r['n_failed']} failed)" if r["n_failed"] else "")
@@ -182,16 +183,6 @@ def caption(comparison: Comparison) -> str:
         f"Objective {comparison.metric} ({direction} is better), final value mean ± std over "
         f"seeds; Δ vs baseline {comparison.baseline} {ci}."
     )
-
-
-def plain_table(headers: list[str], rows: list[list[str]]) -> str:
-    """Columns aligned with two spaces, a dashed rule under the header."""
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
-
-    return "\n".join([line(headers), "  ".join("-" * w for w in widths), *(line(r) for r in rows)])
 
 
 def to_plain(comparison: Comparison) -> str:

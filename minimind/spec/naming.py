@@ -20,11 +20,11 @@ def variant_name(assignments: Mapping[str, Any]) -> str:
     """The name of the variant that sets each dotted key to its value; `base` for none."""
     if not assignments:
         return BASE_VARIANT
-    labels = short_labels(list(assignments))
+    labels = shortest_unique_suffixes(list(assignments))
     return ",".join(f"{labels[key]}={render(value)}" for key, value in assignments.items())
 
 
-def short_labels(keys: Sequence[str]) -> dict[str, str]:
+def shortest_unique_suffixes(keys: Sequence[str]) -> dict[str, str]:
     """Each dotted key's shortest suffix that no other key ends with."""
     labels = {}
     for key in keys:
