@@ -15,14 +15,17 @@ from minimind.config import ModelConfig
 from minimind.data.config import DataConfig
 from minimind.spec import (
     Objective,
+    Spec,
     SpecError,
     dump_spec,
     expand,
     flatten,
     load_spec,
     spec_hash,
+    validate_spec,
     with_values,
 )
+from minimind.spec.schema import apply
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 SAFE_NAME = re.compile(r"[A-Za-z0-9_.=,()+\-\[\]]+")
@@ -238,6 +241,35 @@ def test_expand_is_the_cartesian_product_in_order(tmp_path: Path) -> None:
     assert variants[1].assignments == {"model.norm": "layernorm", "train.optimizer.lr": 3.0e-3}
     for v in variants:
         assert v.spec.ablate == {} and v.spec.seeds == [0, 1] and v.spec.name == "s"
+
+
+@pytest.mark.parametrize("name", ["complex", "single-axis", "no-ablate"])
+def test_expand_gives_the_specs_validated_with_the_spec_and_validates_none_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    text = {
+        "complex": COMPLEX,
+        "single-axis": "name: one\ntrain: {steps: 40}\nablate: {model.norm: [layernorm, rmsnorm]}\n",
+        "no-ablate": "name: none\ntrain: {steps: 40}\n",
+    }[name]
+    spec = load_spec(write(tmp_path, "c.yaml", text))
+    validations = []
+    original = Spec.model_validate.__func__
+
+    def counted(cls, *args, **kwargs):
+        validations.append(cls)
+        return original(cls, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Spec, "model_validate", classmethod(counted))
+        variants = expand(spec)
+    assert validations == []
+    cell_tree = {**spec.tree(), "ablate": {}}
+    for variant in variants:  # as validating each cell on its own gives it
+        assert variant.spec == validate_spec(apply(cell_tree, variant.assignments))
+    # Independent copies: changing one variant changes neither the spec nor another expansion.
+    variants[0].spec.train.steps = 7
+    assert spec.train.steps == 40 and expand(spec)[0].spec.train.steps == 40
 
 
 def test_group_axes_and_mapping_values_in_names(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 `Spec` validates everything a run needs before anything trains: each section, the cross-section
 constraints (`train.seq_len` within `model.max_seq_len`), every ablation variant and both ends of
 every sweep dimension. An invalid spec raises pydantic's `ValidationError`; `validate_spec` turns
-it into a one-line `SpecError`.
+it into a one-line `SpecError`. The variants validated here are kept (`Spec.variant_specs`), so
+that expanding a spec validates none of them again.
 """
 
 from __future__ import annotations
@@ -112,6 +113,8 @@ class Spec(BaseModel):
     ablate: dict[str, AblationValues] = Field(default_factory=dict)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
     sweep: SweepConfig | None = None
+    # Each ablation cell's assignments and its spec without `ablate` and `sweep`, as validated.
+    _variants: list[tuple[dict[str, Any], Spec]] = PrivateAttr(default_factory=list)
 
     @field_validator("name")
     @classmethod
@@ -173,21 +176,27 @@ class Spec(BaseModel):
         return self
 
     def _check_variants(self) -> None:
-        """Each ablation value alone, then each combination, must give a valid spec."""
+        """Each ablation value alone, then each combination, must give a valid spec; the
+        combinations' specs are kept for `variant_specs` (with one axis, its values are the
+        combinations)."""
         base = self.base_tree()
+        one_axis = len(self.ablate) == 1
         for axis, values in self.ablate.items():
             for i, assignments in enumerate(axis_options(axis, values)):
-                problem = probe(base, assignments)
-                if problem:
+                outcome = try_validate(base, assignments)
+                if isinstance(outcome, tuple):
                     where = f"ablate.{axis}[{i}]"
                     targets = {k: where if k == axis else f"{where}.{k}" for k in assignments}
-                    field_error(*place(targets, where, *problem))
-        if len(self.ablate) > 1:
+                    field_error(*place(targets, where, *outcome))
+                if one_axis:
+                    self._variants.append((assignments, outcome))
+        if not one_axis:
             for combo in ablation_grid(self.ablate):
-                problem = probe(base, combo)
-                if problem:
-                    path, message = problem
+                outcome = try_validate(base, combo)
+                if isinstance(outcome, tuple):
+                    path, message = outcome
                     field_error(("ablate",), f"variant {variant_name(combo)}: {path}: {message}")
+                self._variants.append((combo, outcome))
 
     def _check_sweep_params(self) -> None:
         """Both ends of each range and every choice must validate, in every variant."""
@@ -217,6 +226,19 @@ class Spec(BaseModel):
                             {key: f"{where}.{label}"}, f"{where}.{label}", *problem
                         )
                         field_error(path, context + message)
+
+    def variant_specs(self) -> list[tuple[dict[str, Any], Spec]]:
+        """Each ablation cell's assignments and its spec (`ablate` emptied, `sweep` kept), in
+        `ablation_grid` order; this spec alone without `ablate`. Validated with this spec, not
+        again."""
+        if not self.ablate:
+            return [({}, self.model_copy(deep=True))]
+        out = []
+        for assignments, spec in self._variants:
+            # The sweep section is checked against every cell by this spec's own validation.
+            sweep = None if self.sweep is None else self.sweep.model_copy(deep=True)
+            out.append((dict(assignments), spec.model_copy(update={"sweep": sweep}, deep=True)))
+        return out
 
     def model_config_obj(self) -> ModelConfig:
         """The resolved model: the preset with the section's fields applied."""
@@ -251,16 +273,21 @@ def apply(tree: Mapping[str, Any], assignments: Mapping[str, Any]) -> dict[str, 
     return out
 
 
-def probe(tree: Mapping[str, Any], assignments: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(path, message) of the first problem of `tree` with `assignments`, or None if valid."""
+def try_validate(tree: Mapping[str, Any], assignments: Mapping[str, Any]) -> Spec | tuple[str, str]:
+    """`tree` with `assignments` as a valid spec, or (path, message) of its first problem."""
     try:
-        Spec.model_validate(apply(tree, assignments))
+        return Spec.model_validate(apply(tree, assignments))
     except SpecError as err:
         return err.path, err.message
     except ValidationError as err:
         loc, message = first_error(err, Spec)
         return format_path(loc), message
-    return None
+
+
+def probe(tree: Mapping[str, Any], assignments: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(path, message) of the first problem of `tree` with `assignments`, or None if valid."""
+    outcome = try_validate(tree, assignments)
+    return outcome if isinstance(outcome, tuple) else None
 
 
 def _preset_component(tree: dict[str, Any], parts: list[str]) -> dict[str, Any] | None:

@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import registry
-from minimind.spec.ablation import ablation_grid
 from minimind.spec.naming import variant_name
 from minimind.spec.schema import Spec, apply, validate_spec
 
@@ -26,22 +25,22 @@ class Variant:
 
 
 def expand(spec: Spec) -> list[Variant]:
-    """The Cartesian product of `spec.ablate` (keys in order, values in list order).
+    """The Cartesian product of `spec.ablate` (keys in order, values in list order), each
+    variant's spec as `spec`'s validation left it (`Spec.variant_specs`).
 
     A spec without `ablate` gives one variant named `base`. Names are unique: a clash left by
     making values path-safe gets a `-2`, `-3`... suffix.
     """
-    tree = {**spec.tree(), "ablate": {}}
     variants: list[Variant] = []
     taken: set[str] = set()
-    for assignments in ablation_grid(spec.ablate):
+    for assignments, variant_spec in spec.variant_specs():
         name = variant_name(assignments)
         n = 1
         while name in taken:
             n += 1
             name = f"{variant_name(assignments)}-{n}"
         taken.add(name)
-        variants.append(Variant(name, validate_spec(apply(tree, assignments)), assignments))
+        variants.append(Variant(name, variant_spec, assignments))
     return variants
 
 
