@@ -67,9 +67,10 @@ def run_spec(
 def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
     """Train every run of `plan` under one parent run, then print the comparison."""
     from minimind.compare import print_comparison
+    from minimind.tracking.rank_zero import make_tracker
 
     spec = plan.spec
-    tracker = distributed.make_tracker(spec.tracking.uri, spec.tracking.experiment)
+    tracker = make_tracker(spec.tracking.uri, spec.tracking.experiment)
     parent, earlier = _open_parent(tracker, plan, resume)
     failed: list[str] = []
     with parent:
