@@ -1,4 +1,4 @@
-"""Training checkpoints: atomic writes, safe loads, and the RNG states that make resume bit-exact.
+"""Training checkpoints: atomic saves, safe loads, and the RNG states that make resume bit-exact.
 
 A checkpoint is one `torch.save` file holding a plain dict. The runner stores in it the model,
 optimizer and scheduler state dicts, `capture_rng_state()`, the data sampler state, the step, the
@@ -8,66 +8,18 @@ tokens seen, the elapsed training time and the MLflow run ids. Everything in it 
 
 from __future__ import annotations
 
-import os
 import random
-import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import torch
 
-
-@contextmanager
-def atomic_open(path: str | Path) -> Iterator[IO[bytes]]:
-    """Open `path` for binary writing so that readers see either the old content or the complete
-    new one.
-
-    The body writes a temporary file in the same directory (same filesystem, so the rename is
-    atomic); it is flushed and fsynced before `os.replace`. If the body raises, the temporary
-    file is removed and `path` keeps its previous content; a process killed mid-write leaves
-    `path` untouched too (and a stray `.<name>.*.tmp`).
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # mkstemp: a unique name, so parallel writers of one path (sweep workers) never share it.
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-    _fsync_directory(path.parent)
-
-
-def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
-    """`write(f)` into `path` atomically (see `atomic_open`)."""
-    with atomic_open(path) as f:
-        write(f)
-
-
-def _fsync_directory(directory: Path) -> None:
-    # Persists the rename itself; not every platform can open a directory.
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+from minimind.atomic_file import atomic_write
 
 
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
-    """Save `state` to `path` atomically (see `atomic_write`)."""
+    """Save `state` to `path` atomically (`minimind.atomic_file`)."""
     atomic_write(path, lambda f: torch.save(state, f))
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from minimind.allocator import release_freed_memory
-from minimind.checkpoint import atomic_write
+from minimind.atomic_file import atomic_write_text
 
 
 def _synchronize(device: torch.device) -> None:
@@ -247,7 +247,7 @@ def device_peak_flops(
         best = max(float(cache.get(key, 0.0)), _MEASURED_THIS_PROCESS[key])
         if best != cache.get(key):
             merged = {**cache, key: best}
-            atomic_write(cache_file, lambda f: f.write(json.dumps(merged, indent=1).encode()))
+            atomic_write_text(cache_file, json.dumps(merged, indent=1))
     return max(float(_read_json(cache_file).get(key, 0.0)), _MEASURED_THIS_PROCESS[key])
 
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
+from minimind.atomic_file import atomic_write
 from minimind.checkpoint import (
-    atomic_write,
     capture_rng_state,
     load_checkpoint,
     restore_rng_state,
@@ -113,7 +113,7 @@ def test_kill_during_write_keeps_previous_checkpoint(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import os, signal
-        from minimind.checkpoint import atomic_write
+        from minimind.atomic_file import atomic_write
 
         def write(f):
             f.write(b"x" * 100_000)

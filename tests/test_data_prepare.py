@@ -8,7 +8,6 @@ import pytest
 
 import minimind.data.prepare as prepare_module
 from minimind.data import DataConfig, PreparedData, prepare_data
-from minimind.data.cache import atomic_open
 from minimind.data.corpus import read_corpus
 from minimind.data.tokenizer import EOS, train_bpe
 
@@ -155,13 +154,3 @@ def test_concurrent_preparation_agrees(tmp_path):
         assert np.array_equal(data.train_tokens, results[0].train_tokens)
         assert data.tokenizer.to_str() == results[0].tokenizer.to_str()
     assert not list((tmp_path / "cache").rglob("*.tmp"))
-
-
-def test_atomic_open_leaves_nothing_on_failure(tmp_path):
-    path = tmp_path / "out.bin"
-    path.write_bytes(b"old")
-    with pytest.raises(RuntimeError), atomic_open(path) as f:
-        f.write(b"half-written")
-        raise RuntimeError("interrupted")
-    assert path.read_bytes() == b"old"
-    assert [p.name for p in tmp_path.iterdir()] == ["out.bin"]

@@ -20,6 +20,8 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from minimind.atomic_file import atomic_write_text
+
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
     "<=": operator.le,
@@ -87,9 +89,7 @@ class Report:
         }
 
     def write_json(self, path: str | Path) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+        atomic_write_text(path, json.dumps(self.to_json(), indent=2) + "\n")
 
     def print(self, console: Console | None = None) -> None:
         if console is None:

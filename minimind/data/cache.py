@@ -1,20 +1,15 @@
-"""On-disk cache plumbing: content keys and atomic writes.
+"""On-disk cache keys: a stable short name for a set of settings.
 
-Parallel sweep workers may prepare the same cache entry at once, so every file is written to a
-private temporary name and moved into place with `os.replace`; a reader sees the old file, the
-new one, or none, never a half-written one.
+Parallel sweep workers may prepare the same cache entry at once, so every file of an entry is
+written atomically (`minimind.atomic_file`): a reader sees the old file, the new one, or none,
+never a half-written one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 from typing import Any
-
-# Re-exported: token files and metadata use the checkpoints' atomic write (minimind.checkpoint
-# imports nothing from minimind.data, so there is no cycle).
-from minimind.checkpoint import atomic_open
 
 
 def sha256_hex(data: bytes | str) -> str:
@@ -25,9 +20,3 @@ def sha256_hex(data: bytes | str) -> str:
 def cache_key(fields: dict[str, Any]) -> str:
     """A short, stable directory name for a set of JSON-serialisable settings."""
     return sha256_hex(json.dumps(fields, sort_keys=True))[:16]
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write a UTF-8 text file atomically."""
-    with atomic_open(path) as f:
-        f.write(text.encode())

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from minimind.data.cache import atomic_write_text, cache_key, sha256_hex
+from minimind.atomic_file import atomic_write_text
+from minimind.data.cache import cache_key, sha256_hex
 from minimind.data.config import DataConfig
 from minimind.data.corpus import CorpusSplit, read_corpus, split_corpus
 from minimind.data.tokenizer import load_tokenizer, special_ids, train_bpe

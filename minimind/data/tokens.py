@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from minimind.data.cache import atomic_open
+from minimind.atomic_file import atomic_open
 from minimind.data.chunking import text_chunks
 
 # Chunks handed to one encode_batch call: enough to keep every core busy, little memory.
