@@ -24,13 +24,7 @@ import torch
 
 from minimind.allocator import release_freed_memory
 from minimind.atomic_file import atomic_write_text
-
-
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "mps":
-        torch.mps.synchronize()
+from minimind.device import synchronize
 
 
 class ThroughputMeter:
@@ -65,7 +59,7 @@ class ThroughputMeter:
         self._window = (0.0, 0, 0)  # (seconds, tokens, steps) at the previous `window()` call
 
     def _now(self) -> float:
-        _synchronize(self.device)
+        synchronize(self.device)
         return self._clock()
 
     def start_step(self) -> None:
@@ -260,14 +254,14 @@ def measure_matmul_flops(device: torch.device, dtype: torch.dtype, duration_s: f
     a = torch.randn(n, n, device=device).to(dtype)
     b = torch.randn(n, n, device=device).to(dtype)
     torch.matmul(a, b)  # warm-up: thread pool, kernel selection
-    _synchronize(device)
+    synchronize(device)
     best = math.inf
     deadline = time.perf_counter() + duration_s
     runs = 0
     while runs < 3 or time.perf_counter() < deadline:
         start = time.perf_counter()
         torch.matmul(a, b)
-        _synchronize(device)
+        synchronize(device)
         best = min(best, time.perf_counter() - start)
         runs += 1
     return 2 * n**3 / best

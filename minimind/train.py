@@ -35,6 +35,7 @@ from minimind import distributed
 from minimind.checkpoint import capture_rng_state, restore_rng_state, save_checkpoint
 from minimind.config import ModelConfig
 from minimind.data import PreparedData, TrainBatches, bits_per_byte, fixed_val_batches
+from minimind.device import autocast, autocast_dtype, pins_memory, resolve_device
 from minimind.metrics import (
     ThroughputMeter,
     device_peak_flops,
@@ -82,47 +83,6 @@ class TrainOutcome:
     history: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
 
 
-def resolve_device(name: str) -> torch.device:
-    """`auto` is the first of cuda, mps, cpu that is available; a named device must exist."""
-    available = {
-        "cuda": torch.cuda.is_available(),
-        "mps": torch.backends.mps.is_available(),
-        "cpu": True,
-    }
-    if name == "auto":
-        return torch.device(next(kind for kind, ok in available.items() if ok))
-    if not available.get(name, False):
-        raise ValueError(f"device {name!r} is not available on this machine")
-    return torch.device(name)
-
-
-def cpu_has_native_bf16() -> bool:
-    """True when the CPU computes bf16 matmuls natively (AVX512-BF16 or AMX), read from Linux's
-    cpuinfo flags. Without them bf16 autocast is emulated and slower than fp32."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype, or None for plain fp32.
-
-    `auto` means bf16 on CUDA and on CPUs with native bf16, fp32 elsewhere; `fp32` is there for
-    bit-exact comparisons across machines.
-    """
-    if precision == "bf16":
-        return torch.bfloat16
-    if precision != "auto":
-        return None
-    if device.type == "cuda" and torch.cuda.is_bf16_supported():
-        return torch.bfloat16
-    if device.type == "cpu" and cpu_has_native_bf16():
-        return torch.bfloat16
-    return None
-
-
 def planned_steps(cfg: Any) -> int | None:
     """Optimizer steps allowed by `steps` and `tokens` (the smaller), None if only time bounds."""
     limits = [cfg.steps] if cfg.steps is not None else []
@@ -138,9 +98,20 @@ def seed_everything(seed: int) -> None:
 
 
 class Trainer:
-    """One model, optimizer, schedule and batch stream; `cfg` is the spec's `train` section."""
+    """One model, optimizer, schedule and batch stream; `cfg` is the spec's `train` section.
 
-    def __init__(self, model_cfg: ModelConfig, cfg: Any, data: PreparedData, seed: int) -> None:
+    `device` is the run's device, resolved once by the caller (`minimind.device.resolve_device`);
+    without it the trainer resolves `cfg.device` itself.
+    """
+
+    def __init__(
+        self,
+        model_cfg: ModelConfig,
+        cfg: Any,
+        data: PreparedData,
+        seed: int,
+        device: torch.device | None = None,
+    ) -> None:
         if data.vocab_size > model_cfg.vocab_size:
             raise ValueError(
                 f"the tokenizer has {data.vocab_size} tokens, more than model.vocab_size "
@@ -150,7 +121,7 @@ class Trainer:
         self.model_cfg = model_cfg
         self.data = data
         self.seed = seed
-        self.device = resolve_device(cfg.device)
+        self.device = resolve_device(cfg.device) if device is None else device
         self.amp_dtype = autocast_dtype(cfg.precision, self.device)
         seed_everything(seed)
         # The run's peak-memory window opens before its model exists and once per run: a reset
@@ -172,11 +143,12 @@ class Trainer:
         # With only a time limit, the schedule's horizon is re-estimated after every step.
         self.horizon = self.max_steps or cfg.schedule.warmup + 1
         self.scheduler = build_schedule(self.optimizer, cfg.schedule, lambda: self.horizon)
+        pin = pins_memory(self.device)
         self.batches = distributed.shard_batches(
-            TrainBatches(data.train_tokens, cfg.batch_size, cfg.seq_len, seed)
+            TrainBatches(data.train_tokens, cfg.batch_size, cfg.seq_len, seed, pin_memory=pin)
         )
         self.val_batches = fixed_val_batches(
-            data.val_tokens, cfg.batch_size, cfg.seq_len, cfg.eval_batches
+            data.val_tokens, cfg.batch_size, cfg.seq_len, cfg.eval_batches, pin_memory=pin
         )
         self.meter = ThroughputMeter(self.device)
         self.flops_per_token = model_cfg.flops_per_token(cfg.seq_len)
@@ -252,18 +224,13 @@ class Trainer:
             return True
         return self.cfg.time_limit is not None and elapsed >= self.cfg.time_limit
 
-    def _autocast(self) -> contextlib.AbstractContextManager:
-        if self.amp_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.amp_dtype)
-
     def _train_step(self, measure_grad_norm: bool) -> None:
         """One optimizer step over `grad_accum` micro-batches; no host sync."""
         accum = self.cfg.grad_accum
         for micro in range(accum):
             x = next(self.batches).to(self.device, non_blocking=True)  # [B / world_size, T]
             with distributed.gradient_sync(self.forward, micro == accum - 1):
-                with self._autocast():
+                with autocast(self.device, self.amp_dtype):
                     out = self.forward(x, labels=x)
                 ((out.loss + out.aux_loss) / accum).backward()
             self._loss_sum += out.loss.detach()
@@ -358,7 +325,7 @@ class Trainer:
         # rank runs every batch and holds the whole sum.
         sharded = distributed.is_sharded(self.model)
         batches = self.val_batches if sharded else distributed.shard_list(self.val_batches)
-        with torch.no_grad(), self._autocast():
+        with torch.no_grad(), autocast(self.device, self.amp_dtype):
             for x in batches:
                 x = x.to(self.device, non_blocking=True)
                 total += self.forward(x, labels=x).loss.float() * x.size(0)
@@ -378,7 +345,7 @@ class Trainer:
         starts = np.linspace(0, len(val) - length, SAMPLE_PROMPTS).astype(np.int64)
         prompts = np.stack([val[s : s + length] for s in starts]).astype(np.int64)
         generator = torch.Generator(self.device).manual_seed(self.seed)
-        with self._autocast():
+        with autocast(self.device, self.amp_dtype):
             out = self.model.generate(
                 torch.from_numpy(prompts).to(self.device),
                 self.cfg.sample_tokens,

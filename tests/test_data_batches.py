@@ -21,7 +21,13 @@ def test_batches_are_windows_of_the_tokens():
     assert batch.shape == (8, 16) and batch.dtype == torch.long and batch.device.type == "cpu"
     starts = batch[:, :1]
     assert torch.equal(batch, starts + torch.arange(16))
-    assert batch.is_pinned() == torch.cuda.is_available()
+    assert not batch.is_pinned()  # pinned only on request (a CUDA run's trainer asks)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="pinned memory needs CUDA")
+def test_batches_are_pinned_on_request():
+    assert next(TrainBatches(TOKENS, 8, 16, seed=0, pin_memory=True)).is_pinned()
+    assert all(b.is_pinned() for b in fixed_val_batches(TOKENS, 4, 50, 2, pin_memory=True))
 
 
 def test_every_start_is_reachable_and_none_overruns():

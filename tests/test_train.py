@@ -12,7 +12,7 @@ from minimind.checkpoint import load_checkpoint
 from minimind.data import prepare_data
 from minimind.optim import lr_multiplier
 from minimind.spec import validate_spec
-from minimind.train import Trainer, autocast_dtype, planned_steps, resolve_device
+from minimind.train import Trainer, planned_steps
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -175,35 +175,25 @@ def test_moe_logs_expert_balance(make):
     assert 0 <= sink.points["moe/load_cv"][3] <= math.sqrt(3)
 
 
+def test_the_given_device_is_used_and_cpu_batches_are_not_pinned(tiny_spec, monkeypatch):
+    spec = validate_spec(tiny_spec())
+
+    def no_second_resolution(name):
+        raise AssertionError(f"train.device {name!r} resolved again")
+
+    monkeypatch.setattr(train, "resolve_device", no_second_resolution)
+    data = prepare_data(spec.data)
+    trainer = Trainer(spec.model_config_obj(), spec.train, data, 0, device=torch.device("cpu"))
+    assert trainer.device == torch.device("cpu")
+    # Pinned by the run's device, not by whether this machine has CUDA.
+    assert not next(trainer.batches).is_pinned()
+    assert not any(batch.is_pinned() for batch in trainer.val_batches)
+
+
 def test_bf16_autocast_trains_on_the_cpu(make):
     trainer = make(train={"precision": "bf16", "steps": 3})
     assert trainer.amp_dtype == torch.bfloat16
     assert math.isfinite(trainer.fit(Recorder()).val_loss)
-
-
-def test_device_and_precision_resolution():
-    expected = (
-        "cuda"
-        if torch.cuda.is_available()
-        else "mps"
-        if torch.backends.mps.is_available()
-        else "cpu"
-    )
-    assert resolve_device("auto").type == expected
-    assert resolve_device("cpu").type == "cpu"
-    if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match="not available"):
-            resolve_device("cuda")
-    cpu = torch.device("cpu")
-    assert autocast_dtype("fp32", cpu) is None
-    assert autocast_dtype("bf16", cpu) is torch.bfloat16
-
-
-@pytest.mark.parametrize(("native", "expected"), [(True, torch.bfloat16), (False, None)])
-def test_auto_precision_uses_bf16_only_on_cpus_with_native_bf16(monkeypatch, native, expected):
-    monkeypatch.setattr(train, "cpu_has_native_bf16", lambda: native)
-    assert autocast_dtype("auto", torch.device("cpu")) is expected
-    assert autocast_dtype("fp32", torch.device("cpu")) is None
 
 
 def test_evaluation_follows_eval_every_not_log_every(make):

@@ -25,6 +25,7 @@ from minimind.data import TrainBatches
 from minimind.data.corpus import read_corpus, split_corpus
 from minimind.data.tokenizer import special_ids, train_bpe
 from minimind.data.tokens import read_tokens, token_dtype, write_tokens
+from minimind.device import pins_memory
 from minimind.model import MiniMindLM
 
 SUITE = "data"
@@ -89,7 +90,7 @@ def _sampling_share(
 ) -> tuple[float, float]:
     """(median share of batch sampling in a step, median step ms), timed in alternation."""
     device = ctx.device
-    batches = TrainBatches(tokens, batch, seq, seed=0)
+    batches = TrainBatches(tokens, batch, seq, seed=0, pin_memory=pins_memory(device))
     torch.manual_seed(0)
     with device:
         model = MiniMindLM(ModelConfig.preset("tiny", vocab_size=vocab))

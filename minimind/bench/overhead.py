@@ -28,9 +28,10 @@ import torch
 
 from minimind.bench.context import BenchContext
 from minimind.bench.results import Row, Target
-from minimind.bench.timing import alternate, median, paired_ratio, synchronize
+from minimind.bench.timing import alternate, median, paired_ratio
 from minimind.config import ModelConfig
 from minimind.data import DataConfig, prepare_data
+from minimind.device import synchronize
 from minimind.spec.sections import TrainConfig
 from minimind.train import MetricSink, Trainer
 
@@ -75,7 +76,7 @@ def run(ctx: BenchContext) -> list[Row]:
     with tempfile.TemporaryDirectory() as tmp:
         tracker = Tracker(f"sqlite:///{tmp}/mlflow.db", "bench-overhead", fallback_dir=tmp)
         with tracker.start_parent("overhead") as handle:
-            trainer = Trainer(model_cfg, train_cfg, data, seed=0)
+            trainer = Trainer(model_cfg, train_cfg, data, seed=0, device=device)
             eval_s: list[float] = []
             trainer.evaluate = _timed(trainer.evaluate, eval_s, device)  # type: ignore[method-assign]
             timers = {

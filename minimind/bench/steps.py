@@ -8,22 +8,15 @@ measures the models, not the optimizers.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from minimind.device import autocast
 from minimind.optim import build_optimizer
 from minimind.spec.sections import OptimizerConfig
-
-
-def autocast(device: torch.device, bf16: bool) -> contextlib.AbstractContextManager:
-    """bf16 autocast on `device` when `bf16`, else nothing (fp32)."""
-    if not bf16:
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=torch.bfloat16)
 
 
 @dataclass
@@ -51,9 +44,10 @@ class Trainee:
         """A step: forward (through `compiled` if given), loss + aux loss, backward, AdamW."""
         forward = compiled if compiled is not None else self.model
         device = self.batch.device
+        dtype = torch.bfloat16 if bf16 else None
 
         def step() -> None:
-            with autocast(device, bf16):
+            with autocast(device, dtype):
                 out = forward(self.batch, labels=self.batch)
             loss = out.loss
             aux = getattr(out, "aux_loss", None)  # MiniMindLM's objective is loss + aux_loss

@@ -19,13 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
-
-def synchronize(device: torch.device) -> None:
-    """Wait for queued kernels, so that a clock read after it charges them to the right call."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "mps":
-        torch.mps.synchronize()
+from minimind.device import synchronize
 
 
 def time_call(

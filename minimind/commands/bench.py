@@ -13,8 +13,12 @@ import sys
 
 import torch
 
+from minimind.device import resolve_device
+
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_ROUNDS, QUICK_ROUNDS = 5, 3
+# The suites measure CUDA (its memory statistics) or the CPU (its allocations), not MPS.
+BENCH_DEVICES = ("cuda", "cpu")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -35,7 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         choices=(*SUITES, "all"),
         help="suite to run (repeatable; default: all)",
     )
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--device", choices=("auto", *BENCH_DEVICES), default="auto")
     parser.add_argument(
         "--quick", action="store_true", help="smallest sizes and fewer rounds (smoke run)"
     )
@@ -63,13 +67,11 @@ def handle(args: argparse.Namespace) -> int:
     if rounds < 1 or args.threads < 1:
         print("error: --rounds and --threads must be >= 1", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("error: --device cuda: CUDA is not available", file=sys.stderr)
+    try:
+        device = resolve_device(args.device, BENCH_DEVICES)
+    except ValueError as err:
+        print(f"error: --device: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.device == "auto":
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    else:
-        device = torch.device(args.device)
     suites = (
         list(SUITES) if not args.suite or "all" in args.suite else list(dict.fromkeys(args.suite))
     )

@@ -1,8 +1,9 @@
 """Batches of token windows: a seeded random stream for training, a fixed set for validation.
 
 A batch is a CPU LongTensor [B, seq_len] of consecutive token ids (the model shifts labels
-itself). When CUDA is available it is in pinned memory, so the runner can copy it to the device
-with `non_blocking=True`; every batch is a fresh tensor, so an in-flight copy is never overwritten.
+itself). With `pin_memory` (the trainer sets it for a CUDA run: `minimind.device.pins_memory`)
+it is in pinned memory, so that the copy to the device can be `non_blocking=True`; every batch is
+a fresh tensor, so an in-flight copy is never overwritten.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class TrainBatches:
         seq_len: int,
         seed: int,
         rank: int = 0,
-        pin_memory: bool | None = None,
+        pin_memory: bool = False,
     ) -> None:
         if batch_size < 1 or seq_len < 1:
             raise ValueError(f"batch_size and seq_len must be >= 1, got {batch_size}, {seq_len}")
@@ -40,7 +41,7 @@ class TrainBatches:
         self.seq_len = seq_len
         self.seed = seed
         self.rank = rank
-        self.pin_memory = torch.cuda.is_available() if pin_memory is None else pin_memory
+        self.pin_memory = pin_memory
         self.batches_drawn = 0
 
     def __iter__(self) -> TrainBatches:
@@ -68,7 +69,7 @@ def fixed_val_batches(
     seq_len: int,
     n_batches: int,
     name: str = "the validation split",
-    pin_memory: bool | None = None,
+    pin_memory: bool = False,
 ) -> list[torch.Tensor]:
     """Up to `n_batches` batches [batch_size, seq_len] of non-overlapping windows, evenly spaced
     over the whole of `tokens`, identical for every variant and seed.
@@ -87,8 +88,6 @@ def fixed_val_batches(
     # Whole batches if at least one fits, else a single batch of every window there is.
     count = min(n_batches * batch_size, available // batch_size * batch_size) or available
     windows = np.arange(count) * available // count  # distinct, since count <= available
-    if pin_memory is None:
-        pin_memory = torch.cuda.is_available()
     starts = windows * seq_len
     return [
         _windows(tokens, starts[i : i + batch_size], seq_len, pin_memory)

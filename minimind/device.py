@@ -1,0 +1,87 @@
+"""The device a run trains on, and what follows from it: autocast, synchronisation, pinned batches.
+
+    device = resolve_device(spec.train.device)            # once per run, then passed down
+    dtype = autocast_dtype(spec.train.precision, device)
+    with autocast(device, dtype):
+        loss = model(x, labels=x).loss
+
+The device is resolved once, where a run is planned, and handed to whoever needs it (the trainer,
+its batches, the meters), so that every part of a run agrees on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+DEVICE_KINDS = ("cuda", "mps", "cpu")
+"""The kinds of device a run may use, in the order `auto` prefers them."""
+
+
+def resolve_device(name: str, kinds: Sequence[str] = DEVICE_KINDS) -> torch.device:
+    """`auto` is the first of `kinds` that is available; a named device must be available.
+
+    ValueError names the device when it is not available on this machine.
+    """
+    available = {
+        "cuda": torch.cuda.is_available(),
+        "mps": torch.backends.mps.is_available(),
+        "cpu": True,
+    }
+    if name == "auto":
+        return torch.device(next(kind for kind in kinds if available.get(kind, False)))
+    if not available.get(name, False):
+        raise ValueError(f"device {name!r} is not available on this machine")
+    return torch.device(name)
+
+
+def cpu_has_native_bf16() -> bool:
+    """True when the CPU computes bf16 matmuls natively (AVX512-BF16 or AMX), read from Linux's
+    cpuinfo flags. Without them bf16 autocast is emulated and slower than fp32."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype of `train.precision` on `device`, or None for plain fp32.
+
+    `auto` means bf16 on CUDA and on CPUs with native bf16, fp32 elsewhere; `fp32` is there for
+    bit-exact comparisons across machines.
+    """
+    if precision == "bf16":
+        return torch.bfloat16
+    if precision != "auto":
+        return None
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    if device.type == "cpu" and cpu_has_native_bf16():
+        return torch.bfloat16
+    return None
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager:
+    """Autocast to `dtype` on `device` for the body; nothing (plain fp32) when `dtype` is None."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=dtype)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the kernels queued on `device`, so that a clock read after it charges them to the
+    right step (CPU work is done when its call returns)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def pins_memory(device: torch.device) -> bool:
+    """Whether host batches bound for `device` belong in pinned memory: on CUDA, where a pinned
+    batch is copied with `non_blocking=True` while the GPU works; elsewhere pinning only costs."""
+    return device.type == "cuda"
