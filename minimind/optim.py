@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
+
+if TYPE_CHECKING:
+    from minimind.spec.sections import OptimizerConfig, ScheduleConfig
 
 SCHEDULES = ("cosine", "linear", "constant", "wsd")
 
@@ -46,8 +49,10 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     ]
 
 
-def build_optimizer(model: nn.Module, cfg: Any, fused: bool | None = None) -> torch.optim.Optimizer:
-    """AdamW over `param_groups(model)`; `cfg` is the spec's `train.optimizer` section.
+def build_optimizer(
+    model: nn.Module, cfg: OptimizerConfig, fused: bool | None = None
+) -> torch.optim.Optimizer:
+    """AdamW over `param_groups(model)` with the spec's `train.optimizer` settings.
 
     `fused`: one fused kernel for the whole update; by default on CUDA, where it saves a launch
     per tensor. Otherwise the multi-tensor (foreach) path, the fastest on the CPU.
@@ -66,10 +71,9 @@ def build_optimizer(model: nn.Module, cfg: Any, fused: bool | None = None) -> to
     )
 
 
-def lr_multiplier(step: int, cfg: Any, total_steps: int) -> float:
+def lr_multiplier(step: int, cfg: ScheduleConfig, total_steps: int) -> float:
     """The factor on the base lr for optimizer step `step` (0-based) of `total_steps`.
 
-    `cfg` is the spec's `train.schedule` section (name, warmup, min_lr_ratio, decay_fraction).
     - warmup: linear, (step + 1) / warmup for step < warmup, so the first step already moves;
     - cosine / linear: from 1 down to min_lr_ratio over the steps after warmup;
     - constant: 1 after warmup;
@@ -97,7 +101,7 @@ def lr_multiplier(step: int, cfg: Any, total_steps: int) -> float:
 
 
 def build_schedule(
-    optimizer: torch.optim.Optimizer, cfg: Any, total_steps: int | Callable[[], int]
+    optimizer: torch.optim.Optimizer, cfg: ScheduleConfig, total_steps: int | Callable[[], int]
 ) -> LambdaLR:
     """A `LambdaLR` whose multiplier is `lr_multiplier(step, cfg, total_steps)`.
 

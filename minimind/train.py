@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import torch
@@ -46,6 +46,9 @@ from minimind.metrics import (
 )
 from minimind.model import MiniMindLM
 from minimind.optim import build_optimizer, build_schedule
+
+if TYPE_CHECKING:
+    from minimind.spec.sections import TrainConfig
 
 # Sample generations at the end of a run: prompts cut from the validation split.
 SAMPLE_PROMPTS = 3
@@ -83,7 +86,7 @@ class TrainOutcome:
     history: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
 
 
-def planned_steps(cfg: Any) -> int | None:
+def planned_steps(cfg: TrainConfig) -> int | None:
     """Optimizer steps allowed by `steps` and `tokens` (the smaller), None if only time bounds."""
     limits = [cfg.steps] if cfg.steps is not None else []
     if cfg.tokens is not None:
@@ -107,7 +110,7 @@ class Trainer:
     def __init__(
         self,
         model_cfg: ModelConfig,
-        cfg: Any,
+        cfg: TrainConfig,
         data: PreparedData,
         seed: int,
         device: torch.device | None = None,

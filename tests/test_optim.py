@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 import torch
 from torch import nn
 
 from minimind.optim import build_optimizer, build_schedule, lr_multiplier, param_groups
+from minimind.spec.sections import OptimizerConfig, ScheduleConfig
 
 
-def schedule(name: str, warmup: int = 10, min_lr_ratio: float = 0.1, decay_fraction: float = 0.2):
-    return SimpleNamespace(
+def schedule(
+    name: str, warmup: int = 10, min_lr_ratio: float = 0.1, decay_fraction: float = 0.2
+) -> ScheduleConfig:
+    return ScheduleConfig(
         name=name, warmup=warmup, min_lr_ratio=min_lr_ratio, decay_fraction=decay_fraction
     )
 
@@ -56,7 +57,9 @@ def test_wsd_is_stable_then_decays_over_the_last_fraction():
 
 def test_unknown_schedule_is_an_error():
     with pytest.raises(ValueError, match="train.schedule.name"):
-        build_schedule(torch.optim.SGD([nn.Parameter(torch.ones(1))], lr=1.0), schedule("step"), 10)
+        # The spec rejects the name first; a config built without validation still fails here.
+        unknown = ScheduleConfig.model_construct(name="step")
+        build_schedule(torch.optim.SGD([nn.Parameter(torch.ones(1))], lr=1.0), unknown, 10)
 
 
 def test_lambda_lr_applies_the_multiplier_and_its_state_is_plain():
@@ -99,7 +102,7 @@ def test_param_groups_exclude_norms_biases_and_embeddings():
 
 
 def test_build_optimizer_is_adamw_with_the_spec_settings():
-    cfg = SimpleNamespace(name="adamw", lr=3e-3, betas=[0.9, 0.95], weight_decay=0.1, eps=1e-8)
+    cfg = OptimizerConfig(lr=3e-3, betas=(0.9, 0.95), weight_decay=0.1, eps=1e-8)
     opt = build_optimizer(Toy(), cfg)
     assert isinstance(opt, torch.optim.AdamW)
     assert [g["weight_decay"] for g in opt.param_groups] == [0.1, 0.0]

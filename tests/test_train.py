@@ -11,7 +11,7 @@ from minimind import train
 from minimind.checkpoint import load_checkpoint
 from minimind.data import prepare_data
 from minimind.optim import lr_multiplier
-from minimind.spec import validate_spec
+from minimind.spec import TrainConfig, validate_spec
 from minimind.train import Trainer, planned_steps
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -151,14 +151,10 @@ def test_budget_is_the_first_of_steps_tokens_and_time(make):
 
 
 def test_planned_steps():
-    class Cfg:
-        steps, tokens, time_limit, tokens_per_step = None, 1000, None, 128
-
-    assert planned_steps(Cfg) == 8
-    Cfg.steps = 5
-    assert planned_steps(Cfg) == 5
-    Cfg.steps, Cfg.tokens = None, None
-    assert planned_steps(Cfg) is None
+    by_tokens = TrainConfig(steps=None, tokens=1000, batch_size=4, seq_len=32)  # 128 a step
+    assert planned_steps(by_tokens) == 8
+    assert planned_steps(by_tokens.model_copy(update={"steps": 5})) == 5
+    assert planned_steps(TrainConfig(steps=None, time_limit=60.0)) is None
 
 
 def test_grad_accum_and_no_clip(make):
