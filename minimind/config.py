@@ -7,7 +7,6 @@ Everything is counted from the config alone, before any weights exist.
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 from pydantic import (
@@ -128,10 +127,9 @@ class ModelConfig(BaseModel):
     def preset(cls, name: str, **overrides: Any) -> ModelConfig:
         """The preset `name` with `overrides` (whole fields; a slot mapping replaces the preset's)."""
         if name not in PRESETS:
-            close = difflib.get_close_matches(name, PRESETS, n=1, cutoff=0.0)
+            known = ", ".join(PRESETS)
             raise ValueError(
-                f"unknown preset {name!r}; presets: {', '.join(PRESETS)}"
-                + (f"; did you mean {close[0]!r}?" if close else "")
+                f"unknown preset {name!r}; presets: {known}{registry.suggest(name, PRESETS)}"
             )
         return cls(**{**PRESETS[name], **overrides})
 

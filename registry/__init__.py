@@ -26,6 +26,7 @@ from registry.core import (
     load_plugins,
     register,
     resolve,
+    suggest,
 )
 
 __all__ = [
@@ -45,4 +46,5 @@ __all__ = [
     "load_plugins",
     "register",
     "resolve",
+    "suggest",
 ]

@@ -30,7 +30,7 @@ import difflib
 import importlib
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
 import torch
@@ -73,9 +73,22 @@ def _check_slot(slot: str) -> None:
         raise RegistryError(f"unknown slot {slot!r}; slots: {', '.join(SLOTS)}")
 
 
-def _suggest(word: str, candidates: list[str]) -> str:
-    best = difflib.get_close_matches(word, candidates, n=1, cutoff=0.0)
-    return f"; did you mean {best[0]!r}?" if best else ""
+SUGGESTION_CUTOFF = 0.6
+"""The difflib similarity a candidate needs to be suggested: typos pass, unrelated names do not."""
+
+
+def suggest(word: object, candidates: Iterable[str]) -> str:
+    """`; did you mean 'x'?` to end an error message about the unknown `word`, or "".
+
+    `x` is the candidate most similar to `word` if difflib rates it at least `SUGGESTION_CUTOFF`
+    (a typo: `rmsnrom` -> `rmsnorm`), else the only candidate that begins with `word` (a
+    shortened name: `gpt2` -> `gpt2-small`). Nothing is suggested for a word like no candidate.
+    """
+    word, names = str(word), [str(c) for c in candidates]
+    best = difflib.get_close_matches(word, names, n=1, cutoff=SUGGESTION_CUTOFF)
+    if not best and word:
+        best = [name for name in names if name.startswith(word)]
+    return f"; did you mean {best[0]!r}?" if len(best) == 1 else ""
 
 
 def register(slot: str, name: str, *aliases: str) -> Callable[[C], C]:
@@ -128,7 +141,7 @@ def _lookup(slot: str, name: str) -> _Entry:
     if entry is None:
         names = sorted(_names[slot])
         raise RegistryError(
-            f"unknown {slot} {name!r}; choices: {', '.join(names)}{_suggest(name, names)}"
+            f"unknown {slot} {name!r}; choices: {', '.join(names)}{suggest(name, names)}"
         )
     return entry
 
@@ -177,7 +190,7 @@ def _validated_options(slot: str, spec: ComponentSpec) -> tuple[_Entry, Any]:
     for key, value in given.items():
         if key not in fields:
             raise RegistryError(
-                f"unknown option {key!r} for {label}; valid options: {valid}{_suggest(key, fields)}"
+                f"unknown option {key!r} for {label}; valid options: {valid}{suggest(key, fields)}"
             )
         if key in entry.fixed and value != entry.fixed[key]:
             raise RegistryError(

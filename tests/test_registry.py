@@ -48,6 +48,27 @@ def test_unknown_name_names_the_slot_lists_choices_and_suggests():
     assert message.endswith("did you mean 'rope-gptj'?")
 
 
+@pytest.mark.parametrize(
+    ("word", "expected"),
+    [
+        ("rmsnrom", "; did you mean 'rmsnorm'?"),  # a typo
+        ("gpt2", "; did you mean 'gpt2-small'?"),  # a shortened name, the only one it begins
+        ("ro", ""),  # begins two names, and is like neither closely enough
+        ("batchnorm", ""),  # like no name: no suggestion rather than an absurd one
+        ("", ""),
+    ],
+)
+def test_suggest_offers_a_close_or_lengthened_name_or_nothing(word, expected):
+    names = ["gpt2-small", "layernorm", "rmsnorm", "rope-gptj", "rope-neox"]
+    assert registry.suggest(word, names) == expected
+
+
+def test_an_unrelated_name_gets_no_suggestion():
+    with pytest.raises(registry.RegistryError) as info:
+        registry.build("norm", "batchnorm", dim=8)
+    assert str(info.value).endswith("choices: layernorm, rmsnorm")
+
+
 def test_unknown_slot():
     with pytest.raises(registry.RegistryError, match="unknown slot 'norms'; slots: norm, position"):
         registry.choices("norms")

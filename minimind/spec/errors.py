@@ -7,7 +7,6 @@ sees `train.optimizer.lr: must be > 0, got -0.001` rather than a multi-line repo
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import typing
@@ -17,6 +16,8 @@ from typing import Any, NoReturn, Union
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticCustomError
+
+from registry import suggest
 
 Loc = tuple[str | int, ...]
 
@@ -48,12 +49,6 @@ def format_path(loc: Sequence[str | int]) -> str:
         else:
             out += f".{part}" if out else str(part)
     return out
-
-
-def suggest(word: str, candidates: Sequence[str]) -> str:
-    """`; did you mean 'x'?` for the closest candidate, or an empty string."""
-    best = difflib.get_close_matches(str(word), list(candidates), n=1, cutoff=0.6)
-    return f"; did you mean {best[0]!r}?" if best else ""
 
 
 def show(value: Any) -> str:
