@@ -1,5 +1,8 @@
 """Sampling for `MiniMindLM.generate`: repetition penalty, temperature, top-k, top-p, EOS per row.
 
+    options = SamplingOptions(temperature=0.8, top_k=50, eos_token_id=eos)   # checked here, once
+    out = model.generate(prompt, 64, options, generator=generator)
+
 Per step, on the last position's logits [B, vocab] in float32, in this order (as HF transformers):
 repetition penalty over every token already in the row (prompt included), temperature, top-k,
 top-p, then sampling (or argmax when temperature is 0).
@@ -11,9 +14,44 @@ first `config.vocab_size` are kept, so a padded id, which no tokenizer can decod
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
+
+
+@dataclass(frozen=True)
+class SamplingOptions:
+    """How each new token is chosen; ValueError when made with an invalid value.
+
+    - temperature: the logits are divided by it; 0 is greedy decoding (argmax);
+    - top_k: keep the k most likely tokens (None: all);
+    - top_p: keep the smallest set of most likely tokens whose probability reaches p (None: all);
+    - repetition_penalty: CTRL's penalty on every token already in the row (1: none);
+    - eos_token_id: a row that produced it is finished and continues with EOS (None: never).
+    """
+
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    repetition_penalty: float = 1.0
+    eos_token_id: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.top_k is not None and self.top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {self.top_k}")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.repetition_penalty <= 0:
+            raise ValueError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
+
+
+RANDOM_SAMPLING = SamplingOptions()
+"""Plain sampling from the model's distribution (temperature 1, no filters, no EOS)."""
+GREEDY = SamplingOptions(temperature=0.0)
+"""Greedy decoding: the most likely token at every step."""
 
 
 class _SizedConfig(Protocol):
@@ -65,20 +103,17 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
 
 
 def sample_next(
-    logits: torch.Tensor,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    generator: torch.Generator | None = None,
+    logits: torch.Tensor, options: SamplingOptions, generator: torch.Generator | None = None
 ) -> torch.Tensor:
-    """The next token [B] from logits [B, V]; temperature 0 is greedy (argmax)."""
-    if temperature == 0:
+    """The next token [B] from logits [B, V] by temperature, top-k and top-p of `options`
+    (temperature 0: argmax); the repetition penalty is applied before, on the logits."""
+    if options.temperature == 0:
         return logits.argmax(dim=-1)
-    logits = logits / temperature
-    if top_k is not None:
-        logits = top_k_filter(logits, top_k)
-    if top_p is not None:
-        logits = top_p_filter(logits, top_p)
+    logits = logits / options.temperature
+    if options.top_k is not None:
+        logits = top_k_filter(logits, options.top_k)
+    if options.top_p is not None:
+        logits = top_p_filter(logits, options.top_p)
     probs = logits.softmax(dim=-1)
     return torch.multinomial(probs, 1, generator=generator).squeeze(1)
 
@@ -87,12 +122,8 @@ def generate_tokens(
     model: CausalLM,
     input_ids: torch.Tensor,
     max_new_tokens: int,
+    sampling: SamplingOptions = RANDOM_SAMPLING,
     *,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    repetition_penalty: float = 1.0,
-    eos_token_id: int | None = None,
     use_cache: bool = True,
     generator: torch.Generator | None = None,
 ) -> Iterator[torch.Tensor]:
@@ -101,8 +132,8 @@ def generate_tokens(
     Each forward runs under no_grad in eval mode (restored afterwards, so that a stream can be
     consumed from a training loop). Once the context fills `max_seq_len`, the last max_seq_len
     tokens are re-encoded at each step (a sliding window); with and without the cache this is the
-    same computation. A row that produced `eos_token_id` continues with EOS; the iterator stops
-    when every row has finished.
+    same computation. A row that produced `sampling.eos_token_id` continues with EOS; the iterator
+    stops when every row has finished.
     """
     if input_ids.dim() != 2 or input_ids.size(1) == 0:
         raise ValueError(f"input_ids must be [B, T] with T >= 1, got {tuple(input_ids.shape)}")
@@ -113,26 +144,7 @@ def generate_tokens(
         raise ValueError(f"input_ids must be in [0, vocab_size={vocab_size})")
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
-    if top_k is not None and top_k < 1:
-        raise ValueError(f"top_k must be >= 1, got {top_k}")
-    if top_p is not None and not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-    if repetition_penalty <= 0:
-        raise ValueError(f"repetition_penalty must be > 0, got {repetition_penalty}")
-    return _token_stream(
-        model,
-        input_ids,
-        max_new_tokens,
-        temperature,
-        top_k,
-        top_p,
-        repetition_penalty,
-        eos_token_id,
-        use_cache,
-        generator,
-    )
+    return _token_stream(model, input_ids, max_new_tokens, sampling, use_cache, generator)
 
 
 def _last_logits(model: CausalLM, input_ids: torch.Tensor, cache: object) -> torch.Tensor:
@@ -154,14 +166,11 @@ def _token_stream(
     model: CausalLM,
     ids: torch.Tensor,
     max_new_tokens: int,
-    temperature: float,
-    top_k: int | None,
-    top_p: float | None,
-    repetition_penalty: float,
-    eos_token_id: int | None,
+    sampling: SamplingOptions,
     use_cache: bool,
     generator: torch.Generator | None,
 ) -> Iterator[torch.Tensor]:
+    eos_token_id = sampling.eos_token_id
     window = model.config.max_seq_len
     finished = torch.zeros(ids.size(0), dtype=torch.bool, device=ids.device)
     cache = None
@@ -171,8 +180,8 @@ def _token_stream(
             logits = _last_logits(model, ids[:, -window:], cache)
         else:
             logits = _last_logits(model, ids[:, -1:], cache)
-        logits = apply_repetition_penalty(logits, ids, repetition_penalty)
-        token = sample_next(logits, temperature, top_k, top_p, generator)
+        logits = apply_repetition_penalty(logits, ids, sampling.repetition_penalty)
+        token = sample_next(logits, sampling, generator)
         if eos_token_id is not None:
             token = token.masked_fill(finished, eos_token_id)
             finished |= token == eos_token_id

@@ -20,7 +20,7 @@ from torch import nn
 
 import registry
 from minimind.config import ModelConfig
-from minimind.generation import generate_tokens
+from minimind.generation import RANDOM_SAMPLING, SamplingOptions, generate_tokens
 
 RESIDUAL_OUTPUTS = ("o_proj.weight", "down_proj.weight")
 """Output projections into the residual stream; their init std is 0.02 / sqrt(2·n_layers)."""
@@ -140,32 +140,22 @@ class MiniMindLM(nn.Module):
         self,
         input_ids: torch.Tensor,
         max_new_tokens: int,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        repetition_penalty: float = 1.0,
-        eos_token_id: int | None = None,
+        sampling: SamplingOptions = RANDOM_SAMPLING,
+        *,
         stream: bool = False,
         use_cache: bool = True,
         generator: torch.Generator | None = None,
     ) -> torch.Tensor | Iterator[torch.Tensor]:
-        """Continue input_ids [B, T] by up to `max_new_tokens` tokens; temperature 0 is greedy.
+        """Continue input_ids [B, T] by up to `max_new_tokens` tokens chosen by `sampling`
+        (`minimind.generation.GREEDY` for greedy decoding).
 
-        Returns [B, T + n] (n < max_new_tokens when every row reached `eos_token_id`; a finished
-        row is padded with EOS), or with `stream=True` an iterator of [B, 1] tokens, one step at a
-        time, whose concatenation after input_ids is that same tensor. See `minimind.generation`.
+        Returns [B, T + n] (n < max_new_tokens when every row reached `sampling.eos_token_id`; a
+        finished row is padded with EOS), or with `stream=True` an iterator of [B, 1] tokens, one
+        step at a time, whose concatenation after input_ids is that same tensor. See
+        `minimind.generation`.
         """
         tokens = generate_tokens(
-            self,
-            input_ids,
-            max_new_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            repetition_penalty=repetition_penalty,
-            eos_token_id=eos_token_id,
-            use_cache=use_cache,
-            generator=generator,
+            self, input_ids, max_new_tokens, sampling, use_cache=use_cache, generator=generator
         )
         if stream:
             return tokens

@@ -22,7 +22,7 @@ import multiprocessing
 import random
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -36,6 +36,7 @@ from minimind.checkpoint import capture_rng_state, restore_rng_state, save_check
 from minimind.config import ModelConfig
 from minimind.data import PreparedData, TrainBatches, bits_per_byte, fixed_val_batches
 from minimind.device import autocast, autocast_dtype, pins_memory, resolve_device
+from minimind.generation import SamplingOptions
 from minimind.metrics import (
     ThroughputMeter,
     device_peak_flops,
@@ -53,8 +54,7 @@ if TYPE_CHECKING:
 # Sample generations at the end of a run: prompts cut from the validation split.
 SAMPLE_PROMPTS = 3
 SAMPLE_PROMPT_TOKENS = 16
-SAMPLE_TEMPERATURE = 0.8
-SAMPLE_TOP_K = 50
+SAMPLING = SamplingOptions(temperature=0.8, top_k=50)  # and the tokenizer's EOS
 
 
 class MetricSink(Protocol):
@@ -352,9 +352,7 @@ class Trainer:
             out = self.model.generate(
                 torch.from_numpy(prompts).to(self.device),
                 self.cfg.sample_tokens,
-                temperature=SAMPLE_TEMPERATURE,
-                top_k=SAMPLE_TOP_K,
-                eos_token_id=self.data.eos_id,
+                replace(SAMPLING, eos_token_id=self.data.eos_id),
                 generator=generator,
             )
         decode = self.data.tokenizer.decode

@@ -12,6 +12,8 @@ from transformers.generation.logits_process import (
 
 from minimind import MiniMindLM, ModelConfig
 from minimind.generation import (
+    GREEDY,
+    SamplingOptions,
     apply_repetition_penalty,
     generate_tokens,
     sample_next,
@@ -40,8 +42,8 @@ def prompt() -> torch.Tensor:
 
 
 def test_greedy_is_deterministic_and_follows_the_argmax_chain(model, prompt):
-    first = model.generate(prompt, 8, temperature=0)
-    assert torch.equal(first, model.generate(prompt, 8, temperature=0))
+    first = model.generate(prompt, 8, GREEDY)
+    assert torch.equal(first, model.generate(prompt, 8, GREEDY))
     assert torch.equal(first[:, :5], prompt) and first.shape == (3, 13)
     ids = prompt
     with torch.no_grad():
@@ -52,22 +54,22 @@ def test_greedy_is_deterministic_and_follows_the_argmax_chain(model, prompt):
 
 
 def test_top_k_1_sampling_is_greedy(model, prompt):
-    greedy = model.generate(prompt, 6, temperature=0)
-    assert torch.equal(model.generate(prompt, 6, temperature=1.3, top_k=1), greedy)
+    greedy = model.generate(prompt, 6, GREEDY)
+    assert torch.equal(model.generate(prompt, 6, SamplingOptions(temperature=1.3, top_k=1)), greedy)
 
 
 def test_sampling_is_reproducible_with_a_generator(model, prompt):
     def sample(seed):
         generator = torch.Generator().manual_seed(seed)
-        return model.generate(prompt, 10, temperature=1.0, generator=generator)
+        return model.generate(prompt, 10, generator=generator)
 
     assert torch.equal(sample(3), sample(3))
     assert not torch.equal(sample(3), sample(4))
 
 
 def test_sliding_window_beyond_max_seq_len_with_and_without_cache(model, prompt):
-    cached = model.generate(prompt, 30, temperature=0, use_cache=True)  # 35 > max_seq_len 24
-    uncached = model.generate(prompt, 30, temperature=0, use_cache=False)
+    cached = model.generate(prompt, 30, GREEDY, use_cache=True)  # 35 > max_seq_len 24
+    uncached = model.generate(prompt, 30, GREEDY, use_cache=False)
     assert cached.shape == (3, 35)
     assert torch.equal(cached, uncached)
 
@@ -76,9 +78,9 @@ def test_generate_restores_training_mode_and_tracks_no_gradients(prompt):
     torch.manual_seed(0)
     model = MiniMindLM(ModelConfig(**SMALL, dropout=0.5))
     model.train()
-    first = model.generate(prompt, 5, temperature=0)
+    first = model.generate(prompt, 5, GREEDY)
     assert model.training
-    assert torch.equal(first, model.generate(prompt, 5, temperature=0))  # dropout was off
+    assert torch.equal(first, model.generate(prompt, 5, GREEDY))  # dropout was off
     assert not first.requires_grad
     assert all(p.grad is None for p in model.parameters())
 
@@ -87,14 +89,14 @@ def test_generate_restores_training_mode_and_tracks_no_gradients(prompt):
 
 
 def test_stream_yields_one_token_per_step(model, prompt):
-    stream = model.generate(prompt, 7, temperature=0, stream=True)
+    stream = model.generate(prompt, 7, GREEDY, stream=True)
     assert isinstance(stream, types.GeneratorType)
     chunks = []
     for chunk in stream:
         assert chunk.shape == (3, 1)
         chunks.append(chunk)
     assert len(chunks) == 7
-    assert torch.equal(torch.cat([prompt, *chunks], 1), model.generate(prompt, 7, temperature=0))
+    assert torch.equal(torch.cat([prompt, *chunks], 1), model.generate(prompt, 7, GREEDY))
 
 
 def test_stream_is_lazy(prompt):
@@ -102,7 +104,7 @@ def test_stream_is_lazy(prompt):
     stub = CountingLM(vocab=10)
     original = stub.forward
     stub.forward = lambda *a, **k: calls.append(1) or original(*a, **k)
-    stream = generate_tokens(stub, prompt % 10, 5, temperature=0, use_cache=False)
+    stream = generate_tokens(stub, prompt % 10, 5, GREEDY, use_cache=False)
     assert calls == []
     next(stream)
     assert len(calls) == 1
@@ -127,10 +129,13 @@ class CountingLM(torch.nn.Module):
         raise AssertionError("not used with use_cache=False")
 
 
+STOP_AT_5 = SamplingOptions(temperature=0, eos_token_id=5)
+
+
 def test_eos_stops_each_row_on_its_own():
     stub = CountingLM(vocab=10)
     prompt = torch.tensor([[0, 3], [0, 1], [0, 6]])
-    tokens = list(generate_tokens(stub, prompt, 20, temperature=0, eos_token_id=5, use_cache=False))
+    tokens = list(generate_tokens(stub, prompt, 20, STOP_AT_5, use_cache=False))
     out = torch.cat([prompt, *tokens], dim=1)
     # rows reach EOS after 2, 4 and 9 steps; a finished row keeps emitting EOS
     assert out.tolist() == [
@@ -143,10 +148,10 @@ def test_eos_stops_each_row_on_its_own():
 def test_generation_stops_when_every_row_has_finished():
     stub = CountingLM(vocab=10)
     prompt = torch.tensor([[3], [1]])
-    tokens = list(generate_tokens(stub, prompt, 10, temperature=0, eos_token_id=5, use_cache=False))
+    tokens = list(generate_tokens(stub, prompt, 10, STOP_AT_5, use_cache=False))
     assert len(tokens) == 4  # row 1 needs 4 steps (2, 3, 4, 5); row 0 pads with EOS meanwhile
     assert torch.cat(tokens, 1).tolist() == [[4, 5, 5, 5], [2, 3, 4, 5]]
-    assert len(list(generate_tokens(stub, prompt, 10, temperature=0, use_cache=False))) == 10
+    assert len(list(generate_tokens(stub, prompt, 10, GREEDY, use_cache=False))) == 10
 
 
 # --- repetition penalty, top-k, top-p -----------------------------------------------------------
@@ -171,8 +176,8 @@ def test_repetition_penalty_matches_hf():
 
 
 def test_repetition_penalty_in_generate_avoids_repeats(model, prompt):
-    plain = model.generate(prompt, 12, temperature=0)
-    penalised = model.generate(prompt, 12, temperature=0, repetition_penalty=1e6)
+    plain = model.generate(prompt, 12, GREEDY)
+    penalised = model.generate(prompt, 12, SamplingOptions(temperature=0, repetition_penalty=1e6))
     for row in penalised[:, 5:]:
         assert len(set(row.tolist())) == 12  # every seen token is pushed below every unseen one
     assert not torch.equal(plain, penalised)
@@ -208,10 +213,10 @@ def test_sampling_stays_in_the_support():
     logits = torch.randn(1, 30).repeat(1000, 1)
     generator = torch.Generator().manual_seed(0)
     top3 = logits[0].topk(3).indices.tolist()
-    drawn = sample_next(logits, 1.0, top_k=3, generator=generator)
+    drawn = sample_next(logits, SamplingOptions(top_k=3), generator)
     assert set(drawn.tolist()) == set(top3)
     nucleus = (~top_p_filter(logits[:1], 0.6).isinf()).nonzero()[:, 1].tolist()
-    drawn = sample_next(logits, 1.0, top_p=0.6, generator=generator)
+    drawn = sample_next(logits, SamplingOptions(top_p=0.6), generator)
     assert set(drawn.tolist()) <= set(nucleus) and len(set(drawn.tolist())) > 1
 
 
@@ -224,9 +229,9 @@ def test_sampling_stays_in_the_support():
         (dict(repetition_penalty=0.0), "repetition_penalty"),
     ],
 )
-def test_invalid_sampling_arguments_are_rejected_eagerly(model, prompt, kwargs, message):
+def test_invalid_sampling_options_are_rejected_when_made(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        model.generate(prompt, 3, stream=True, **kwargs)
+        SamplingOptions(**kwargs)
 
 
 @pytest.mark.parametrize("bad", [61, 63, -1])
@@ -270,7 +275,7 @@ def test_padded_logits_really_are_the_largest(padded_favourite, prompt):
 def test_generation_never_emits_a_padded_id(padded_favourite, prompt, use_cache, sampling):
     generator = torch.Generator().manual_seed(0)
     out = padded_favourite.generate(
-        prompt, 30, use_cache=use_cache, generator=generator, **sampling
+        prompt, 30, SamplingOptions(**sampling), use_cache=use_cache, generator=generator
     )
     assert out.shape == (3, 35)  # past max_seq_len 24: the sliding window is covered too
     assert int(out.max()) < 61

@@ -9,6 +9,7 @@ import torch
 
 import registry
 from minimind import MiniMindLM, ModelConfig
+from minimind.generation import GREEDY
 
 NORMS = ["layernorm", "rmsnorm"]
 POSITIONS = ["none", "learned", "sinusoidal", "rope-neox", "rope-gptj"]
@@ -97,7 +98,7 @@ def test_kv_cache_equals_full_forward_and_generate_agrees(combination):
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=0, atol=1e-5)
 
     prompt = ids[:, :5]
-    cached = model.generate(prompt, 6, temperature=0, use_cache=True)
-    uncached = model.generate(prompt, 6, temperature=0, use_cache=False)
+    cached = model.generate(prompt, 6, GREEDY, use_cache=True)
+    uncached = model.generate(prompt, 6, GREEDY, use_cache=False)
     assert cached.shape == (2, 11)
     assert torch.equal(cached, uncached)

@@ -13,6 +13,7 @@ from minimind.bench.context import BenchContext
 from minimind.bench.results import Row, Target
 from minimind.bench.timing import interleave, median, paired_ratio
 from minimind.config import ModelConfig
+from minimind.generation import GREEDY
 from minimind.model import MiniMindLM
 
 SUITE = "generate"
@@ -27,7 +28,7 @@ def run(ctx: BenchContext) -> list[Row]:
     prompt = torch.randint(0, config.vocab_size, (1, prompt_len), device=ctx.device)
 
     def decode(use_cache: bool) -> torch.Tensor:
-        return model.generate(prompt, new_tokens, temperature=0.0, use_cache=use_cache)
+        return model.generate(prompt, new_tokens, GREEDY, use_cache=use_cache)
 
     if not torch.equal(decode(True), decode(False)):
         raise RuntimeError("greedy decoding differs with and without the KV cache")
