@@ -1,95 +1,21 @@
-"""Confidence intervals for the difference of two seed means, without scipy.
+"""Confidence intervals for the difference of two seed means: Welch's t, or the bootstrap.
 
-`student_t_ppf` inverts the Student-t CDF, written through the regularized incomplete beta
-function (continued fraction, as in Numerical Recipes §6.4), by bisection. The degrees of
-freedom may be fractional, as Welch–Satterthwaite gives them.
+Welch's interval takes its t quantile from `scipy.stats.t`, which accepts the fractional degrees
+of freedom that Welch–Satterthwaite gives.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Literal
 
 import numpy as np
+from scipy import stats
 
 CIMethod = Literal["auto", "welch", "bootstrap"]
 
 BOOTSTRAP_RESAMPLES = 10_000
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 1000):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-15:
-            break
-    return h
-
-
-def regularized_beta(a: float, b: float, x: float) -> float:
-    """I_x(a, b), the regularized incomplete beta function, for a, b > 0 and 0 <= x <= 1."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    log_front = (
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
-    front = math.exp(log_front)
-    # The continued fraction converges fast only below the mean of the beta distribution.
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
-def student_t_cdf(t: float, df: float) -> float:
-    """P(T <= t) for Student's t with `df` (possibly fractional) degrees of freedom."""
-    tail = 0.5 * regularized_beta(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t >= 0 else tail
-
-
-def student_t_ppf(p: float, df: float) -> float:
-    """The p-quantile of Student's t with `df` > 0 degrees of freedom (inf gives the normal)."""
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"p must be in (0, 1), got {p}")
-    if df <= 0 or math.isnan(df):
-        raise ValueError(f"df must be > 0, got {df}")
-    if math.isinf(df) or df > 1e7:
-        return NormalDist().inv_cdf(p)
-    if p < 0.5:
-        return -student_t_ppf(1.0 - p, df)
-    lo, hi = 0.0, 1.0
-    while student_t_cdf(hi, df) < p:
-        lo, hi = hi, hi * 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if student_t_cdf(mid, df) < p:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-13 * max(1.0, hi):
-            break
-    return 0.5 * (lo + hi)
 
 
 @dataclass(frozen=True)
@@ -120,7 +46,7 @@ def welch_ci(x: np.ndarray, y: np.ndarray, level: float = 0.95) -> DeltaCI:
     if se2 == 0.0:
         return DeltaCI(delta, delta, delta, "welch")
     df = se2**2 / ((vx / nx) ** 2 / (nx - 1) + (vy / ny) ** 2 / (ny - 1))
-    half = student_t_ppf(0.5 + level / 2.0, df) * math.sqrt(se2)
+    half = float(stats.t.ppf(0.5 + level / 2.0, df)) * math.sqrt(se2)
     return DeltaCI(delta, delta - half, delta + half, "welch")
 
 
