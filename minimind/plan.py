@@ -20,9 +20,10 @@ from pathlib import Path
 
 from minimind import distributed
 from minimind.data import DataConfig, PreparedData, prepare_data
+from minimind.device import resolve_device
 from minimind.plain_table import plain_table
 from minimind.spec import Spec, SpecError, Variant, expand, load_spec, spec_hash
-from minimind.train import planned_steps, resolve_device
+from minimind.train import planned_steps
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from minimind import distributed
 from minimind.checkpoint import load_checkpoint
 from minimind.data import DataError, PreparedData
+from minimind.device import autocast_dtype, resolve_device
 from minimind.exit_codes import EXIT_FAILED, EXIT_OK, fail
 from minimind.plan import Plan, data_key, describe_plan, plan_run, prepare_all
 from minimind.record import (
@@ -34,7 +35,7 @@ from minimind.record import (
     parent_tags,
 )
 from minimind.spec import SpecError, Variant, dump_spec, flatten
-from minimind.train import Trainer, TrainOutcome, autocast_dtype, resolve_device
+from minimind.train import Trainer, TrainOutcome
 
 if TYPE_CHECKING:  # mlflow and matplotlib take seconds to import: not needed for spec errors
     from matplotlib.figure import Figure
@@ -147,7 +148,7 @@ def run_child(
     with handle:
         if earlier is not None:  # where it trains from now on
             handle.set_tags(device_tags(device, amp_dtype))
-        trainer = Trainer(model_cfg, spec.train, data[data_key(spec.data)], seed)
+        trainer = Trainer(model_cfg, spec.train, data[data_key(spec.data)], seed, device)
         if earlier is not None and path.is_file():
             # On the CPU: the RNG states must be CPU tensors, and load_state_dict moves the rest
             # to the device of the parameters (and the trainer's tensors) it is loaded into.

@@ -1,6 +1,7 @@
 """Training one variant × seed: the loop, evaluation, checkpoints, resume and sample generations.
 
-    trainer = Trainer(spec.model_config_obj(), spec.train, data, seed=0)
+    device = resolve_device(spec.train.device)              # minimind.device, once per run
+    trainer = Trainer(spec.model_config_obj(), spec.train, data, seed=0, device=device)
     trainer.load_state_dict(load_checkpoint(path))          # only when resuming
     outcome = trainer.fit(run, checkpoint_path=path, run_ids={"child": run.run_id})
 
@@ -35,7 +36,7 @@ from minimind import distributed
 from minimind.checkpoint import capture_rng_state, restore_rng_state, save_checkpoint
 from minimind.config import ModelConfig
 from minimind.data import PreparedData, TrainBatches, bits_per_byte, fixed_val_batches
-from minimind.device import autocast, autocast_dtype, pins_memory, resolve_device
+from minimind.device import autocast, autocast_dtype, pins_memory
 from minimind.generation import SamplingOptions
 from minimind.metrics import (
     ThroughputMeter,
@@ -103,8 +104,8 @@ def seed_everything(seed: int) -> None:
 class Trainer:
     """One model, optimizer, schedule and batch stream; `cfg` is the spec's `train` section.
 
-    `device` is the run's device, resolved once by the caller (`minimind.device.resolve_device`);
-    without it the trainer resolves `cfg.device` itself.
+    `device` is the run's device, resolved once by the caller from `cfg.device`
+    (`minimind.device.resolve_device`), so that the run's tags and the trainer agree on it.
     """
 
     def __init__(
@@ -113,7 +114,7 @@ class Trainer:
         cfg: TrainConfig,
         data: PreparedData,
         seed: int,
-        device: torch.device | None = None,
+        device: torch.device,
     ) -> None:
         if data.vocab_size > model_cfg.vocab_size:
             raise ValueError(
@@ -124,7 +125,7 @@ class Trainer:
         self.model_cfg = model_cfg
         self.data = data
         self.seed = seed
-        self.device = resolve_device(cfg.device) if device is None else device
+        self.device = device
         self.amp_dtype = autocast_dtype(cfg.precision, self.device)
         seed_everything(seed)
         # The run's peak-memory window opens before its model exists and once per run: a reset

@@ -19,6 +19,7 @@ import torch
 
 from minimind import MiniMindLM, ModelConfig
 from minimind.data import prepare_data
+from minimind.device import resolve_device
 from minimind.optim import build_optimizer
 from minimind.spec import validate_spec
 from minimind.train import Trainer
@@ -52,7 +53,10 @@ def compiled_graphs() -> int:
 def make(tiny_spec):
     def build(**changes) -> Trainer:
         spec = validate_spec(tiny_spec(**changes))
-        return Trainer(spec.model_config_obj(), spec.train, prepare_data(spec.data), seed=0)
+        data = prepare_data(spec.data)
+        return Trainer(
+            spec.model_config_obj(), spec.train, data, 0, resolve_device(spec.train.device)
+        )
 
     return build
 

@@ -16,10 +16,11 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from minimind.cli import main
+from minimind.device import autocast_dtype, resolve_device
 from minimind.record import RUN_METRICS
 from minimind.spec import expand, load_spec, spec_hash
 from minimind.tracking import git_commit
-from minimind.train import Trainer, autocast_dtype, resolve_device
+from minimind.train import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

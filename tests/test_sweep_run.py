@@ -13,10 +13,10 @@ from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState
 
 from minimind.cli import main
+from minimind.device import resolve_device
 from minimind.spec import load_spec
 from minimind.sweep import run_sweep
 from minimind.sweep.objective import TrialSink
-from minimind.train import resolve_device
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

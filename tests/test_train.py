@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from minimind import train
 from minimind.checkpoint import load_checkpoint
 from minimind.data import prepare_data
+from minimind.device import resolve_device
 from minimind.optim import lr_multiplier
 from minimind.spec import TrainConfig, validate_spec
 from minimind.train import Trainer, planned_steps
@@ -39,7 +39,10 @@ class Recorder:
 def make(tiny_spec):
     def build(seed: int = 0, **changes) -> Trainer:
         spec = validate_spec(tiny_spec(**changes))
-        return Trainer(spec.model_config_obj(), spec.train, prepare_data(spec.data), seed)
+        data = prepare_data(spec.data)
+        return Trainer(
+            spec.model_config_obj(), spec.train, data, seed, resolve_device(spec.train.device)
+        )
 
     return build
 
@@ -171,17 +174,10 @@ def test_moe_logs_expert_balance(make):
     assert 0 <= sink.points["moe/load_cv"][3] <= math.sqrt(3)
 
 
-def test_the_given_device_is_used_and_cpu_batches_are_not_pinned(tiny_spec, monkeypatch):
-    spec = validate_spec(tiny_spec())
-
-    def no_second_resolution(name):
-        raise AssertionError(f"train.device {name!r} resolved again")
-
-    monkeypatch.setattr(train, "resolve_device", no_second_resolution)
-    data = prepare_data(spec.data)
-    trainer = Trainer(spec.model_config_obj(), spec.train, data, 0, device=torch.device("cpu"))
+def test_cpu_batches_are_not_pinned_even_where_cuda_exists(make):
+    # Pinned by the run's device (`minimind.device.pins_memory`), not by whether CUDA exists.
+    trainer = make(train={"device": "cpu"})
     assert trainer.device == torch.device("cpu")
-    # Pinned by the run's device, not by whether this machine has CUDA.
     assert not next(trainer.batches).is_pinned()
     assert not any(batch.is_pinned() for batch in trainer.val_batches)
 

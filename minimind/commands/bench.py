@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 import torch
 
 from minimind.device import resolve_device
+from minimind.exit_codes import EXIT_FAILED, EXIT_OK, fail
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_ROUNDS, QUICK_ROUNDS = 5, 3
 # The suites measure CUDA (its memory statistics) or the CPU (its allocations), not MPS.
 BENCH_DEVICES = ("cuda", "cpu")
@@ -65,13 +64,11 @@ def handle(args: argparse.Namespace) -> int:
     if rounds is None:
         rounds = QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS
     if rounds < 1 or args.threads < 1:
-        print("error: --rounds and --threads must be >= 1", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return fail("--rounds and --threads must be >= 1")
     try:
         device = resolve_device(args.device, BENCH_DEVICES)
     except ValueError as err:
-        print(f"error: --device: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return fail(f"--device: {err}")
     suites = (
         list(SUITES) if not args.suite or "all" in args.suite else list(dict.fromkeys(args.suite))
     )

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import optuna
 
 from minimind.data import DataConfig, PreparedData, prepare_data
+from minimind.device import autocast_dtype, resolve_device
 from minimind.plan import data_key
 from minimind.record import TRIAL_STATE_TAG, child_params, child_tags, trial_run_name, trial_tags
 from minimind.spec import ReduceConfig, Spec, SpecError, SweepConfig, dump_spec, with_values
@@ -31,7 +32,7 @@ from minimind.sweep.algorithms import is_pruning
 from minimind.sweep.liveness import record_worker
 from minimind.sweep.space import suggest
 from minimind.tracking.lifecycle import describe_exit
-from minimind.train import Trainer, autocast_dtype, planned_steps, resolve_device
+from minimind.train import Trainer, planned_steps
 
 if TYPE_CHECKING:
     from minimind.tracking import RunHandle, Tracker
@@ -179,7 +180,7 @@ class TrialObjective:
         with run:
             try:
                 trainer = Trainer(
-                    spec.model_config_obj(), spec.train, ctx.data_for(spec.data), seed
+                    spec.model_config_obj(), spec.train, ctx.data_for(spec.data), seed, device
                 )
                 run.log_text(dump_spec(spec), "spec.yaml")
                 sink = TrialSink(
