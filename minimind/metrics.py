@@ -1,6 +1,6 @@
 """Measurements of a training run: throughput, peak memory, device peak FLOP/s, MFU, MoE balance.
 
-The rules are DESIGN.md §6: throughput counts optimizer steps only (no warm-up, no evaluation) and
+The rules (docs/architecture.md, 'Measurement rules'): throughput counts optimizer steps only (no warm-up, no evaluation) and
 synchronizes the device before reading the clock; peak memory is `max_memory_allocated` on CUDA
 and the process's peak RSS on the CPU; MFU divides by the dense bf16 peak of a known GPU, or by a
 measured matmul peak (cached per machine) elsewhere.
@@ -217,7 +217,7 @@ def device_peak_flops(
 ) -> float:
     """Peak dense FLOP/s that MFU divides by.
 
-    Known GPUs: the datasheet bf16 peak, whatever `dtype` (the DESIGN.md §6 rule). Anything else
+    Known GPUs: the datasheet bf16 peak, whatever `dtype` (see 'Measurement rules' in docs/architecture.md). Anything else
     (the CPU, unknown GPUs, MPS): the best of repeated square matmuls in `dtype` for about
     `benchmark_s` seconds, cached in `$MINIMIND_CACHE_DIR` (default `~/.cache/minimind`) under
     `peak_flops.json`, keyed by processor, thread count and dtype. A measurement taken while

@@ -1,6 +1,6 @@
 """mfu suite: achieved training FLOP/s against the device's peak, fp32 and bf16 autocast.
 
-Achieved FLOP/s = `ModelConfig.flops_per_token(seq)` (6·N + attention, DESIGN.md §6) × measured
+Achieved FLOP/s = `ModelConfig.flops_per_token(seq)` (6·N + attention; docs/architecture.md) × measured
 tokens/s of eager training steps, the two precisions timed in alternation. The peak is
 `minimind.metrics.device_peak_flops`: on the CPU, a measured square-matmul peak in the same
 precision (cached per machine, thread count and dtype); on a known GPU, its datasheet dense bf16

@@ -1,4 +1,4 @@
-"""Bits per byte: the tokenizer-independent validation metric (DESIGN.md §6)."""
+"""Bits per byte: the tokenizer-independent validation metric (docs/architecture.md, 'Measurement rules')."""
 
 from __future__ import annotations
 

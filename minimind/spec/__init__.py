@@ -1,4 +1,4 @@
-"""Experiment specs (DESIGN.md §4): schema, loading, overrides and expansion into variants.
+"""Experiment specs (docs/architecture.md, 'The spec'): schema, loading, overrides and expansion into variants.
 
     from minimind.spec import load_spec, expand, flatten, spec_hash, SpecError
 

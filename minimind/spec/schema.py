@@ -1,4 +1,4 @@
-"""The experiment spec schema (DESIGN.md §4) and its whole-spec checks.
+"""The experiment spec schema (docs/architecture.md, 'The spec') and its whole-spec checks.
 
 `Spec` validates everything a run needs before anything trains: each section, the cross-section
 constraints (`train.seq_len` within `model.max_seq_len`), every ablation variant and both ends of

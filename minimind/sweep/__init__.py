@@ -1,4 +1,4 @@
-"""Optuna sweeps over any spec field (`minimind sweep`, DESIGN.md §4, issue 4).
+"""Optuna sweeps over any spec field (`minimind sweep`; docs/architecture.md).
 
     from minimind.sweep import run_sweep
     exit_code = run_sweep("experiments/lr_sweep.yaml", workers=2)      # or trials=40, best=True

@@ -74,7 +74,10 @@ def plan_sweep(
     run_plan = plan_run(path, [*overrides, *extra])
     spec = run_plan.spec
     if spec.sweep is None:
-        raise SpecError("sweep", "missing: `minimind sweep` needs a sweep section (DESIGN.md §4)")
+        raise SpecError(
+            "sweep",
+            "missing: `minimind sweep` needs a sweep section (see experiments/lr_sweep.yaml)",
+        )
     sweep = spec.sweep
     if not sweep.params:
         raise SpecError(
