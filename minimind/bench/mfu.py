@@ -55,7 +55,7 @@ def run(ctx: BenchContext) -> list[Row]:
     for name in list(candidates):
         candidates[f"matmul {name}"] = _matmuls(size, PRECISIONS[name], device)
     ctx.log(f"[mfu] {preset}: {len(candidates)} candidates x {ctx.rounds} rounds")
-    times = interleave(candidates, device, ctx.rounds, ctx.warmup)
+    times = interleave(candidates, device, ctx.rounds, ctx.warmup, steps=ctx.steps)
     flops_per_token = config.flops_per_token(seq)
     gpu_target = device.type == "cuda" and not ctx.quick
     rows = []
