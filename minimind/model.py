@@ -21,6 +21,7 @@ from torch import nn
 import registry
 from minimind.config import ModelConfig
 from minimind.generation import RANDOM_SAMPLING, SamplingOptions, generate_tokens
+from minimind.loss import IGNORE_INDEX, chunked_loss_sum, token_loss_sum
 
 RESIDUAL_OUTPUTS = ("o_proj.weight", "down_proj.weight")
 """Output projections into the residual stream; their init std is 0.02 / sqrt(2·n_layers)."""
@@ -28,7 +29,9 @@ RESIDUAL_OUTPUTS = ("o_proj.weight", "down_proj.weight")
 
 @dataclass
 class LMOutput:
-    logits: torch.Tensor  # [B, T, padded_vocab_size]; ids >= config.vocab_size are never targets
+    # [B, T, padded_vocab_size]; ids >= config.vocab_size are never targets. None when the loss
+    # was computed in chunks (`loss_chunk_tokens`), which never holds every token's logits.
+    logits: torch.Tensor | None
     loss: torch.Tensor | None  # 0-dim mean cross-entropy over non-ignored targets, or None
     aux_loss: torch.Tensor  # 0-dim sum of the mlps' auxiliary losses (already scaled); 0 if dense
 
@@ -99,11 +102,14 @@ class MiniMindLM(nn.Module):
         input_ids: torch.Tensor,
         labels: torch.Tensor | None = None,
         cache: KVCache | None = None,
+        loss_chunk_tokens: int | None = None,
     ) -> LMOutput:
         """input_ids [B, T]; labels [B, T] aligned with the inputs (shifted here, -100 ignored).
 
         With `cache`, input_ids are the tokens after the cached ones; their keys and values are
         appended to the cache and their positions start at the cache length.
+        With labels and `loss_chunk_tokens`, the LM head and the loss run that many tokens at a
+        time (`minimind.loss.chunked_loss_sum`) and no logits are returned.
         """
         past = len(cache) if cache is not None else 0
         length = input_ids.size(1)
@@ -117,17 +123,31 @@ class MiniMindLM(nn.Module):
         for i, layer in enumerate(self.layers):
             layer_cache = cache.layers[i] if cache is not None else None
             x = layer(x, rotate, layer_cache)
-        logits = self.lm_head(self.norm(x))
+        hidden = self.norm(x)
+        chunked = labels is not None and loss_chunk_tokens is not None
+        logits = None if chunked else self.lm_head(hidden)
         loss = None
         if labels is not None:
-            # Shift the labels, not the logits: slicing logits[:, :-1] would copy the largest
-            # activation of the step (and its gradient); the last position simply has no target.
-            targets = F.pad(labels[:, 1:], (0, 1), value=-100)
-            loss = F.cross_entropy(
-                logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100
-            )
-        aux_loss = sum((layer.mlp.aux_loss for layer in self.layers), logits.new_zeros(()))
+            targets = self._targets(labels)
+            if loss_chunk_tokens is not None:
+                loss_sum = chunked_loss_sum(
+                    hidden.flatten(0, 1), self.lm_head.weight, targets, loss_chunk_tokens
+                )
+            else:
+                loss_sum = token_loss_sum(logits.flatten(0, 1).float(), targets)
+            loss = loss_sum / (targets != IGNORE_INDEX).sum()
+        aux_loss = sum((layer.mlp.aux_loss for layer in self.layers), x.new_zeros(()))
         return LMOutput(logits=logits, loss=loss, aux_loss=aux_loss)
+
+    @staticmethod
+    def _targets(labels: torch.Tensor) -> torch.Tensor:
+        """labels [B, T] -> the target of each position [B * T]: the next label, IGNORE_INDEX at
+        the last position.
+
+        Shift the labels, not the logits: slicing logits[:, :-1] would copy the largest
+        activation of the step (and its gradient); the last position simply has no target.
+        """
+        return F.pad(labels[:, 1:], (0, 1), value=IGNORE_INDEX).flatten()
 
     def moe_load(self) -> torch.Tensor | None:
         """[n_moe_layers, n_experts]: each layer's share of routed assignments in the last forward."""
