@@ -36,14 +36,28 @@ class LMOutput:
     aux_loss: torch.Tensor  # 0-dim sum of the mlps' auxiliary losses (already scaled); 0 if dense
 
 
-class KVCache:
-    """Per-layer keys and values for incremental decoding; `len(cache)` is the tokens seen."""
+def _positions(past: int, length: int, max_len: int, device: torch.device) -> torch.Tensor:
+    """Absolute positions [length] of tokens that follow `past` others; ValueError beyond
+    max_len."""
+    if past + length > max_len:
+        raise ValueError(f"sequence of {past + length} tokens exceeds max_seq_len {max_len}")
+    return torch.arange(past, past + length, device=device)
 
-    def __init__(self, n_layers: int) -> None:
+
+class KVCache:
+    """Per-layer keys and values for incremental decoding that grow with each forward (see
+    `registry.kv_cache`); `len(cache)` is the tokens seen."""
+
+    def __init__(self, n_layers: int, max_len: int, device: torch.device) -> None:
+        self.max_len, self.device = max_len, device
         self.layers = [registry.KVCacheLayer() for _ in range(n_layers)]
 
     def __len__(self) -> int:
         return len(self.layers[0])
+
+    def positions(self, length: int) -> torch.Tensor:
+        """Absolute positions [length] of the next tokens, after the cached ones."""
+        return _positions(len(self), length, self.max_len, self.device)
 
 
 class MiniMindLM(nn.Module):
@@ -91,7 +105,18 @@ class MiniMindLM(nn.Module):
 
     def new_cache(self) -> KVCache:
         """An empty KV cache for incremental decoding with `forward(..., cache=...)`."""
-        return KVCache(self.config.n_layers)
+        device = self.embed_tokens.weight.device
+        return KVCache(self.config.n_layers, self.config.max_seq_len, device)
+
+    def new_static_cache(self, capacity: int) -> registry.StaticKVCache:
+        """An empty preallocated cache for up to `capacity` <= max_seq_len tokens, on the model's
+        device, for `forward(..., cache=...)` with shapes fixed from token to token."""
+        if not 1 <= capacity <= self.config.max_seq_len:
+            raise ValueError(
+                f"capacity must be in [1, max_seq_len={self.config.max_seq_len}], got {capacity}"
+            )
+        device = self.embed_tokens.weight.device
+        return registry.StaticKVCache(self.config.n_layers, capacity, device)
 
     def num_params(self) -> int:
         """Parameters actually allocated (shared tensors counted once)."""
@@ -101,23 +126,22 @@ class MiniMindLM(nn.Module):
         self,
         input_ids: torch.Tensor,
         labels: torch.Tensor | None = None,
-        cache: KVCache | None = None,
+        cache: KVCache | registry.StaticKVCache | None = None,
         loss_chunk_tokens: int | None = None,
     ) -> LMOutput:
         """input_ids [B, T]; labels [B, T] aligned with the inputs (shifted here, -100 ignored).
 
-        With `cache`, input_ids are the tokens after the cached ones; their keys and values are
-        appended to the cache and their positions start at the cache length.
+        With `cache` (`new_cache` or `new_static_cache`), input_ids are the tokens after the
+        cached ones; their keys and values are added to the cache and their positions start at
+        the cache length.
         With labels and `loss_chunk_tokens`, the LM head and the loss run that many tokens at a
         time (`minimind.loss.chunked_loss_sum`) and no logits are returned.
         """
-        past = len(cache) if cache is not None else 0
         length = input_ids.size(1)
-        if past + length > self.config.max_seq_len:
-            raise ValueError(
-                f"sequence of {past + length} tokens exceeds max_seq_len {self.config.max_seq_len}"
-            )
-        positions = torch.arange(past, past + length, device=input_ids.device)
+        if cache is None:
+            positions = _positions(0, length, self.config.max_seq_len, input_ids.device)
+        else:
+            positions = cache.positions(length)
         x = self.dropout(self.position.embed(self.embed_tokens(input_ids), positions))
         rotate = self.position.rotation(positions)  # rotary cos/sin once for all layers
         for i, layer in enumerate(self.layers):
@@ -163,7 +187,8 @@ class MiniMindLM(nn.Module):
         sampling: SamplingOptions = RANDOM_SAMPLING,
         *,
         stream: bool = False,
-        use_cache: bool = True,
+        cache: str = "dynamic",
+        compile_decode: bool = False,
         generator: torch.Generator | None = None,
     ) -> torch.Tensor | Iterator[torch.Tensor]:
         """Continue input_ids [B, T] by up to `max_new_tokens` tokens chosen by `sampling`
@@ -171,11 +196,18 @@ class MiniMindLM(nn.Module):
 
         Returns [B, T + n] (n < max_new_tokens when every row reached `sampling.eos_token_id`; a
         finished row is padded with EOS), or with `stream=True` an iterator of [B, 1] tokens, one
-        step at a time, whose concatenation after input_ids is that same tensor. See
+        step at a time, whose concatenation after input_ids is that same tensor. `cache`: `static`,
+        `dynamic` or `none`; `compile_decode` compiles the static cache's one-token step. See
         `minimind.generation`.
         """
         tokens = generate_tokens(
-            self, input_ids, max_new_tokens, sampling, use_cache=use_cache, generator=generator
+            self,
+            input_ids,
+            max_new_tokens,
+            sampling,
+            cache=cache,
+            compile_decode=compile_decode,
+            generator=generator,
         )
         if stream:
             return tokens

@@ -12,8 +12,9 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from registry.attention import KVCacheLayer, Rotate
 from registry.core import register
+from registry.kv_cache import CacheLayer
+from registry.position import Rotate
 
 
 class Block(nn.Module):
@@ -40,7 +41,7 @@ class PreNormBlock(Block):
         self,
         x: torch.Tensor,
         rotate: Rotate,
-        cache: KVCacheLayer | None = None,
+        cache: CacheLayer | None = None,
     ) -> torch.Tensor:
         """x [B, T, dim] -> [B, T, dim]."""
         x = x + self.attn(self.attn_norm(x), rotate, cache)
@@ -57,7 +58,7 @@ class PostNormBlock(Block):
         self,
         x: torch.Tensor,
         rotate: Rotate,
-        cache: KVCacheLayer | None = None,
+        cache: CacheLayer | None = None,
     ) -> torch.Tensor:
         """x [B, T, dim] -> [B, T, dim]."""
         x = self.attn_norm(x + self.attn(x, rotate, cache))

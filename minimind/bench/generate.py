@@ -27,12 +27,12 @@ def run(ctx: BenchContext) -> list[Row]:
         model = MiniMindLM(config).eval()
     prompt = torch.randint(0, config.vocab_size, (1, prompt_len), device=ctx.device)
 
-    def decode(use_cache: bool) -> torch.Tensor:
-        return model.generate(prompt, new_tokens, GREEDY, use_cache=use_cache)
+    def decode(cache: str) -> torch.Tensor:
+        return model.generate(prompt, new_tokens, GREEDY, cache=cache)
 
-    if not torch.equal(decode(True), decode(False)):
+    if not torch.equal(decode("dynamic"), decode("none")):
         raise RuntimeError("greedy decoding differs with and without the KV cache")
-    candidates = {"cache": lambda: decode(True), "no cache": lambda: decode(False)}
+    candidates = {"cache": lambda: decode("dynamic"), "no cache": lambda: decode("none")}
     ctx.log(f"[generate] {preset}, {new_tokens} new tokens: 2 candidates x {ctx.rounds} rounds")
     times = interleave(candidates, ctx.device, ctx.rounds, ctx.warmup)
 
