@@ -1,4 +1,4 @@
-"""Corpora, tokenizers, token caches and batches.
+"""Corpora, tokenizers, token shards, training and validation batches.
 
 data = prepare_data(DataConfig(corpus="tinyshakespeare"))
 batches = TrainBatches(data.train_tokens, batch_size=16, seq_len=128, seed=0)
