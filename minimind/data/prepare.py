@@ -58,6 +58,7 @@ class PreparedData:
     of the held-out text, for bits per byte. `manifest_hash` names the prepared shards.
     """
 
+    corpus: str
     tokenizer: Tokenizer
     tokenizer_path: Path
     vocab_size: int
@@ -116,6 +117,7 @@ def prepare_data(cfg: DataConfig) -> PreparedData:
         for split in SPLITS
     }
     return PreparedData(
+        corpus=cfg.corpus,
         tokenizer=tokenizer,
         tokenizer_path=tokenizer_path,
         vocab_size=tokenizer.get_vocab_size(),
