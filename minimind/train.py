@@ -148,8 +148,15 @@ class Trainer:
         self.horizon = self.max_steps or cfg.schedule.warmup + 1
         self.scheduler = build_schedule(self.optimizer, cfg.schedule, lambda: self.horizon)
         pin = pins_memory(self.device)
-        self.batches = distributed.shard_batches(
-            TrainBatches(data.train_tokens, cfg.batch_size, cfg.seq_len, seed, pin_memory=pin)
+        self.batches = TrainBatches(
+            data.train_tokens,
+            cfg.batch_size,
+            cfg.seq_len,
+            seed,
+            rank=distributed.rank(),
+            world=distributed.world_size(),
+            doc_starts=data.train_tokens.doc_starts() if data.bos_align else None,
+            pin_memory=pin,
         )
         self.val_batches = fixed_val_batches(
             data.val_tokens, cfg.batch_size, cfg.seq_len, cfg.eval_batches, pin_memory=pin

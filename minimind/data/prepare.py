@@ -56,6 +56,7 @@ class PreparedData:
     `vocab_size` is the tokenizer's (it may fall short of the configured size on a tiny corpus);
     the model's vocabulary must be at least this large. `val_bytes` is the exact UTF-8 byte count
     of the held-out text, for bits per byte. `manifest_hash` names the prepared shards.
+    `bos_align` and `doc_mask` are the data section's packing of windows (`DataConfig`).
     """
 
     corpus: str
@@ -70,6 +71,8 @@ class PreparedData:
     train_bytes: int
     val_bytes: int
     manifest_hash: str
+    bos_align: bool = False
+    doc_mask: bool = False
 
 
 def prepare_data(cfg: DataConfig) -> PreparedData:
@@ -129,6 +132,8 @@ def prepare_data(cfg: DataConfig) -> PreparedData:
         train_bytes=manifest["splits"]["train"]["bytes"],
         val_bytes=manifest["splits"]["val"]["bytes"],
         manifest_hash=sha256_hex(text)[:16],
+        bos_align=cfg.bos_align,
+        doc_mask=cfg.doc_mask,
     )
 
 
