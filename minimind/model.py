@@ -99,11 +99,14 @@ class MiniMindLM(nn.Module):
         input_ids: torch.Tensor,
         labels: torch.Tensor | None = None,
         cache: KVCache | None = None,
+        doc_ids: torch.Tensor | None = None,
     ) -> LMOutput:
         """input_ids [B, T]; labels [B, T] aligned with the inputs (shifted here, -100 ignored).
 
         With `cache`, input_ids are the tokens after the cached ones; their keys and values are
-        appended to the cache and their positions start at the cache length.
+        appended to the cache and their positions start at the cache length. With `doc_ids`
+        [B, T] (each token's document within its row: `minimind.data.document_ids`), attention
+        does not cross documents; positions still count from the window's start.
         """
         past = len(cache) if cache is not None else 0
         length = input_ids.size(1)
@@ -114,9 +117,12 @@ class MiniMindLM(nn.Module):
         positions = torch.arange(past, past + length, device=input_ids.device)
         x = self.dropout(self.position.embed(self.embed_tokens(input_ids), positions))
         rotate = self.position.rotation(positions)  # rotary cos/sin once for all layers
+        doc_mask = (
+            registry.DocumentMask(doc_ids) if doc_ids is not None else None
+        )  # one for all layers
         for i, layer in enumerate(self.layers):
             layer_cache = cache.layers[i] if cache is not None else None
-            x = layer(x, rotate, layer_cache)
+            x = layer(x, rotate, layer_cache, doc_mask)
         logits = self.lm_head(self.norm(x))
         loss = None
         if labels is not None:

@@ -35,7 +35,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from minimind import distributed
 from minimind.checkpoint import capture_rng_state, restore_rng_state, save_checkpoint
 from minimind.config import ModelConfig
-from minimind.data import PreparedData, TrainBatches, bits_per_byte, fixed_val_batches
+from minimind.data import (
+    PreparedData,
+    TrainBatches,
+    bits_per_byte,
+    document_ids,
+    fixed_val_batches,
+)
 from minimind.device import autocast, autocast_dtype, pins_memory
 from minimind.generation import SamplingOptions
 from minimind.metrics import (
@@ -235,6 +241,11 @@ class Trainer:
             return True
         return self.cfg.time_limit is not None and elapsed >= self.cfg.time_limit
 
+    def _doc_ids(self, x: torch.Tensor) -> torch.Tensor | None:
+        """Documents of a batch [B, T] for `data.doc_mask` (attention within documents), else
+        None."""
+        return document_ids(x, self.data.eos_id) if self.data.doc_mask else None
+
     def _train_step(self, measure_grad_norm: bool) -> None:
         """One optimizer step over `grad_accum` micro-batches; no host sync."""
         accum = self.cfg.grad_accum
@@ -242,7 +253,7 @@ class Trainer:
             x = next(self.batches).to(self.device, non_blocking=True)  # [B / world_size, T]
             with distributed.gradient_sync(self.forward, micro == accum - 1):
                 with autocast(self.device, self.amp_dtype):
-                    out = self.forward(x, labels=x)
+                    out = self.forward(x, labels=x, doc_ids=self._doc_ids(x))
                 ((out.loss + out.aux_loss) / accum).backward()
             self._loss_sum += out.loss.detach()
             self._aux_sum += out.aux_loss.detach()

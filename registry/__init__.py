@@ -10,7 +10,7 @@ more with the `register` decorator (see `registry.core`). Nothing here imports `
 """
 
 from registry import attention, block, mlp, moe, norm, position  # noqa: F401  (registers built-ins)
-from registry.attention import KVCacheLayer, causal_mask
+from registry.attention import DocumentMask, KVCacheLayer, causal_mask
 from registry.core import (
     SLOTS,
     ComponentSpec,
@@ -32,6 +32,7 @@ from registry.core import (
 __all__ = [
     "SLOTS",
     "ComponentSpec",
+    "DocumentMask",
     "KVCacheLayer",
     "OptionInfo",
     "RegistryError",

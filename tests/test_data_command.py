@@ -75,3 +75,19 @@ def test_bad_corpora_exit_2_with_one_line(write_spec, tmp_path, capsys):
             err = capsys.readouterr().err
             assert err.startswith(start) and err.count("\n") == 1, (corpus, err)
     assert not list((tmp_path / "cache").rglob("manifest.json"))
+
+
+def test_run_with_document_masks_and_bos_aligned_windows(write_spec, tmp_path, monkeypatch):
+    import minimind.train as train_module
+
+    corpus = parquet_dir(tmp_path / "shards")
+    data = {"corpus": str(corpus), "cache_dir": str(tmp_path / "cache"), "doc_mask": True}
+    path = write_spec(data={**data, "bos_align": True})
+    seen = []
+    real = train_module.document_ids
+    monkeypatch.setattr(train_module, "document_ids", lambda x, eos: seen.append(x) or real(x, eos))
+    assert main(["run", str(path)]) == 0
+    prepared = prepare_data(load_spec(path).data)
+    starts = set(prepared.train_tokens.doc_starts().tolist())
+    first_tokens = {int(prepared.train_tokens[s]) for s in starts}
+    assert seen and all(set(x[:, 0].tolist()) <= first_tokens for x in seen)

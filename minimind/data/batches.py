@@ -114,6 +114,13 @@ def fixed_val_batches(
     ]
 
 
+def document_ids(batch: torch.Tensor, eos_id: int) -> torch.Tensor:
+    """Each token's document index within its row, [B, T] -> [B, T] int64: documents end with
+    EOS, which belongs to the document it ends (it is that document's last prediction)."""
+    is_eos = (batch == eos_id).long()
+    return torch.cumsum(is_eos, dim=1) - is_eos
+
+
 def _windows(tokens: np.ndarray, starts: np.ndarray, seq_len: int, pin: bool) -> torch.Tensor:
     """tokens[s : s + seq_len] for each start s, as a LongTensor [len(starts), seq_len]."""
     rows = tokens[starts[:, None] + np.arange(seq_len)].astype(np.int64)
