@@ -91,3 +91,12 @@ def test_run_with_document_masks_and_bos_aligned_windows(write_spec, tmp_path, m
     starts = set(prepared.train_tokens.doc_starts().tolist())
     first_tokens = {int(prepared.train_tokens[s]) for s in starts}
     assert seen and all(set(x[:, 0].tolist()) <= first_tokens for x in seen)
+
+
+def test_corpus_directory_and_glob_resolve_next_to_the_spec(tmp_path, monkeypatch):
+    parquet_dir(tmp_path / "specs" / "shards")
+    spec = tmp_path / "specs" / "s.yaml"
+    monkeypatch.chdir(tmp_path)  # elsewhere than the spec
+    for corpus in ("shards", "shards/*.parquet"):
+        spec.write_text(f"name: s\ndata: {{corpus: '{corpus}'}}\n")
+        assert load_spec(spec).data.corpus == str(tmp_path / "specs" / corpus)
