@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from minimind.bench import corpus_scale
 from minimind.bench.context import BenchContext
 from minimind.bench.results import Row, Target
 from minimind.bench.steps import Trainee
@@ -60,7 +61,7 @@ def run(ctx: BenchContext) -> list[Row]:
     batch, seq = (QUICK_BATCH, QUICK_SEQ) if ctx.quick else (BATCH, SEQ)
     share, step_ms = _sampling_share(ctx, tokens, tokenizer.get_vocab_size(), batch, seq)
     scope = "first 64 KiB" if ctx.quick else "training split"
-    return [
+    return corpus_scale.run(ctx) + [
         Row(
             SUITE,
             f"BPE training, vocab {VOCAB}, {CORPUS} {scope}",
