@@ -109,37 +109,6 @@ def local_batch_size(batch_size: int, world: int | None = None) -> int:
     return batch_size // world
 
 
-class RankRows:
-    """This rank's rows of each global batch [B, T] drawn by `batches`: LongTensor [B/W, T].
-
-    State (`state_dict`) is the wrapped stream's, the same on every rank.
-    """
-
-    def __init__(self, batches: Iterator[torch.Tensor], rank: int, world: int) -> None:
-        self.batches = batches
-        self.rank = rank
-        self.world = world
-
-    def __iter__(self) -> RankRows:
-        return self
-
-    def __next__(self) -> torch.Tensor:
-        batch = next(self.batches)
-        rows = local_batch_size(batch.size(0), self.world)
-        return batch[self.rank * rows : (self.rank + 1) * rows]
-
-    def state_dict(self) -> dict[str, int]:
-        return self.batches.state_dict()
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        self.batches.load_state_dict(state)
-
-
-def shard_batches(batches: T) -> T | RankRows:
-    """`batches` itself in one process, else this rank's rows of each of its batches."""
-    return batches if world_size() == 1 else RankRows(batches, rank(), world_size())
-
-
 def shard_list(items: Sequence[T]) -> Sequence[T]:
     """Round-robin share of `items` for this rank (all of them in one process)."""
     return items[rank() :: world_size()]

@@ -127,13 +127,16 @@ class MiniMindLM(nn.Module):
         input_ids: torch.Tensor,
         labels: torch.Tensor | None = None,
         cache: KVCache | registry.StaticKVCache | None = None,
+        doc_ids: torch.Tensor | None = None,
         loss_chunk_tokens: int | None = None,
     ) -> LMOutput:
         """input_ids [B, T]; labels [B, T] aligned with the inputs (shifted here, -100 ignored).
 
         With `cache` (`new_cache` or `new_static_cache`), input_ids are the tokens after the
         cached ones; their keys and values are added to the cache and their positions start at
-        the cache length.
+        the cache length. With `doc_ids` [B, T] (each token's document within its row:
+        `minimind.data.document_ids`), attention does not cross documents; positions still count
+        from the window's start.
         With labels and `loss_chunk_tokens`, the LM head and the loss run that many tokens at a
         time (`minimind.loss.chunked_loss_sum`) and no logits are returned.
         """
@@ -144,9 +147,12 @@ class MiniMindLM(nn.Module):
             positions = cache.positions(length)
         x = self.dropout(self.position.embed(self.embed_tokens(input_ids), positions))
         rotate = self.position.rotation(positions)  # rotary cos/sin once for all layers
+        doc_mask = (
+            registry.DocumentMask(doc_ids) if doc_ids is not None else None
+        )  # one for all layers
         for i, layer in enumerate(self.layers):
             layer_cache = cache.layers[i] if cache is not None else None
-            x = layer(x, rotate, layer_cache)
+            x = layer(x, rotate, layer_cache, doc_mask)
         hidden = self.norm(x)
         chunked = labels is not None and loss_chunk_tokens is not None
         logits = None if chunked else self.lm_head(hidden)

@@ -36,6 +36,7 @@ RUN_NAME_TAG = "mlflow.runName"
 SPEC_HASH_TAG = "spec_hash"  # of the whole spec an invocation ran, every variant in it
 VARIANT_TAG = "variant"
 SEED_TAG = "seed"
+DATA_MANIFEST_TAG = "data_manifest"  # hash of the prepared token shards' manifest the run read
 GIT_COMMIT_TAG = "git_commit"
 FAILURE_REASON_TAG = "failure_reason"
 COMPONENT_TAG_PREFIX = "component."
@@ -124,11 +125,19 @@ def child_tags(
     seed: int,
     device: torch.device,
     amp_dtype: torch.dtype | None,
+    *,
+    data_manifest: str,
 ) -> dict[str, str]:
     """A child run's tags (the tracker adds the role, the parent and `git_commit`): its variant
-    and seed, the whole spec's hash, the components of `spec`'s model and the device (and
+    and seed, the whole spec's hash, the manifest hash of the data it reads
+    (`PreparedData.manifest_hash`), the components of `spec`'s model and the device (and
     autocast dtype) it trains with."""
-    tags = {VARIANT_TAG: variant, SEED_TAG: str(seed), SPEC_HASH_TAG: plan_hash}
+    tags = {
+        VARIANT_TAG: variant,
+        SEED_TAG: str(seed),
+        SPEC_HASH_TAG: plan_hash,
+        DATA_MANIFEST_TAG: data_manifest,
+    }
     tags.update(component_tags(spec.model_config_obj()))
     tags.update(device_tags(device, amp_dtype))
     return tags

@@ -141,7 +141,10 @@ def run_child(
     device = resolve_device(spec.train.device)
     amp_dtype = autocast_dtype(spec.train.precision, device)
     if earlier is None:
-        tags = child_tags(plan.plan_hash, variant.name, spec, seed, device, amp_dtype)
+        manifest = data[data_key(spec.data)].manifest_hash
+        tags = child_tags(
+            plan.plan_hash, variant.name, spec, seed, device, amp_dtype, data_manifest=manifest
+        )
         handle = tracker.start_child(parent, name, child_params(spec, seed), tags)
     else:
         handle = tracker.resume_run(earlier.info.run_id)

@@ -35,7 +35,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from minimind import distributed
 from minimind.checkpoint import capture_rng_state, restore_rng_state, save_checkpoint
 from minimind.config import ModelConfig
-from minimind.data import PreparedData, TrainBatches, bits_per_byte, fixed_val_batches
+from minimind.data import (
+    PreparedData,
+    TrainBatches,
+    bits_per_byte,
+    document_ids,
+    fixed_val_batches,
+)
 from minimind.device import autocast, autocast_dtype, pins_memory
 from minimind.generation import SamplingOptions
 from minimind.metrics import (
@@ -148,8 +154,15 @@ class Trainer:
         self.horizon = self.max_steps or cfg.schedule.warmup + 1
         self.scheduler = build_schedule(self.optimizer, cfg.schedule, lambda: self.horizon)
         pin = pins_memory(self.device)
-        self.batches = distributed.shard_batches(
-            TrainBatches(data.train_tokens, cfg.batch_size, cfg.seq_len, seed, pin_memory=pin)
+        self.batches = TrainBatches(
+            data.train_tokens,
+            cfg.batch_size,
+            cfg.seq_len,
+            seed,
+            rank=distributed.rank(),
+            world=distributed.world_size(),
+            doc_starts=data.train_tokens.doc_starts() if data.bos_align else None,
+            pin_memory=pin,
         )
         self.val_batches = fixed_val_batches(
             data.val_tokens, cfg.batch_size, cfg.seq_len, cfg.eval_batches, pin_memory=pin
@@ -228,6 +241,11 @@ class Trainer:
             return True
         return self.cfg.time_limit is not None and elapsed >= self.cfg.time_limit
 
+    def _doc_ids(self, x: torch.Tensor) -> torch.Tensor | None:
+        """Documents of a batch [B, T] for `data.doc_mask` (attention within documents), else
+        None."""
+        return document_ids(x, self.data.eos_id) if self.data.doc_mask else None
+
     def _train_step(self, measure_grad_norm: bool) -> None:
         """One optimizer step over `grad_accum` micro-batches; no host sync."""
         accum = self.cfg.grad_accum
@@ -235,7 +253,12 @@ class Trainer:
             x = next(self.batches).to(self.device, non_blocking=True)  # [B / world_size, T]
             with distributed.gradient_sync(self.forward, micro == accum - 1):
                 with autocast(self.device, self.amp_dtype):
-                    out = self.forward(x, labels=x, loss_chunk_tokens=self.cfg.loss_chunk_tokens)
+                    out = self.forward(
+                        x,
+                        labels=x,
+                        doc_ids=self._doc_ids(x),
+                        loss_chunk_tokens=self.cfg.loss_chunk_tokens,
+                    )
                 ((out.loss + out.aux_loss) / accum).backward()
             self._loss_sum += out.loss.detach()
             self._aux_sum += out.aux_loss.detach()

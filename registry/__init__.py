@@ -10,6 +10,7 @@ more with the `register` decorator (see `registry.core`). Nothing here imports `
 """
 
 from registry import attention, block, mlp, moe, norm, position  # noqa: F401  (registers built-ins)
+from registry.attention import DocumentMask
 from registry.core import (
     SLOTS,
     ComponentSpec,
@@ -32,6 +33,7 @@ from registry.kv_cache import KVCacheLayer, StaticKVCache, causal_mask
 __all__ = [
     "SLOTS",
     "ComponentSpec",
+    "DocumentMask",
     "KVCacheLayer",
     "OptionInfo",
     "RegistryError",

@@ -5,17 +5,99 @@ Projections are named `q_proj`, `k_proj`, `v_proj`, `o_proj` as in Llama, so wei
 transformers. Training runs `F.scaled_dot_product_attention(is_causal=True)` with `enable_gqa`, so
 K/V are never repeated in memory. Decoding with a cache attends with the mask that the cache gives
 (`registry.kv_cache`).
+A `DocumentMask` confines attention to each token's own document within a packed window
+(block-causal): a boolean mask for SDPA, or FlexAttention's block mask on CUDA, which skips the
+blocks across documents.
 """
 
-from dataclasses import dataclass
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from registry.core import register
-from registry.kv_cache import CacheLayer
+from registry.kv_cache import CacheLayer, causal_mask
 from registry.position import Rotate
+
+
+@dataclass
+class DocumentMask:
+    """Block-causal attention over packed documents: query i sees key j iff j <= i and both are
+    in the same document. `doc_ids` [B, T]: each token's document index within its row."""
+
+    doc_ids: torch.Tensor
+    _dense: torch.Tensor | None = field(default=None, repr=False)
+    _block: object | None = field(default=None, repr=False)
+
+    def dense(self) -> torch.Tensor:
+        """Boolean mask [B, 1, T, T] (True where attention is allowed), built once per forward."""
+        if self._dense is None:
+            ids, length = self.doc_ids, self.doc_ids.size(1)
+            same = ids[:, :, None] == ids[:, None, :]
+            self._dense = (same & causal_mask(length, length, ids.device))[:, None]
+        return self._dense
+
+    def block(self) -> object:
+        """FlexAttention's BlockMask of the same pattern, built once per forward."""
+        if self._block is None:
+            from torch.nn.attention.flex_attention import create_block_mask
+
+            ids = self.doc_ids
+
+            def same_document_causal(b, h, q, k):
+                return (k <= q) & (ids[b, q] == ids[b, k])
+
+            batch, length = ids.shape
+            self._block = create_block_mask(
+                same_document_causal, batch, None, length, length, device=ids.device
+            )
+        return self._block
+
+
+def uses_flex_attention(device: torch.device) -> bool:
+    """FlexAttention for document masks on CUDA when this torch has it; SDPA with a dense mask
+    elsewhere (the CPU path)."""
+    if device.type != "cuda":
+        return False
+    try:
+        from torch.nn.attention import flex_attention  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def document_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: DocumentMask,
+    dropout: float,
+    flex: bool,
+) -> torch.Tensor:
+    """Attention of q [B, H, T, hd] over k, v [B, Hkv, T, hd] within documents: [B, H, T, hd]."""
+    gqa = k.size(1) != q.size(1)
+    if flex and dropout == 0.0:  # FlexAttention has no dropout
+        attend = _compiled_flex_attention() if q.is_cuda else _flex_attention()
+        return attend(q, k, v, block_mask=mask.block(), enable_gqa=gqa)
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask.dense(), dropout_p=dropout, enable_gqa=gqa
+    )
+
+
+def _flex_attention() -> Callable:
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return flex_attention
+
+
+@functools.cache
+def _compiled_flex_attention() -> Callable:
+    # Uncompiled, FlexAttention materialises the whole score matrix; compiled, it is a fused
+    # kernel that skips the masked blocks (inside a compiled model this is traced through).
+    return torch.compile(_flex_attention(), dynamic=False)
 
 
 class CausalSelfAttention(nn.Module):
@@ -75,14 +157,23 @@ class CausalSelfAttention(nn.Module):
         x: torch.Tensor,
         rotate: Rotate,
         cache: CacheLayer | None = None,
+        doc_mask: DocumentMask | None = None,
     ) -> torch.Tensor:
         """x [B, T, dim] -> [B, T, dim]; `rotate` holds the tokens' absolute positions; adds
-        k, v to `cache`."""
+        k, v to `cache`; `doc_mask` (training on packed documents, no cache) keeps attention
+        within each document."""
         batch, length, _ = x.shape
         q = self.q_proj(x).view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
         q, k = rotate(q, k)
+        if doc_mask is not None:
+            if cache is not None:
+                raise ValueError("a document mask is for training windows, not cached decoding")
+            dropout = self.dropout if self.training else 0.0
+            y = document_attention(q, k, v, doc_mask, dropout, uses_flex_attention(x.device))
+            y = y.transpose(1, 2).reshape(batch, length, self.n_heads * self.head_dim)
+            return self.resid_dropout(self.o_proj(y))
         mask = None  # without a cache: SDPA's is_causal
         if cache is not None:
             k, v, mask = cache.update(k, v)

@@ -12,6 +12,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from registry.attention import DocumentMask
 from registry.core import register
 from registry.kv_cache import CacheLayer
 from registry.position import Rotate
@@ -42,9 +43,10 @@ class PreNormBlock(Block):
         x: torch.Tensor,
         rotate: Rotate,
         cache: CacheLayer | None = None,
+        doc_mask: DocumentMask | None = None,
     ) -> torch.Tensor:
         """x [B, T, dim] -> [B, T, dim]."""
-        x = x + self.attn(self.attn_norm(x), rotate, cache)
+        x = x + self.attn(self.attn_norm(x), rotate, cache, doc_mask)
         return x + self.mlp(self.mlp_norm(x))
 
 
@@ -59,7 +61,8 @@ class PostNormBlock(Block):
         x: torch.Tensor,
         rotate: Rotate,
         cache: CacheLayer | None = None,
+        doc_mask: DocumentMask | None = None,
     ) -> torch.Tensor:
         """x [B, T, dim] -> [B, T, dim]."""
-        x = self.attn_norm(x + self.attn(x, rotate, cache))
+        x = self.attn_norm(x + self.attn(x, rotate, cache, doc_mask))
         return self.mlp_norm(x + self.mlp(x))

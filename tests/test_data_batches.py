@@ -43,7 +43,36 @@ def test_same_seed_same_stream_other_seed_or_rank_another():
 
     assert torch.equal(stream(seed=7), stream(seed=7))
     assert not torch.equal(stream(seed=7), stream(seed=8))
-    assert not torch.equal(stream(seed=7, rank=0), stream(seed=7, rank=1))
+    assert not torch.equal(stream(seed=7, rank=0, world=2), stream(seed=7, rank=1, world=2))
+
+
+def test_bos_aligned_windows_start_at_document_starts():
+    doc_starts = np.array([0, 7, 100, 2000, 4990])  # 4990 leaves no room for a window of 32
+    sampler = TrainBatches(TOKENS, 64, 32, seed=0, doc_starts=doc_starts)
+    starts = torch.cat([batch[:, 0] for batch in draw(sampler, 5)])
+    assert set(starts.tolist()) == {0, 7, 100, 2000}
+
+
+def test_batches_span_shards_of_a_token_stream(tmp_path):
+    from minimind.data.tokens import TokenStream
+
+    paths = []
+    for k, part in enumerate(np.array_split(TOKENS, 7)):
+        paths.append(tmp_path / f"{k}.bin")
+        part.tofile(paths[-1])
+    stream = TokenStream(paths, np.dtype(np.uint16))
+    for a, b in zip(
+        draw(TrainBatches(stream, 16, 300, seed=4), 5),
+        draw(TrainBatches(TOKENS, 16, 300, seed=4), 5),
+        strict=True,
+    ):
+        assert torch.equal(a, b)
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(
+            fixed_val_batches(stream, 4, 50, 3), fixed_val_batches(TOKENS, 4, 50, 3), strict=True
+        )
+    )
 
 
 def test_resume_continues_the_exact_stream():
@@ -57,11 +86,11 @@ def test_resume_continues_the_exact_stream():
 
 
 def test_state_survives_a_weights_only_checkpoint(tmp_path):
-    sampler = TrainBatches(TOKENS, 4, 32, seed=2, rank=1)
+    sampler = TrainBatches(TOKENS, 4, 32, seed=2, rank=1, world=2)
     draw(sampler, 4)
     torch.save({"data": sampler.state_dict()}, tmp_path / "ckpt.pt")
     state = torch.load(tmp_path / "ckpt.pt", weights_only=True)["data"]
-    restored = TrainBatches(TOKENS, 4, 32, seed=2, rank=1)
+    restored = TrainBatches(TOKENS, 4, 32, seed=2, rank=1, world=2)
     restored.load_state_dict(state)
     assert torch.equal(next(restored), next(sampler))
 

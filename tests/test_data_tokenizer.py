@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from minimind.data.chunking import text_chunks
-from minimind.data.corpus import read_corpus
+from minimind.data.sources import read_text_corpus
 from minimind.data.tokenizer import BOS, EOS, PAD, load_tokenizer, special_ids, train_bpe
-from minimind.data.tokens import read_tokens, token_dtype, write_tokens
+from minimind.data.tokens import token_dtype
 
 TRICKY = [
     "",
@@ -27,7 +27,7 @@ TRICKY = [
 
 @pytest.fixture(scope="module")
 def shakespeare_text() -> str:
-    return read_corpus("tinyshakespeare").decode()
+    return read_text_corpus("tinyshakespeare").decode()
 
 
 @pytest.fixture(scope="module")
@@ -123,18 +123,6 @@ def test_chunked_shakespeare_equals_whole_text(tokenizer, shakespeare_text):
     assert len(chunks) > 10 and "".join(chunks) == text
     chunked = [i for enc in tokenizer.encode_batch(chunks) for i in enc.ids]
     assert chunked == tokenizer.encode(text).ids
-
-
-def test_write_tokens_joins_documents_with_eos(tokenizer, tmp_path):
-    docs = ["first doc", "second\ndoc", "", "third"]
-    path = tmp_path / "t.bin"
-    count = write_tokens(tokenizer, docs, eos_id=2, dtype=np.dtype(np.uint16), path=path)
-    tokens = read_tokens(path, np.dtype(np.uint16))
-    assert path.stat().st_size == 2 * count == 2 * len(tokens)
-    expected = []
-    for doc in ["first doc", "second\ndoc", "third"]:  # an empty document adds nothing
-        expected += ([2] if expected else []) + tokenizer.encode(doc).ids
-    assert tokens.tolist() == expected
 
 
 def test_token_dtype_fits_the_vocab():

@@ -18,7 +18,7 @@ from mlflow.tracking import MlflowClient
 from minimind import distributed
 from minimind.cli import main
 from minimind.data import TrainBatches
-from minimind.distributed import RankRows, local_batch_size, torchrun_command
+from minimind.distributed import local_batch_size, torchrun_command
 from minimind.plan import plan_run
 from minimind.spec import SpecError
 
@@ -27,16 +27,18 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 RUN_TIMEOUT_S = 500
 
 
-def test_each_rank_takes_its_rows_of_the_global_batch_in_the_single_process_order():
+def test_each_rank_reads_its_disjoint_slice_of_the_global_batch_in_the_single_process_order():
     tokens = np.arange(1000, dtype=np.uint16)
     single = TrainBatches(tokens, batch_size=6, seq_len=8, seed=3)
-    ranks = [RankRows(TrainBatches(tokens, 6, 8, seed=3), r, 3) for r in range(3)]
+    ranks = [TrainBatches(tokens, 6, 8, seed=3, rank=r, world=3) for r in range(3)]
     for _ in range(4):
         expected = next(single)
         shares = [next(r) for r in ranks]
         assert [s.shape for s in shares] == [(2, 8)] * 3
         assert np.array_equal(np.concatenate(shares), expected)  # disjoint, in order, all rows
     assert ranks[2].state_dict() == single.state_dict()  # one checkpoint resumes every rank
+    with pytest.raises(ValueError, match="does not split evenly"):
+        TrainBatches(tokens, 6, 8, seed=3, rank=0, world=4)
 
 
 def test_a_global_batch_that_does_not_split_is_a_spec_error(write_spec):

@@ -43,11 +43,14 @@ def test_device_tags_on_cuda_add_the_gpu_name(monkeypatch) -> None:
 
 def test_child_tags() -> None:
     spec = validate_spec({"name": "x", "model": {"preset": "tiny", "position": "rope-gptj"}})
-    tags = record.child_tags("0123abcd4567", "pos=gptj", spec, 2, torch.device("cpu"), None)
+    tags = record.child_tags(
+        "0123abcd4567", "pos=gptj", spec, 2, torch.device("cpu"), None, data_manifest="feedc0de"
+    )
     assert tags == {
         "variant": "pos=gptj",
         "seed": "2",
         "spec_hash": "0123abcd4567",
+        "data_manifest": "feedc0de",
         "component.norm": "rmsnorm",
         "component.position": "rope(style=gptj)",
         "component.attention": "gqa",

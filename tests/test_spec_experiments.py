@@ -103,3 +103,15 @@ def test_minimind_26m_is_gpu_sized() -> None:
     assert 25e6 < cfg.num_params() < 27e6
     assert (spec.train.seq_len, spec.train.precision) == (512, "bf16")
     assert spec.data.tokenizer.vocab_size == cfg.vocab_size
+
+
+def test_tinystories_gpu_reads_the_hub_dataset_with_its_validation_split() -> None:
+    spec = load_spec(EXPERIMENTS / "tinystories_gpu.yaml")
+    data = spec.data
+    assert (data.corpus, data.split, data.val_split) == (
+        "hf:roneneldan/TinyStories",
+        "train",
+        "validation",
+    )
+    assert spec.train.precision == "bf16" and spec.train.compile
+    assert spec.model_config_obj().vocab_size >= data.tokenizer.vocab_size

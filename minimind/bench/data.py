@@ -16,15 +16,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from minimind.bench import corpus_scale
 from minimind.bench.context import BenchContext
 from minimind.bench.results import Row, Target
 from minimind.bench.steps import Trainee
 from minimind.bench.timing import interleave, median, paired_ratio, time_call
 from minimind.config import ModelConfig
-from minimind.data import TrainBatches
-from minimind.data.corpus import read_corpus, split_corpus
+from minimind.data import DataConfig, TrainBatches
+from minimind.data.sources import open_corpus, read_text_corpus, split_text
 from minimind.data.tokenizer import special_ids, train_bpe
-from minimind.data.tokens import read_tokens, token_dtype, write_tokens
+from minimind.data.tokens import ShardJob, TokenStream, shard_paths, token_dtype, tokenize_piece
 from minimind.device import pins_memory
 from minimind.model import MiniMindLM
 
@@ -36,8 +37,8 @@ QUICK_BATCH, QUICK_SEQ = 4, 64
 
 
 def run(ctx: BenchContext) -> list[Row]:
-    split = split_corpus(CORPUS, read_corpus(CORPUS), val_fraction=0.1)
-    documents = [split.train[0][:QUICK_CHARS]] if ctx.quick else split.train
+    train, _ = split_text(CORPUS, read_text_corpus(CORPUS), val_fraction=0.1)
+    documents = [train[:QUICK_CHARS] if ctx.quick else train]
     n_bytes = sum(len(doc.encode()) for doc in documents)
     repeats = ctx.rounds
     ctx.log(f"[data] BPE and tokenization of {n_bytes / 1e6:.2f} MB, {repeats} times each")
@@ -50,16 +51,17 @@ def run(ctx: BenchContext) -> list[Row]:
     dtype = token_dtype(tokenizer.get_vocab_size())
     eos = special_ids(tokenizer).eos
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "train.bin"
-        encode_s = [
-            time_call(lambda: write_tokens(tokenizer, documents, eos, dtype, path), cpu)
-            for _ in range(repeats)
-        ]
-        tokens = np.array(read_tokens(path, dtype))
+        # The split as a one-text corpus of its own, tokenized as `prepare_data` does a piece.
+        text_file = Path(tmp) / "train.txt"
+        text_file.write_text(documents[0])
+        corpus = open_corpus(DataConfig(corpus=str(text_file), cache_dir=tmp))
+        job = ShardJob(corpus, corpus.pieces[0], 0, tokenizer.to_str(), eos, dtype.name, Path(tmp))
+        encode_s = [time_call(lambda: tokenize_piece(job), cpu) for _ in range(repeats)]
+        tokens = np.asarray(TokenStream([shard_paths(Path(tmp), 0, "train")[0]], dtype))
     batch, seq = (QUICK_BATCH, QUICK_SEQ) if ctx.quick else (BATCH, SEQ)
     share, step_ms = _sampling_share(ctx, tokens, tokenizer.get_vocab_size(), batch, seq)
     scope = "first 64 KiB" if ctx.quick else "training split"
-    return [
+    return corpus_scale.run(ctx) + [
         Row(
             SUITE,
             f"BPE training, vocab {VOCAB}, {CORPUS} {scope}",

@@ -11,48 +11,67 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from minimind.data.tokens import TokenStream
+
 
 class TrainBatches:
-    """Random windows of `seq_len` tokens, drawn uniformly from `tokens` [n_tokens].
+    """Random windows of `seq_len` tokens from `tokens` [n_tokens] (an array or a `TokenStream`
+    over every shard): this rank's rows of each global batch of `batch_size` windows.
 
-    Batch i is drawn from a generator seeded with (seed, rank, i), so the stream is fully
-    determined by the seed and `rank`, and resuming needs only the batch index. Training uses
-    rank 0 on every DDP rank: all ranks draw the same global batch and each keeps its own rows
-    (`distributed.RankRows`), so `state_dict()` saved by any rank restores every rank.
+    Global batch i is drawn from a generator seeded with (seed, i), so the stream is fully
+    determined by the seed, and resuming needs only the batch index. Every rank of `world` draws
+    the same window starts and reads only its own rows, [rank·B/W, (rank+1)·B/W): the ranks'
+    slices are disjoint and together are the single-process batch, and `state_dict()` saved by
+    any rank restores every rank. With `doc_starts` (ascending positions of document starts,
+    `TokenStream.doc_starts()`), every window starts at a document start (`data.bos_align`).
     """
 
     def __init__(
         self,
-        tokens: np.ndarray,
+        tokens: np.ndarray | TokenStream,
         batch_size: int,
         seq_len: int,
         seed: int,
         rank: int = 0,
+        world: int = 1,
+        doc_starts: np.ndarray | None = None,
         pin_memory: bool = False,
     ) -> None:
         if batch_size < 1 or seq_len < 1:
             raise ValueError(f"batch_size and seq_len must be >= 1, got {batch_size}, {seq_len}")
-        if seed < 0 or rank < 0:
-            raise ValueError(f"seed and rank must be >= 0, got {seed}, {rank}")
+        if seed < 0 or not 0 <= rank < world:
+            raise ValueError(f"need seed >= 0 and 0 <= rank < world, got {seed}, {rank}, {world}")
+        if batch_size % world:
+            raise ValueError(f"batch of {batch_size} does not split evenly over {world} ranks")
         if len(tokens) < seq_len:
             raise ValueError(f"{len(tokens)} training tokens cannot fill one window of {seq_len}")
         self.tokens = tokens
         self.batch_size = batch_size
         self.seq_len = seq_len
         self.seed = seed
-        self.rank = rank
+        self.rows = slice(rank * batch_size // world, (rank + 1) * batch_size // world)
         self.pin_memory = pin_memory
         self.batches_drawn = 0
+        self.starts: np.ndarray | None = None
+        if doc_starts is not None:
+            # Documents whose start leaves room for a whole window.
+            self.starts = doc_starts[: np.searchsorted(doc_starts, len(tokens) - seq_len, "right")]
+            if len(self.starts) == 0:
+                raise ValueError(f"no document starts a window of {seq_len} tokens")
 
     def __iter__(self) -> TrainBatches:
         return self
 
     def __next__(self) -> torch.Tensor:
-        """The next batch, LongTensor [batch_size, seq_len]."""
-        rng = np.random.default_rng([self.seed, self.rank, self.batches_drawn])
-        starts = rng.integers(0, len(self.tokens) - self.seq_len + 1, size=self.batch_size)
+        """This rank's rows of the next global batch, LongTensor [batch_size / world, seq_len]."""
+        # (seed, 0, i): the seeding of earlier versions, whose recorded runs it reproduces.
+        rng = np.random.default_rng([self.seed, 0, self.batches_drawn])
+        if self.starts is None:
+            starts = rng.integers(0, len(self.tokens) - self.seq_len + 1, size=self.batch_size)
+        else:
+            starts = self.starts[rng.integers(0, len(self.starts), size=self.batch_size)]
         self.batches_drawn += 1
-        return _windows(self.tokens, starts, self.seq_len, self.pin_memory)
+        return _windows(self.tokens, starts[self.rows], self.seq_len, self.pin_memory)
 
     def state_dict(self) -> dict[str, int]:
         return {"seed": self.seed, "batches_drawn": self.batches_drawn}
@@ -93,6 +112,13 @@ def fixed_val_batches(
         _windows(tokens, starts[i : i + batch_size], seq_len, pin_memory)
         for i in range(0, len(starts), batch_size)
     ]
+
+
+def document_ids(batch: torch.Tensor, eos_id: int) -> torch.Tensor:
+    """Each token's document index within its row, [B, T] -> [B, T] int64: documents end with
+    EOS, which belongs to the document it ends (it is that document's last prediction)."""
+    is_eos = (batch == eos_id).long()
+    return torch.cumsum(is_eos, dim=1) - is_eos
 
 
 def _windows(tokens: np.ndarray, starts: np.ndarray, seq_len: int, pin: bool) -> torch.Tensor:

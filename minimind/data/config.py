@@ -1,4 +1,5 @@
-"""The `data:` section of an experiment spec: which corpus, which tokenizer, how much to hold out.
+"""The `data:` section of an experiment spec: which corpus, how it is read, held out, tokenized and
+packed into windows.
 
 Relative paths are taken relative to the current directory; a spec loader that wants them relative
 to the spec file resolves them before validation.
@@ -9,13 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-# Corpora shipped inside the package (name -> gzip file under minimind/data/corpora/).
-EMBEDDED_CORPORA: dict[str, str] = {"tinyshakespeare": "tinyshakespeare.txt.gz"}
-
-# Corpus files by suffix: `.txt` is one text; `.jsonl` and `.parquet` are lists of documents.
-CORPUS_SUFFIXES: tuple[str, ...] = (".txt", ".jsonl", ".parquet")
+from minimind.data.files import EMBEDDED_CORPORA, HUB_PREFIX, local_corpus_files
 
 # Byte-level BPE needs all 256 bytes plus the pad, bos and eos specials.
 MIN_VOCAB_SIZE = 256 + 3
@@ -23,9 +20,11 @@ MAX_VOCAB_SIZE = 131_072
 
 
 class TokenizerConfig(BaseModel):
-    """A byte-level BPE trained on the training split, or an existing `tokenizer.json`.
+    """A byte-level BPE trained on a sample of the training split, or an existing
+    `tokenizer.json`.
 
     With `path`, the file is loaded as is and `vocab_size` is ignored (the loaded vocabulary wins).
+    `sample_bytes` bounds the UTF-8 bytes of training text the BPE trainer reads.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -33,6 +32,7 @@ class TokenizerConfig(BaseModel):
     type: Literal["bpe"] = "bpe"
     vocab_size: int = Field(default=2048, ge=MIN_VOCAB_SIZE, le=MAX_VOCAB_SIZE)
     path: str | None = None
+    sample_bytes: int = Field(default=256 * 10**6, ge=1)
 
     @field_validator("path")
     @classmethod
@@ -43,13 +43,30 @@ class TokenizerConfig(BaseModel):
 
 
 class DataConfig(BaseModel):
-    """Corpus, tokenizer, validation hold-out and where prepared data is cached."""
+    """Corpus, tokenizer, validation hold-out, window packing and where prepared data is cached.
+
+    `corpus` is an embedded name, a `.txt`/`.jsonl`/`.json`/`.parquet` file (optionally
+    compressed), a directory or glob of such files, or `hf:<owner>/<name>` on the Hugging Face hub
+    (with `config`, `split`, `text_field`, `streaming`). A corpus that has a `val_split` uses it;
+    otherwise a seeded hold-out of `val_docs` documents, or of about `val_fraction` of them, is
+    set aside (a single `.txt` file, one text, holds out its last `val_fraction` of bytes).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     corpus: str = "tinyshakespeare"
+    config: str | None = None
+    split: str = Field(default="train", min_length=1)
+    val_split: str = Field(default="validation", min_length=1)
+    text_field: str = Field(default="text", min_length=1)
+    streaming: bool = False
     tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig)
     val_fraction: float = Field(default=0.1, gt=0.0, le=0.5)
+    val_docs: int | None = Field(default=None, ge=1)
+    val_seed: int = Field(default=0, ge=0)
+    num_proc: int | None = Field(default=None, ge=1)
+    bos_align: bool = False
+    doc_mask: bool = False
     cache_dir: str = Field(default="results/cache", min_length=1)
 
     @field_validator("corpus")
@@ -57,12 +74,18 @@ class DataConfig(BaseModel):
     def _known_corpus(cls, corpus: str) -> str:
         if corpus in EMBEDDED_CORPORA:
             return corpus
-        path = Path(corpus).expanduser()
-        if path.suffix.lower() not in CORPUS_SUFFIXES:
-            raise ValueError(
-                f"unsupported corpus {corpus!r}: use an embedded name "
-                f"({', '.join(EMBEDDED_CORPORA)}) or a {', '.join(CORPUS_SUFFIXES)} file"
-            )
-        if not path.is_file():
-            raise ValueError(f"corpus file not found: {corpus}")
+        if corpus.startswith(HUB_PREFIX):
+            if not corpus[len(HUB_PREFIX) :].strip():
+                raise ValueError(
+                    f"{HUB_PREFIX} needs a dataset name, e.g. hf:roneneldan/TinyStories"
+                )
+            return corpus
+        local_corpus_files(corpus)  # raises ValueError naming what is wrong
         return corpus
+
+    @model_validator(mode="after")
+    def _streaming_hold_out_by_fraction(self) -> DataConfig:
+        if self.streaming and self.val_docs is not None:
+            # A count needs the corpus's size, which a stream does not know before the end.
+            raise ValueError("val_docs: needs streaming: false (a stream holds out val_fraction)")
+        return self

@@ -1,160 +1,275 @@
-"""`prepare_data`: corpus -> tokenizer -> token memmaps, each step cached on disk.
+"""`prepare_data`: corpus -> tokenizer -> token shards and their manifest, each step cached.
 
 Cache layout under `DataConfig.cache_dir`:
-  tokenizers/<key>/tokenizer.json      key: corpus SHA-256, val_fraction, tokenizer settings
-  tokens/<key>/{train,val}.bin, meta.json   key: corpus SHA-256, val_fraction, tokenizer JSON hash
-`meta.json` is written last, so its presence marks a complete entry.
+  tokenizers/<key>/tokenizer.json   key: the corpus's identity and hold-out, tokenizer settings
+  tokens/<key>/<k>.{train,val}.{bin,idx}, <k>.json, manifest.json
+                                    key: the corpus's identity and hold-out, the tokenizer's hash
+  datasets/                         `datasets`' Arrow copy of a local corpus
+Pieces are tokenized by `num_proc` processes (default: every core), each piece's shards written
+atomically and marked done by `<k>.json`; `manifest.json`, written last, marks a complete entry,
+and its hash (`PreparedData.manifest_hash`) is logged with every run trained on it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
+import os
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 from tokenizers import Tokenizer
 
 from minimind.atomic_file import atomic_write_text
 from minimind.data.cache import cache_key, sha256_hex
+from minimind.data.chunking import text_chunks
 from minimind.data.config import DataConfig
-from minimind.data.corpus import CorpusSplit, read_corpus, split_corpus
+from minimind.data.errors import DataError
+from minimind.data.sources import Corpus, documents, open_corpus
 from minimind.data.tokenizer import load_tokenizer, special_ids, train_bpe
-from minimind.data.tokens import read_tokens, token_dtype, write_tokens
+from minimind.data.tokens import (
+    SPLITS,
+    ShardJob,
+    TokenStream,
+    done_path,
+    shard_paths,
+    token_dtype,
+    tokenize_piece,
+    worker_init,
+)
 
 log = logging.getLogger(__name__)
 
 # Bump when the cached files' meaning changes, so old entries are not reused.
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
 @dataclass(frozen=True)
 class PreparedData:
-    """A tokenized corpus. The token arrays are read-only memmaps [n_tokens] of uint16/uint32.
+    """A tokenized corpus: each split a `TokenStream` [n_tokens] of uint16/uint32 over its shards.
 
     `vocab_size` is the tokenizer's (it may fall short of the configured size on a tiny corpus);
     the model's vocabulary must be at least this large. `val_bytes` is the exact UTF-8 byte count
-    of the held-out text, for bits per byte.
+    of the held-out text, for bits per byte. `manifest_hash` names the prepared shards.
+    `bos_align` and `doc_mask` are the data section's packing of windows (`DataConfig`).
     """
 
+    corpus: str
     tokenizer: Tokenizer
     tokenizer_path: Path
     vocab_size: int
     pad_id: int
     bos_id: int
     eos_id: int
-    train_tokens: np.memmap
-    val_tokens: np.memmap
+    train_tokens: TokenStream
+    val_tokens: TokenStream
     train_bytes: int
     val_bytes: int
+    manifest_hash: str
+    bos_align: bool = False
+    doc_mask: bool = False
 
 
 def prepare_data(cfg: DataConfig) -> PreparedData:
-    """Tokenize `cfg.corpus`, training or loading the tokenizer; reuse the cache when it matches."""
-    raw = read_corpus(cfg.corpus)
-    corpus_sha = sha256_hex(raw)
-    split: CorpusSplit | None = None
-
+    """Tokenize `cfg.corpus` into shards, training or loading the tokenizer; reuse the cache when
+    it matches, and finish an interrupted preparation. Raises `DataError`."""
+    corpus = open_corpus(cfg)
     if cfg.tokenizer.path is not None:
         tokenizer_path = Path(cfg.tokenizer.path).expanduser()
         tokenizer = load_tokenizer(tokenizer_path)
     else:
-        tokenizer_path = _tokenizer_dir(cfg, corpus_sha) / "tokenizer.json"
+        key = cache_key(
+            {
+                "version": CACHE_VERSION,
+                "corpus": corpus.identity,  # with the hold-out: the tokenizer sees training text only
+                "type": cfg.tokenizer.type,
+                "vocab_size": cfg.tokenizer.vocab_size,
+                "sample_bytes": cfg.tokenizer.sample_bytes,
+            }
+        )
+        tokenizer_path = Path(cfg.cache_dir) / "tokenizers" / key / "tokenizer.json"
         if tokenizer_path.is_file():
             tokenizer = load_tokenizer(tokenizer_path)
         else:
-            split = split_corpus(cfg.corpus, raw, cfg.val_fraction)
-            tokenizer = _train_and_save(cfg, split, tokenizer_path)
+            tokenizer = _train_and_save(cfg, corpus, tokenizer_path)
 
     ids = special_ids(tokenizer)
-    vocab_size = tokenizer.get_vocab_size()
-    dtype = token_dtype(vocab_size)
-    tokens_dir = _tokens_dir(cfg, corpus_sha, tokenizer)
-    meta_path = tokens_dir / "meta.json"
-    if meta_path.is_file():
-        meta = json.loads(meta_path.read_text())
-    else:
-        split = split or split_corpus(cfg.corpus, raw, cfg.val_fraction)
-        meta = _tokenize_and_save(cfg, split, tokenizer, ids.eos, dtype, tokens_dir)
-
-    return PreparedData(
-        tokenizer=tokenizer,
-        tokenizer_path=tokenizer_path,
-        vocab_size=vocab_size,
-        pad_id=ids.pad,
-        bos_id=ids.bos,
-        eos_id=ids.eos,
-        train_tokens=read_tokens(tokens_dir / "train.bin", np.dtype(meta["dtype"])),
-        val_tokens=read_tokens(tokens_dir / "val.bin", np.dtype(meta["dtype"])),
-        train_bytes=meta["train_bytes"],
-        val_bytes=meta["val_bytes"],
-    )
-
-
-def _tokenizer_dir(cfg: DataConfig, corpus_sha: str) -> Path:
-    key = cache_key(
+    tokens_key = cache_key(
         {
             "version": CACHE_VERSION,
-            "corpus_sha256": corpus_sha,
-            "val_fraction": cfg.val_fraction,  # the tokenizer sees the training split only
-            "type": cfg.tokenizer.type,
-            "vocab_size": cfg.tokenizer.vocab_size,
-        }
-    )
-    return Path(cfg.cache_dir) / "tokenizers" / key
-
-
-def _tokens_dir(cfg: DataConfig, corpus_sha: str, tokenizer: Tokenizer) -> Path:
-    key = cache_key(
-        {
-            "version": CACHE_VERSION,
-            "corpus_sha256": corpus_sha,
-            "val_fraction": cfg.val_fraction,
+            "corpus": corpus.identity,
             "tokenizer_sha256": sha256_hex(tokenizer.to_str()),
         }
     )
-    return Path(cfg.cache_dir) / "tokens" / key
+    directory = Path(cfg.cache_dir) / "tokens" / tokens_key
+    manifest_path = directory / "manifest.json"
+    if not manifest_path.is_file():
+        _tokenize(cfg, corpus, tokenizer, ids.eos, directory)
+    text = manifest_path.read_text()
+    manifest = json.loads(text)
+    streams = {
+        split: TokenStream(
+            [directory / shard["file"] for shard in manifest["splits"][split]["shards"]],
+            manifest["dtype"],
+        )
+        for split in SPLITS
+    }
+    return PreparedData(
+        corpus=cfg.corpus,
+        tokenizer=tokenizer,
+        tokenizer_path=tokenizer_path,
+        vocab_size=tokenizer.get_vocab_size(),
+        pad_id=ids.pad,
+        bos_id=ids.bos,
+        eos_id=ids.eos,
+        train_tokens=streams["train"],
+        val_tokens=streams["val"],
+        train_bytes=manifest["splits"]["train"]["bytes"],
+        val_bytes=manifest["splits"]["val"]["bytes"],
+        manifest_hash=sha256_hex(text)[:16],
+        bos_align=cfg.bos_align,
+        doc_mask=cfg.doc_mask,
+    )
 
 
-def _train_and_save(cfg: DataConfig, split: CorpusSplit, path: Path) -> Tokenizer:
-    log.info("training a %d-token BPE on %s (training split)", cfg.tokenizer.vocab_size, cfg.corpus)
+def training_sample(corpus: Corpus, budget: int) -> Iterator[str]:
+    """Chunks of the training split's documents in corpus order, about `budget` UTF-8 bytes."""
+    taken = 0
+    for piece in corpus.pieces:
+        if piece.route == "val":
+            continue
+        for texts, held in documents(corpus, piece):
+            for text, is_val in zip(texts, held, strict=True):
+                if is_val:
+                    continue
+                for chunk in text_chunks(text):
+                    yield chunk
+                    taken += len(chunk.encode("utf-8"))
+                    if taken >= budget:
+                        return
+
+
+def _train_and_save(cfg: DataConfig, corpus: Corpus, path: Path) -> Tokenizer:
+    log.info(
+        "training a %d-token BPE on up to %d bytes of %s (training split)",
+        cfg.tokenizer.vocab_size,
+        cfg.tokenizer.sample_bytes,
+        cfg.corpus,
+    )
     start = time.perf_counter()
-    tokenizer = train_bpe(split.train, cfg.tokenizer.vocab_size)
+    tokenizer = train_bpe(
+        training_sample(corpus, cfg.tokenizer.sample_bytes), cfg.tokenizer.vocab_size
+    )
     log.info("trained the tokenizer in %.2f s", time.perf_counter() - start)
     atomic_write_text(path, tokenizer.to_str())
     return tokenizer
 
 
-def _tokenize_and_save(
-    cfg: DataConfig,
-    split: CorpusSplit,
-    tokenizer: Tokenizer,
-    eos_id: int,
-    dtype: np.dtype,
-    tokens_dir: Path,
-) -> dict:
-    start = time.perf_counter()
-    train_count = write_tokens(tokenizer, split.train, eos_id, dtype, tokens_dir / "train.bin")
-    val_count = write_tokens(tokenizer, split.val, eos_id, dtype, tokens_dir / "val.bin")
-    seconds = time.perf_counter() - start
-    log.info(
-        "tokenized %s: %d + %d tokens in %.2f s (%.2f MB/s)",
-        cfg.corpus,
-        train_count,
-        val_count,
-        seconds,
-        (split.train_bytes + split.val_bytes) / 1e6 / max(seconds, 1e-9),
-    )
-    meta = {
-        "corpus": cfg.corpus,
-        "dtype": dtype.name,
-        "train_tokens": train_count,
-        "val_tokens": val_count,
-        "train_bytes": split.train_bytes,
-        "val_bytes": split.val_bytes,
-        "vocab_size": tokenizer.get_vocab_size(),
+def _tokenize(
+    cfg: DataConfig, corpus: Corpus, tokenizer: Tokenizer, eos_id: int, directory: Path
+) -> None:
+    """Tokenize every piece not done yet, in parallel, then write the manifest."""
+    dtype = token_dtype(tokenizer.get_vocab_size())
+    jobs = [
+        ShardJob(corpus, piece, k, tokenizer.to_str(), eos_id, dtype.name, directory)
+        for k, piece in enumerate(corpus.pieces)
+    ]
+    counts = {
+        job.index: json.loads(done_path(directory, job.index).read_text())
+        for job in jobs
+        if done_path(directory, job.index).is_file()
     }
-    atomic_write_text(tokens_dir / "meta.json", json.dumps(meta, indent=2))
-    return meta
+    pending = [job for job in jobs if job.index not in counts]
+    if counts:
+        log.info(
+            "resuming %s: %d of %d pieces already tokenized", cfg.corpus, len(counts), len(jobs)
+        )
+    processes = 1 if corpus.small else min(cfg.num_proc or os.cpu_count() or 1, len(pending))
+    with _progress(cfg.corpus, len(jobs), len(counts)) as advance:
+        for index, piece_counts in _run(pending, processes):
+            counts[index] = piece_counts
+            advance(piece_counts)
+    manifest = {
+        "version": CACHE_VERSION,
+        "corpus": cfg.corpus,
+        "identity": corpus.identity,
+        "dtype": dtype.name,
+        "vocab_size": tokenizer.get_vocab_size(),
+        "tokenizer_sha256": sha256_hex(tokenizer.to_str()),
+        "splits": {
+            split: {
+                **{
+                    field: sum(counts[job.index][split][field] for job in jobs)
+                    for field in ("tokens", "bytes", "docs")
+                },
+                "shards": [
+                    {
+                        "file": shard_paths(directory, job.index, split)[0].name,
+                        **counts[job.index][split],
+                    }
+                    for job in jobs
+                ],
+            }
+            for split in SPLITS
+        },
+    }
+    if manifest["splits"]["train"]["docs"] == 0:
+        raise DataError(f"{cfg.corpus} leaves no training documents")
+    if manifest["splits"]["val"]["docs"] == 0:
+        field = "data.val_docs" if cfg.val_docs else "data.val_fraction"
+        raise DataError(f"holds out no document of {cfg.corpus}: raise it", field)
+    atomic_write_text(directory / "manifest.json", json.dumps(manifest, indent=1))
+
+
+def _run(jobs: list[ShardJob], processes: int) -> Iterator[tuple[int, dict]]:
+    """(piece index, counts) of each job as it finishes: in this process, or in a pool."""
+    if processes <= 1:
+        for job in jobs:
+            yield job.index, tokenize_piece(job)
+        return
+    # spawn: a fork would copy the parent's threads (tokenizers', torch's) in an unknown state.
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(processes, initializer=worker_init) as pool:
+        for job, counts in zip(jobs, pool.imap(tokenize_piece, jobs), strict=True):
+            yield job.index, counts
+
+
+@contextmanager
+def _progress(corpus: str, total: int, done: int) -> Iterator:
+    """`advance(counts)` per finished piece: a rich bar (documents, tokens, MB/s) on a terminal,
+    a log line per piece otherwise."""
+    start, totals = time.perf_counter(), {"docs": 0, "tokens": 0, "bytes": 0}
+
+    def update(counts: dict) -> str:
+        for field in totals:
+            totals[field] += sum(counts[split][field] for split in SPLITS)
+        rate = totals["bytes"] / 1e6 / max(time.perf_counter() - start, 1e-9)
+        return f"{totals['docs']:,} docs  {totals['tokens']:,} tokens  {rate:.1f} MB/s"
+
+    if not (sys.stderr.isatty() and multiprocessing.parent_process() is None):
+        pieces = [done]
+
+        def advance(counts: dict) -> None:
+            pieces[0] += 1
+            log.info("tokenized %s: piece %d/%d, %s", corpus, pieces[0], total, update(counts))
+
+        yield advance
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task(f"tokenizing {corpus}", total=total, completed=done, info="")
+        yield lambda counts: progress.update(task, advance=1, info=update(counts))

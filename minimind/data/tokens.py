@@ -1,19 +1,28 @@
-"""Tokenizing a split once into a flat binary file of token ids, read back as a numpy memmap."""
+"""Token shards: writing one piece of a corpus as token files, and reading all shards as one stream.
+
+A split is a sequence of shards `<k>.<split>.bin` (token ids, uint16 or uint32) with
+`<k>.<split>.idx` (uint64 offsets of each document's first token in the shard). Every document is
+followed by EOS, so the shards concatenate into the split's stream doc0 <eos> doc1 <eos> ...
+`<k>.json`, written last, records the piece's counts and marks it done: an interrupted
+preparation redoes only the pieces without it. Every file is written atomically.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from itertools import islice
+import json
+import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from tokenizers import Tokenizer
 
-from minimind.atomic_file import atomic_open
+from minimind.atomic_file import atomic_open, atomic_write_text
 from minimind.data.chunking import text_chunks
+from minimind.data.sources import Corpus, Piece, documents
+from minimind.data.tokenizer import with_specials
 
-# Chunks handed to one encode_batch call: enough to keep every core busy, little memory.
-BATCH_CHUNKS = 64
+SPLITS = ("train", "val")
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -21,41 +30,114 @@ def token_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.uint32)
 
 
-def write_tokens(
-    tokenizer: Tokenizer, documents: list[str], eos_id: int, dtype: np.dtype, path: Path
-) -> int:
-    """Tokenize `documents`, joined by `eos_id`, into `path` (atomically); return the token count.
+def shard_paths(directory: Path, index: int, split: str) -> tuple[Path, Path]:
+    """(token file, document-offset file) of piece `index`'s `split`."""
+    return directory / f"{index:05d}.{split}.bin", directory / f"{index:05d}.{split}.idx"
 
-    The file holds doc0 <eos> doc1 <eos> ... docN: EOS separates documents and is not appended to
-    the last one, so a one-document (text) corpus holds exactly the text's tokens. Empty documents
-    add nothing, not even a separator.
+
+def done_path(directory: Path, index: int) -> Path:
+    return directory / f"{index:05d}.json"
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """Everything a worker process needs to tokenize one piece (picklable)."""
+
+    corpus: Corpus
+    piece: Piece
+    index: int
+    tokenizer_json: str
+    eos_id: int
+    dtype: str
+    directory: Path
+
+
+def tokenize_piece(job: ShardJob) -> dict:
+    """Write piece `job.index`'s shards and its done marker; return the marker's counts:
+    {split: {"tokens", "bytes", "docs"}}."""
+    tokenizer = with_specials(Tokenizer.from_str(job.tokenizer_json))
+    dtype, eos = np.dtype(job.dtype), np.array([job.eos_id], dtype=np.int64)
+    counts = {split: {"tokens": 0, "bytes": 0, "docs": 0} for split in SPLITS}
+    starts: dict[str, list[int]] = {split: [] for split in SPLITS}
+    paths = {split: shard_paths(job.directory, job.index, split) for split in SPLITS}
+    with atomic_open(paths["train"][0]) as train_file, atomic_open(paths["val"][0]) as val_file:
+        files = {"train": train_file, "val": val_file}
+        for texts, held in documents(job.corpus, job.piece):
+            chunks = [list(text_chunks(text)) for text in texts]
+            flat = [chunk for doc in chunks for chunk in doc]
+            encodings = iter(tokenizer.encode_batch(flat, add_special_tokens=False))
+            for text, doc_chunks, is_val in zip(texts, chunks, held, strict=True):
+                if not text:  # an empty document adds nothing, not even EOS
+                    continue
+                split = "val" if is_val else "train"
+                ids = [np.asarray(next(encodings).ids, dtype=np.int64) for _ in doc_chunks]
+                tokens = np.concatenate([*ids, eos])
+                files[split].write(tokens.astype(dtype, copy=False).tobytes())
+                starts[split].append(counts[split]["tokens"])
+                counts[split]["tokens"] += len(tokens)
+                counts[split]["bytes"] += len(text.encode("utf-8"))
+                counts[split]["docs"] += 1
+    for split in SPLITS:
+        with atomic_open(paths[split][1]) as f:
+            f.write(np.asarray(starts[split], dtype=np.uint64).tobytes())
+    atomic_write_text(done_path(job.directory, job.index), json.dumps(counts))
+    return counts
+
+
+def worker_init() -> None:
+    """In a worker process: one tokenizer thread each, as the processes already use every core."""
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+
+class TokenStream:
+    """The shards of one split read as one read-only array of tokens [n_tokens], memmapped.
+
+    Supports `len`, `dtype`, integer, slice and integer-array indexing (`stream[starts[:, None] +
+    np.arange(T)]` gathers windows that may cross shard boundaries), and `doc_starts()`.
     """
-    count = 0
-    with atomic_open(path) as f:
-        for ids in _encoded_documents(tokenizer, documents, eos_id):
-            f.write(ids.astype(dtype, copy=False).tobytes())
-            count += len(ids)
-    return count
 
+    def __init__(self, bins: list[Path], dtype: np.dtype) -> None:
+        self.dtype = np.dtype(dtype)
+        # np.memmap refuses empty files: a shard without documents of this split is skipped.
+        self.paths = [p for p in bins if p.stat().st_size]
+        self.shards = [np.memmap(p, dtype=self.dtype, mode="r") for p in self.paths]
+        sizes = [len(s) for s in self.shards]
+        self.offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
+        self._doc_starts: np.ndarray | None = None
 
-def read_tokens(path: Path, dtype: np.dtype) -> np.memmap:
-    """The read-only memmap [n_tokens] of a file written by `write_tokens`."""
-    return np.memmap(path, dtype=dtype, mode="r")
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
 
+    def __getitem__(self, index: int | slice | np.ndarray) -> np.ndarray:
+        if len(self.shards) == 1:
+            return self.shards[0][index]
+        if isinstance(index, slice):
+            return self._gather(np.arange(*index.indices(len(self)), dtype=np.int64))
+        if isinstance(index, (int, np.integer)):
+            index = int(index) + (len(self) if index < 0 else 0)
+            return self._gather(np.array([index], dtype=np.int64))[0]
+        return self._gather(np.asarray(index, dtype=np.int64))
 
-def _encoded_documents(
-    tokenizer: Tokenizer, documents: list[str], eos_id: int
-) -> Iterator[np.ndarray]:
-    """Token ids in file order, one array per encode_batch call."""
-    pieces = ((index, chunk) for index, doc in enumerate(documents) for chunk in text_chunks(doc))
-    eos = np.array([eos_id], dtype=np.int64)
-    previous = None
-    while batch := list(islice(pieces, BATCH_CHUNKS)):
-        encodings = tokenizer.encode_batch([chunk for _, chunk in batch], add_special_tokens=False)
-        arrays = []
-        for (index, _), encoding in zip(batch, encodings, strict=True):
-            if previous is not None and index != previous:
-                arrays.append(eos)
-            previous = index
-            arrays.append(np.asarray(encoding.ids, dtype=np.int64))
-        yield np.concatenate(arrays)
+    def __array__(self, dtype: np.dtype | None = None, copy: bool | None = None) -> np.ndarray:
+        whole = np.concatenate([np.asarray(s) for s in self.shards]) if self.shards else np.empty(0)
+        return whole.astype(dtype or self.dtype, copy=False)
+
+    def doc_starts(self) -> np.ndarray:
+        """Positions [n_docs] int64 in the stream where each document starts, ascending."""
+        if self._doc_starts is None:
+            parts = [
+                np.fromfile(path.with_suffix(".idx"), dtype=np.uint64).astype(np.int64) + offset
+                for path, offset in zip(self.paths, self.offsets, strict=False)
+            ]
+            self._doc_starts = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+        return self._doc_starts
+
+    def _gather(self, index: np.ndarray) -> np.ndarray:
+        if index.size and (index.min() < 0 or index.max() >= len(self)):
+            raise IndexError(f"token index out of range [0, {len(self)})")
+        shard = np.searchsorted(self.offsets, index, side="right") - 1
+        out = np.empty(index.shape, dtype=self.dtype)
+        for k in np.unique(shard):
+            where = shard == k
+            out[where] = self.shards[k][index[where] - self.offsets[k]]
+        return out

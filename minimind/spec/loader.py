@@ -6,6 +6,7 @@ one-line `SpecError`.
 
 from __future__ import annotations
 
+import glob
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -159,7 +160,11 @@ def _resolve_path(container: Any, index: Any, base: Path) -> None:
 
 def _relative_to(path: str, base: Path) -> str:
     candidate = base / Path(path).expanduser()
-    return str(candidate.resolve()) if candidate.exists() else path
+    if candidate.exists():
+        return str(candidate.resolve())
+    if glob.has_magic(path) and glob.glob(str(candidate), recursive=True):
+        return str(candidate)  # a glob matching files next to the spec
+    return path
 
 
 def _yaml_problem(err: yaml.YAMLError) -> str:

@@ -170,8 +170,11 @@ class TrialObjective:
         name = trial_run_name(trial.number, seed, len(ctx.seeds))
         device = resolve_device(spec.train.device)
         amp_dtype = autocast_dtype(spec.train.precision, device)
+        manifest = ctx.data_for(spec.data).manifest_hash
         tags = {
-            **child_tags(ctx.plan_hash, ctx.variant, spec, seed, device, amp_dtype),
+            **child_tags(
+                ctx.plan_hash, ctx.variant, spec, seed, device, amp_dtype, data_manifest=manifest
+            ),
             **trial_tags(ctx.study, trial.number),
         }
         run = ctx.tracker.start_child(ctx.parent_run_id, name, child_params(spec, seed), tags)

@@ -1,0 +1,310 @@
+"""Opening a corpus through Hugging Face `datasets`, cutting it into pieces, holding out validation.
+
+A corpus becomes `Corpus`: a list of `Piece`s, each a part one worker reads (rows [start, stop) of
+a `Dataset`, or one file shard of a streamed `IterableDataset`), routed to the training split, the
+validation split, or both by the hold-out rule. The pieces depend on the corpus alone, never on the
+number of processes, so shards and their cache are the same whoever prepares them.
+
+Validation: a corpus with its own `val_split` uses it. Otherwise document d is held out when a
+seeded 64-bit hash of its identity (its row, or its file shard and position in a stream) falls
+below a threshold: `val_fraction` of 2^64, or the `val_docs`-th smallest hash over the rows. The
+rule reads one document at a time, so nothing holds the corpus in memory. A single `.txt` file (and
+the embedded corpus) is one text: it holds out its last `val_fraction` of bytes, cut at a
+character boundary, as nanoGPT does.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from minimind.data.config import DataConfig
+from minimind.data.errors import DataError
+from minimind.data.files import EMBEDDED_CORPORA, HUB_PREFIX, file_builder, local_corpus_files
+
+# Text (Arrow bytes) per piece of a `Dataset`: the unit of parallel work and of one shard file.
+PIECE_BYTES = 32 << 20
+# Documents read from the source at a time.
+READ_BATCH = 512
+
+Route = Literal["train", "val", "holdout"]
+_MASK64 = (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One worker's part of the corpus: rows [start, stop) of `source` (a `datasets.Dataset`), or
+    with `shard` set, file shard `shard` of `n_shards` of a streamed `IterableDataset`."""
+
+    source: Any
+    route: Route
+    start: int = 0
+    stop: int = 0
+    shard: int | None = None
+    n_shards: int = 1
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A corpus opened for reading: its pieces, text column and hold-out rule.
+
+    `identity` names the corpus's content (files with sizes and modification times, a hub dataset's
+    fingerprint), so that it keys the cache without reading the corpus.
+    """
+
+    name: str
+    text_field: str
+    pieces: list[Piece]
+    identity: dict[str, Any]
+    seed: int = 0
+    threshold: int = 0  # a document is held out when its hash < threshold
+
+    @property
+    def small(self) -> bool:
+        """Whether the whole corpus is less than one piece's worth of text (known without a
+        stream): not worth starting worker processes for."""
+        sizes = [p.source.data.nbytes if p.shard is None else None for p in self.pieces]
+        return None not in sizes and sum(sizes) < PIECE_BYTES
+
+
+def open_corpus(cfg: DataConfig) -> Corpus:
+    """The corpus `cfg` names, opened and checked; raises `DataError`."""
+    if cfg.corpus in EMBEDDED_CORPORA or _single_text_file(cfg.corpus):
+        return _text_corpus(cfg)
+    splits = _load(cfg)
+    if cfg.split not in splits:
+        raise DataError(
+            f"{cfg.corpus} has no split {cfg.split!r} (it has {sorted(splits)})", "data.split"
+        )
+    train = _checked(cfg, splits[cfg.split])
+    val = _checked(cfg, splits[cfg.val_split]) if cfg.val_split in splits else None
+    identity: dict[str, Any] = {
+        "corpus": _source_identity(cfg, train),
+        "split": cfg.split,
+        "val_split": cfg.val_split if val is not None else None,
+        "text_field": cfg.text_field,
+        "streaming": cfg.streaming,
+    }
+    if val is not None:
+        pieces = _pieces(train, "train") + _pieces(val, "val")
+        return Corpus(cfg.corpus, cfg.text_field, pieces, identity)
+    threshold = _threshold(cfg, train)
+    identity.update(val_seed=cfg.val_seed, hold_out=cfg.val_docs or cfg.val_fraction)
+    return Corpus(
+        cfg.corpus, cfg.text_field, _pieces(train, "holdout"), identity, cfg.val_seed, threshold
+    )
+
+
+def documents(corpus: Corpus, piece: Piece) -> Iterator[tuple[list[str], np.ndarray]]:
+    """The piece's documents in order, a batch at a time: (texts, held_out [n] bool)."""
+    source, name = piece.source, corpus.name
+    if piece.shard is None:
+        batches = (
+            (start, source[start : min(start + READ_BATCH, piece.stop)][corpus.text_field])
+            for start in range(piece.start, piece.stop, READ_BATCH)
+        )
+        salt = 0
+    else:
+        stream = source.shard(num_shards=piece.n_shards, index=piece.shard)
+        batches = _stream_batches(stream, corpus.text_field, name)
+        salt = piece.shard + 1
+    for position, texts in batches:
+        bad = next((i for i, text in enumerate(texts) if not isinstance(text, str)), None)
+        if bad is not None:
+            raise DataError(
+                f"{name}: document {position + bad} has no string {corpus.text_field!r} "
+                f"(got {type(texts[bad]).__name__})"
+            )
+        if piece.route == "holdout":
+            ids = np.arange(position, position + len(texts), dtype=np.uint64)
+            held = document_hash(corpus.seed, salt, ids) < np.uint64(corpus.threshold)
+        else:
+            held = np.full(len(texts), piece.route == "val")
+        yield texts, held
+
+
+def document_hash(seed: int, salt: int, ids: np.ndarray) -> np.ndarray:
+    """splitmix64 of (seed, salt, id) for each id [n] uint64: uniform, seeded document keys."""
+    offset = (seed * 0x9E3779B97F4A7C15 + salt * 0xD1B54A32D192ED03) & _MASK64
+    with np.errstate(over="ignore"):
+        x = ids.astype(np.uint64) + np.uint64(offset)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def _stream_batches(stream: Any, text_field: str, name: str) -> Iterator[tuple[int, list]]:
+    position = 0
+    try:
+        for batch in stream.iter(batch_size=READ_BATCH):
+            if text_field not in batch:
+                raise DataError(f"{name} has no {text_field!r} column", "data.text_field")
+            yield position, batch[text_field]
+            position += len(batch[text_field])
+    except (UnicodeDecodeError, ValueError, OSError) as e:
+        if isinstance(e, DataError):
+            raise
+        raise DataError(f"cannot read {name}: {_reason(e)}") from e
+
+
+def _threshold(cfg: DataConfig, train: Any) -> int:
+    """The hash below which a document is held out (see the module docstring)."""
+    if cfg.val_docs is None:
+        return int(cfg.val_fraction * (1 << 64))
+    n = train.num_rows
+    if cfg.val_docs >= n:
+        raise DataError(
+            f"must be < the corpus's {n} documents, got {cfg.val_docs}", "data.val_docs"
+        )
+    smallest = np.empty(0, dtype=np.uint64)
+    for start in range(0, n, 1 << 20):  # the val_docs smallest hashes, a million rows at a time
+        ids = np.arange(start, min(start + (1 << 20), n), dtype=np.uint64)
+        both = np.concatenate([smallest, document_hash(cfg.val_seed, 0, ids)])
+        smallest = np.partition(both, cfg.val_docs - 1)[: cfg.val_docs]
+    return int(smallest.max()) + 1
+
+
+def _pieces(source: Any, route: Route) -> list[Piece]:
+    if not hasattr(source, "num_rows"):  # a stream: one piece per file shard
+        n = source.num_shards
+        return [Piece(source, route, shard=k, n_shards=n) for k in range(n)]
+    rows = source.num_rows
+    n = max(1, min(rows, -(-source.data.nbytes // PIECE_BYTES)))
+    bounds = [k * rows // n for k in range(n + 1)]
+    return [
+        Piece(source, route, bounds[k], bounds[k + 1])
+        for k in range(n)
+        if bounds[k + 1] > bounds[k]
+    ]
+
+
+def _load(cfg: DataConfig) -> Any:
+    """The corpus's splits (a DatasetDict, or an IterableDatasetDict when streaming)."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    if cfg.corpus.startswith(HUB_PREFIX):
+        # A hub dataset goes to the user's Hugging Face cache, shared with their other projects.
+        args: tuple = (cfg.corpus[len(HUB_PREFIX) :].strip(), cfg.config)
+        kwargs: dict[str, Any] = {}
+    else:
+        builder, files = local_corpus_files(cfg.corpus)
+        path = Path(cfg.corpus).expanduser()
+        # A directory may name its splits in file names (train-*.parquet, validation-*.parquet).
+        where = (
+            {"data_dir": str(path)} if path.is_dir() else {"data_files": [str(f) for f in files]}
+        )
+        args = (builder,)
+        kwargs = {**where, "cache_dir": str(Path(cfg.cache_dir) / "datasets")}
+        if builder == "text":
+            kwargs["sample_by"] = "document"  # a .txt file is one document
+    try:
+        return datasets.load_dataset(*args, streaming=cfg.streaming, **kwargs)
+    except Exception as e:  # datasets raises many types: not found, offline, a bad file
+        raise DataError(f"cannot load {cfg.corpus}: {_reason(e)}") from e
+
+
+def _checked(cfg: DataConfig, split: Any) -> Any:
+    """`split` with only its text column; raises DataError when the column is absent or null."""
+    columns = split.column_names
+    if columns is not None and cfg.text_field not in columns:
+        raise DataError(
+            f"{cfg.corpus} has no {cfg.text_field!r} column (it has {columns})", "data.text_field"
+        )
+    if columns is not None:
+        split = split.select_columns([cfg.text_field])
+    if hasattr(split, "num_rows"):
+        column = split.data.column(cfg.text_field)
+        if column.null_count:
+            raise DataError(
+                f"{cfg.corpus}: {column.null_count} document(s) lack {cfg.text_field!r}"
+            )
+        if str(column.type) not in ("string", "large_string"):
+            raise DataError(f"{cfg.corpus}: {cfg.text_field!r} holds {column.type}, not strings")
+    return split
+
+
+def _source_identity(cfg: DataConfig, train: Any) -> Any:
+    if cfg.corpus.startswith(HUB_PREFIX):
+        # Non-streaming: datasets' fingerprint of the downloaded revision; a stream: the name.
+        return {
+            "hub": cfg.corpus,
+            "config": cfg.config,
+            "fingerprint": getattr(train, "_fingerprint", None),
+        }
+    _, files = local_corpus_files(cfg.corpus)
+    return {"files": [_file_identity(f) for f in files]}
+
+
+def _file_identity(path: Path) -> list:
+    stat = path.stat()
+    return [str(path.resolve()), stat.st_size, stat.st_mtime_ns]
+
+
+def _single_text_file(corpus: str) -> bool:
+    path = Path(corpus).expanduser()
+    return not corpus.startswith(HUB_PREFIX) and path.is_file() and file_builder(path) == "text"
+
+
+def read_text_corpus(corpus: str) -> bytes:
+    """The raw bytes of an embedded corpus or a single (possibly compressed) `.txt` file."""
+    if corpus in EMBEDDED_CORPORA:
+        packed = resources.files("minimind.data").joinpath("corpora", EMBEDDED_CORPORA[corpus])
+        return gzip.decompress(packed.read_bytes())
+    # Bytes, not read_text: universal newlines would turn \r\n into \n and change the byte count.
+    raw = Path(corpus).expanduser().read_bytes()
+    opener = {".gz": gzip.decompress, ".bz2": bz2.decompress, ".xz": lzma.decompress}
+    return opener.get(Path(corpus).suffix.lower(), lambda b: b)(raw)
+
+
+def split_text(corpus: str, raw: bytes, val_fraction: float) -> tuple[str, str]:
+    """(training, validation) text: the last `val_fraction` of bytes, cut at a character start."""
+    cut = int(len(raw) * (1.0 - val_fraction))
+    while cut < len(raw) and (raw[cut] & 0xC0) == 0x80:  # a UTF-8 continuation byte
+        cut += 1
+    if cut == 0 or cut == len(raw):
+        raise DataError(
+            f"{corpus} is too small to hold out val_fraction={val_fraction} "
+            f"({cut} training and {len(raw) - cut} validation bytes)"
+        )
+    try:
+        return raw[:cut].decode("utf-8"), raw[cut:].decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{corpus} is not valid UTF-8: {e}") from e
+
+
+def _text_corpus(cfg: DataConfig) -> Corpus:
+    import datasets
+
+    if cfg.val_docs is not None:
+        raise DataError(
+            "a one-text corpus holds out by val_fraction, not documents", "data.val_docs"
+        )
+    raw = read_text_corpus(cfg.corpus)
+    train, val = split_text(cfg.corpus, raw, cfg.val_fraction)
+    pieces = [
+        Piece(datasets.Dataset.from_dict({"text": [text]}), route, 0, 1)
+        for text, route in ((train, "train"), (val, "val"))
+    ]
+    if cfg.corpus in EMBEDDED_CORPORA:
+        identity: Any = {"embedded": cfg.corpus}
+    else:
+        identity = {"files": [_file_identity(Path(cfg.corpus).expanduser())]}
+    identity = {"corpus": identity, "val_fraction": cfg.val_fraction}
+    return Corpus(cfg.corpus, "text", pieces, identity)
+
+
+def _reason(error: BaseException) -> str:
+    """The innermost cause's first line: datasets wraps a file's error in its own."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
