@@ -82,6 +82,10 @@ class StaticKVCache:
         self.capacity = capacity
         self.slots = torch.arange(capacity, device=device)  # [capacity]
         self.next = torch.zeros((), dtype=torch.long, device=device)
+        # Read (and, for `next`, advanced in place) by every compiled step: fixed addresses, so
+        # that a CUDA graph replays on them instead of copying them in.
+        torch._dynamo.mark_static_address(self.slots)
+        torch._dynamo.mark_static_address(self.next)
         self.index = self.slots[:0]  # [T] positions of the current forward's tokens
         self.mask = self.slots[None, :0] > 0  # [T, capacity]: the slots each of them sees
         self.layers = [StaticKVCacheLayer(self) for _ in range(n_layers)]
@@ -119,7 +123,7 @@ class StaticKVCacheLayer:
             shape = (batch, heads, self.cache.capacity, head_dim)
             self.k = k.new_zeros(shape)
             self.v = v.new_zeros(shape)
-            # Buffers that a compiled step mutates in place: fixed addresses for CUDA graphs.
+            # Written in place by every compiled step: fixed addresses, as for `next`.
             torch._dynamo.mark_static_address(self.k)
             torch._dynamo.mark_static_address(self.v)
         self.k.index_copy_(2, self.cache.index, k)

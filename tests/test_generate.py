@@ -94,6 +94,22 @@ def test_cache_options_are_checked(model, prompt):
         model.new_static_cache(25)  # beyond max_seq_len 24
 
 
+@pytest.mark.slow
+def test_compiled_static_decode_generates_what_the_uncached_model_does(model, prompt):
+    """The compiled one-token step (inductor here; CUDA graphs on CUDA) through the sliding
+    window, greedy and sampled."""
+    greedy = model.generate(prompt, 30, GREEDY, cache="static", compile_decode=True)
+    assert torch.equal(greedy, model.generate(prompt, 30, GREEDY, cache="none"))
+    options = SamplingOptions(temperature=0.8, top_k=10)
+
+    def sample(**how):
+        return model.generate(
+            prompt, 12, options, generator=torch.Generator().manual_seed(1), **how
+        )
+
+    assert torch.equal(sample(cache="static", compile_decode=True), sample(cache="dynamic"))
+
+
 def test_static_decode_step_is_one_graph_that_never_recompiles(model, prompt):
     """Traced by dynamo (the eager backend: no code generation), the one-token step has no
     graph break (fullgraph) and is compiled once for every position."""
