@@ -86,8 +86,10 @@ class StaticKVCache:
         # that a CUDA graph replays on them instead of copying them in.
         torch._dynamo.mark_static_address(self.slots)
         torch._dynamo.mark_static_address(self.next)
-        self.index = self.slots[:0]  # [T] positions of the current forward's tokens
-        self.mask = self.slots[None, :0] > 0  # [T, capacity]: the slots each of them sees
+        # Set by `positions` for the current forward of T tokens: their positions [T] and the
+        # slots each of them sees [T, capacity].
+        self.index = self.slots[:0]
+        self.mask = torch.zeros(0, capacity, dtype=torch.bool, device=device)
         self.layers = [StaticKVCacheLayer(self) for _ in range(n_layers)]
 
     def __len__(self) -> int:

@@ -85,6 +85,21 @@ def test_static_and_dynamic_caches_sample_the_same_tokens(model, prompt):
     assert torch.equal(sample("static"), sample("dynamic"))
 
 
+def test_static_cache_keeps_its_buffers_and_refuses_to_write_past_its_capacity(model, prompt):
+    cache = model.new_static_cache(6)
+    with torch.no_grad():
+        first = model(prompt, cache=cache).logits
+        buffer = cache.layers[0].k
+        assert buffer.shape == (3, 2, 6, 8) and len(cache) == 5  # [B, Hkv, capacity, hd]
+        model(prompt[:, :1], cache=cache)
+        with pytest.raises(IndexError):
+            model(prompt[:, :1], cache=cache)  # a 7th token
+        cache.reset()
+        again = model(prompt, cache=cache).logits
+    assert cache.layers[0].k is buffer and buffer.data_ptr() == cache.layers[0].k.data_ptr()
+    torch.testing.assert_close(again, first, rtol=0, atol=0)
+
+
 def test_cache_options_are_checked(model, prompt):
     with pytest.raises(ValueError, match="cache must be one of"):
         model.generate(prompt, 3, cache="paged")
