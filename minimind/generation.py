@@ -9,11 +9,17 @@ top-p, then sampling (or argmax when temperature is 0).
 
 The model's logits may be wider than its vocabulary (`ModelConfig.padded_vocab_size`); only the
 first `config.vocab_size` are kept, so a padded id, which no tokenizer can decode, is never drawn.
+
+The past tokens' keys and values come from a cache (`registry.kv_cache`): `dynamic` grows by
+concatenation, `static` is preallocated for the whole generation and keeps its shapes from token
+to token (with `compile_decode`, its one-token step is compiled, as CUDA graphs on CUDA), `none`
+re-encodes the context at every step. Nothing waits for the device between tokens except the
+EOS check, every `SamplingOptions.eos_check_interval` tokens.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -28,7 +34,9 @@ class SamplingOptions:
     - top_k: keep the k most likely tokens (None: all);
     - top_p: keep the smallest set of most likely tokens whose probability reaches p (None: all);
     - repetition_penalty: CTRL's penalty on every token already in the row (1: none);
-    - eos_token_id: a row that produced it is finished and continues with EOS (None: never).
+    - eos_token_id: a row that produced it is finished and continues with EOS (None: never);
+    - eos_check_interval: generation stops once every row has finished, which is checked every
+      this many tokens (a host sync each time), so up to interval - 1 steps of EOS may follow.
     """
 
     temperature: float = 1.0
@@ -36,6 +44,7 @@ class SamplingOptions:
     top_p: float | None = None
     repetition_penalty: float = 1.0
     eos_token_id: int | None = None
+    eos_check_interval: int = 1
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
@@ -46,12 +55,16 @@ class SamplingOptions:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.repetition_penalty <= 0:
             raise ValueError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
+        if self.eos_check_interval < 1:
+            raise ValueError(f"eos_check_interval must be >= 1, got {self.eos_check_interval}")
 
 
 RANDOM_SAMPLING = SamplingOptions()
 """Plain sampling from the model's distribution (temperature 1, no filters, no EOS)."""
 GREEDY = SamplingOptions(temperature=0.0)
 """Greedy decoding: the most likely token at every step."""
+CACHE_KINDS = ("static", "dynamic", "none")
+"""How generation keeps the past tokens' keys and values (module docstring)."""
 
 
 class _SizedConfig(Protocol):
@@ -67,6 +80,7 @@ class CausalLM(Protocol):
 
     def __call__(self, input_ids: torch.Tensor, *, cache: object = None) -> object: ...
     def new_cache(self) -> object: ...
+    def new_static_cache(self, capacity: int) -> object: ...
     def train(self, mode: bool = True) -> object: ...
 
 
@@ -124,16 +138,19 @@ def generate_tokens(
     max_new_tokens: int,
     sampling: SamplingOptions = RANDOM_SAMPLING,
     *,
-    use_cache: bool = True,
+    cache: str = "dynamic",
+    compile_decode: bool = False,
     generator: torch.Generator | None = None,
 ) -> Iterator[torch.Tensor]:
     """Check the arguments now, then return an iterator of new tokens [B, 1], one per step.
 
     Each forward runs under no_grad in eval mode (restored afterwards, so that a stream can be
     consumed from a training loop). Once the context fills `max_seq_len`, the last max_seq_len
-    tokens are re-encoded at each step (a sliding window); with and without the cache this is the
+    tokens are re-encoded at each step (a sliding window); with and without a cache this is the
     same computation. A row that produced `sampling.eos_token_id` continues with EOS; the iterator
-    stops when every row has finished.
+    stops when every row has finished (checked every `sampling.eos_check_interval` steps).
+    `cache` is one of CACHE_KINDS; `compile_decode` (static cache only) compiles the one-token
+    step with `torch.compile` (mode reduce-overhead, CUDA graphs, on CUDA).
     """
     if input_ids.dim() != 2 or input_ids.size(1) == 0:
         raise ValueError(f"input_ids must be [B, T] with T >= 1, got {tuple(input_ids.shape)}")
@@ -144,18 +161,28 @@ def generate_tokens(
         raise ValueError(f"input_ids must be in [0, vocab_size={vocab_size})")
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
-    return _token_stream(model, input_ids, max_new_tokens, sampling, use_cache, generator)
+    if cache not in CACHE_KINDS:
+        raise ValueError(f"cache must be one of {', '.join(CACHE_KINDS)}, got {cache!r}")
+    if compile_decode and cache != "static":
+        raise ValueError("compile_decode needs cache='static' (fixed shapes)")
+    decode: Callable[..., object] = model
+    if compile_decode:
+        mode = "reduce-overhead" if input_ids.device.type == "cuda" else None
+        decode = torch.compile(model, mode=mode, fullgraph=True)
+    return _token_stream(model, decode, input_ids, max_new_tokens, sampling, cache, generator)
 
 
-def _last_logits(model: CausalLM, input_ids: torch.Tensor, cache: object) -> torch.Tensor:
-    """Logits [B, vocab_size] of the last position (padded ids cut off), in eval mode without
-    autograd."""
+def _last_logits(
+    model: CausalLM, forward: Callable[..., object], input_ids: torch.Tensor, cache: object
+) -> torch.Tensor:
+    """Logits [B, vocab_size] of the last position (padded ids cut off) of `forward` (the model
+    or its compiled decode step), in eval mode without autograd."""
     was_training = model.training
     if was_training:
         model.train(False)
     try:
         with torch.no_grad():
-            logits = model(input_ids, cache=cache).logits
+            logits = forward(input_ids, cache=cache).logits
             return logits[:, -1, : model.config.vocab_size].float()
     finally:
         if was_training:
@@ -164,22 +191,34 @@ def _last_logits(model: CausalLM, input_ids: torch.Tensor, cache: object) -> tor
 
 def _token_stream(
     model: CausalLM,
+    decode: Callable[..., object],
     ids: torch.Tensor,
     max_new_tokens: int,
     sampling: SamplingOptions,
-    use_cache: bool,
+    cache_kind: str,
     generator: torch.Generator | None,
 ) -> Iterator[torch.Tensor]:
     eos_token_id = sampling.eos_token_id
     window = model.config.max_seq_len
     finished = torch.zeros(ids.size(0), dtype=torch.bool, device=ids.device)
-    cache = None
-    for _ in range(max_new_tokens):
-        if cache is None or len(cache) >= window:
-            cache = model.new_cache() if use_cache else None
-            logits = _last_logits(model, ids[:, -window:], cache)
+    cache: object = None
+    static: object = None
+    seen = 0  # tokens in the cache, counted on the host (a static cache's count is on the device)
+    for step in range(1, max_new_tokens + 1):
+        if cache is None or seen >= window:
+            context = ids[:, -window:]
+            if cache_kind == "static":
+                if static is None:  # every token fed to it: the prompt and all but the last new
+                    static = model.new_static_cache(min(window, ids.size(1) + max_new_tokens - 1))
+                static.reset()  # type: ignore[attr-defined]
+                cache = static
+            elif cache_kind == "dynamic":
+                cache = model.new_cache()
+            logits = _last_logits(model, model, context, cache)
+            seen = context.size(1)
         else:
-            logits = _last_logits(model, ids[:, -1:], cache)
+            logits = _last_logits(model, decode, ids[:, -1:], cache)
+            seen += 1
         logits = apply_repetition_penalty(logits, ids, sampling.repetition_penalty)
         token = sample_next(logits, sampling, generator)
         if eos_token_id is not None:
@@ -187,5 +226,9 @@ def _token_stream(
             finished |= token == eos_token_id
         ids = torch.cat((ids, token[:, None]), dim=1)
         yield token[:, None]
-        if eos_token_id is not None and bool(finished.all()):
+        if (
+            eos_token_id is not None
+            and step % sampling.eos_check_interval == 0
+            and bool(finished.all())
+        ):
             return

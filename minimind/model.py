@@ -21,6 +21,7 @@ from torch import nn
 import registry
 from minimind.config import ModelConfig
 from minimind.generation import RANDOM_SAMPLING, SamplingOptions, generate_tokens
+from minimind.loss import IGNORE_INDEX, chunked_loss_sum, token_loss_sum
 
 RESIDUAL_OUTPUTS = ("o_proj.weight", "down_proj.weight")
 """Output projections into the residual stream; their init std is 0.02 / sqrt(2·n_layers)."""
@@ -28,19 +29,35 @@ RESIDUAL_OUTPUTS = ("o_proj.weight", "down_proj.weight")
 
 @dataclass
 class LMOutput:
-    logits: torch.Tensor  # [B, T, padded_vocab_size]; ids >= config.vocab_size are never targets
+    # [B, T, padded_vocab_size]; ids >= config.vocab_size are never targets. None when the loss
+    # was computed in chunks (`loss_chunk_tokens`), which never holds every token's logits.
+    logits: torch.Tensor | None
     loss: torch.Tensor | None  # 0-dim mean cross-entropy over non-ignored targets, or None
     aux_loss: torch.Tensor  # 0-dim sum of the mlps' auxiliary losses (already scaled); 0 if dense
 
 
-class KVCache:
-    """Per-layer keys and values for incremental decoding; `len(cache)` is the tokens seen."""
+def _positions(past: int, length: int, max_len: int, device: torch.device) -> torch.Tensor:
+    """Absolute positions [length] of tokens that follow `past` others; ValueError beyond
+    max_len."""
+    if past + length > max_len:
+        raise ValueError(f"sequence of {past + length} tokens exceeds max_seq_len {max_len}")
+    return torch.arange(past, past + length, device=device)
 
-    def __init__(self, n_layers: int) -> None:
+
+class KVCache:
+    """Per-layer keys and values for incremental decoding that grow with each forward (see
+    `registry.kv_cache`); `len(cache)` is the tokens seen."""
+
+    def __init__(self, n_layers: int, max_len: int, device: torch.device) -> None:
+        self.max_len, self.device = max_len, device
         self.layers = [registry.KVCacheLayer() for _ in range(n_layers)]
 
     def __len__(self) -> int:
         return len(self.layers[0])
+
+    def positions(self, length: int) -> torch.Tensor:
+        """Absolute positions [length] of the next tokens, after the cached ones."""
+        return _positions(len(self), length, self.max_len, self.device)
 
 
 class MiniMindLM(nn.Module):
@@ -88,7 +105,18 @@ class MiniMindLM(nn.Module):
 
     def new_cache(self) -> KVCache:
         """An empty KV cache for incremental decoding with `forward(..., cache=...)`."""
-        return KVCache(self.config.n_layers)
+        device = self.embed_tokens.weight.device
+        return KVCache(self.config.n_layers, self.config.max_seq_len, device)
+
+    def new_static_cache(self, capacity: int) -> registry.StaticKVCache:
+        """An empty preallocated cache for up to `capacity` <= max_seq_len tokens, on the model's
+        device, for `forward(..., cache=...)` with shapes fixed from token to token."""
+        if not 1 <= capacity <= self.config.max_seq_len:
+            raise ValueError(
+                f"capacity must be in [1, max_seq_len={self.config.max_seq_len}], got {capacity}"
+            )
+        device = self.embed_tokens.weight.device
+        return registry.StaticKVCache(self.config.n_layers, capacity, device)
 
     def num_params(self) -> int:
         """Parameters actually allocated (shared tensors counted once)."""
@@ -98,23 +126,25 @@ class MiniMindLM(nn.Module):
         self,
         input_ids: torch.Tensor,
         labels: torch.Tensor | None = None,
-        cache: KVCache | None = None,
+        cache: KVCache | registry.StaticKVCache | None = None,
         doc_ids: torch.Tensor | None = None,
+        loss_chunk_tokens: int | None = None,
     ) -> LMOutput:
         """input_ids [B, T]; labels [B, T] aligned with the inputs (shifted here, -100 ignored).
 
-        With `cache`, input_ids are the tokens after the cached ones; their keys and values are
-        appended to the cache and their positions start at the cache length. With `doc_ids`
-        [B, T] (each token's document within its row: `minimind.data.document_ids`), attention
-        does not cross documents; positions still count from the window's start.
+        With `cache` (`new_cache` or `new_static_cache`), input_ids are the tokens after the
+        cached ones; their keys and values are added to the cache and their positions start at
+        the cache length. With `doc_ids` [B, T] (each token's document within its row:
+        `minimind.data.document_ids`), attention does not cross documents; positions still count
+        from the window's start.
+        With labels and `loss_chunk_tokens`, the LM head and the loss run that many tokens at a
+        time (`minimind.loss.chunked_loss_sum`) and no logits are returned.
         """
-        past = len(cache) if cache is not None else 0
         length = input_ids.size(1)
-        if past + length > self.config.max_seq_len:
-            raise ValueError(
-                f"sequence of {past + length} tokens exceeds max_seq_len {self.config.max_seq_len}"
-            )
-        positions = torch.arange(past, past + length, device=input_ids.device)
+        if cache is None:
+            positions = _positions(0, length, self.config.max_seq_len, input_ids.device)
+        else:
+            positions = cache.positions(length)
         x = self.dropout(self.position.embed(self.embed_tokens(input_ids), positions))
         rotate = self.position.rotation(positions)  # rotary cos/sin once for all layers
         doc_mask = (
@@ -123,17 +153,31 @@ class MiniMindLM(nn.Module):
         for i, layer in enumerate(self.layers):
             layer_cache = cache.layers[i] if cache is not None else None
             x = layer(x, rotate, layer_cache, doc_mask)
-        logits = self.lm_head(self.norm(x))
+        hidden = self.norm(x)
+        chunked = labels is not None and loss_chunk_tokens is not None
+        logits = None if chunked else self.lm_head(hidden)
         loss = None
         if labels is not None:
-            # Shift the labels, not the logits: slicing logits[:, :-1] would copy the largest
-            # activation of the step (and its gradient); the last position simply has no target.
-            targets = F.pad(labels[:, 1:], (0, 1), value=-100)
-            loss = F.cross_entropy(
-                logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100
-            )
-        aux_loss = sum((layer.mlp.aux_loss for layer in self.layers), logits.new_zeros(()))
+            targets = self._targets(labels)
+            if loss_chunk_tokens is not None:
+                loss_sum = chunked_loss_sum(
+                    hidden.flatten(0, 1), self.lm_head.weight, targets, loss_chunk_tokens
+                )
+            else:
+                loss_sum = token_loss_sum(logits.flatten(0, 1).float(), targets)
+            loss = loss_sum / (targets != IGNORE_INDEX).sum()
+        aux_loss = sum((layer.mlp.aux_loss for layer in self.layers), x.new_zeros(()))
         return LMOutput(logits=logits, loss=loss, aux_loss=aux_loss)
+
+    @staticmethod
+    def _targets(labels: torch.Tensor) -> torch.Tensor:
+        """labels [B, T] -> the target of each position [B * T]: the next label, IGNORE_INDEX at
+        the last position.
+
+        Shift the labels, not the logits: slicing logits[:, :-1] would copy the largest
+        activation of the step (and its gradient); the last position simply has no target.
+        """
+        return F.pad(labels[:, 1:], (0, 1), value=IGNORE_INDEX).flatten()
 
     def moe_load(self) -> torch.Tensor | None:
         """[n_moe_layers, n_experts]: each layer's share of routed assignments in the last forward."""
@@ -149,7 +193,8 @@ class MiniMindLM(nn.Module):
         sampling: SamplingOptions = RANDOM_SAMPLING,
         *,
         stream: bool = False,
-        use_cache: bool = True,
+        cache: str = "dynamic",
+        compile_decode: bool = False,
         generator: torch.Generator | None = None,
     ) -> torch.Tensor | Iterator[torch.Tensor]:
         """Continue input_ids [B, T] by up to `max_new_tokens` tokens chosen by `sampling`
@@ -157,11 +202,18 @@ class MiniMindLM(nn.Module):
 
         Returns [B, T + n] (n < max_new_tokens when every row reached `sampling.eos_token_id`; a
         finished row is padded with EOS), or with `stream=True` an iterator of [B, 1] tokens, one
-        step at a time, whose concatenation after input_ids is that same tensor. See
+        step at a time, whose concatenation after input_ids is that same tensor. `cache`: `static`,
+        `dynamic` or `none`; `compile_decode` compiles the static cache's one-token step. See
         `minimind.generation`.
         """
         tokens = generate_tokens(
-            self, input_ids, max_new_tokens, sampling, use_cache=use_cache, generator=generator
+            self,
+            input_ids,
+            max_new_tokens,
+            sampling,
+            cache=cache,
+            compile_decode=compile_decode,
+            generator=generator,
         )
         if stream:
             return tokens

@@ -253,7 +253,12 @@ class Trainer:
             x = next(self.batches).to(self.device, non_blocking=True)  # [B / world_size, T]
             with distributed.gradient_sync(self.forward, micro == accum - 1):
                 with autocast(self.device, self.amp_dtype):
-                    out = self.forward(x, labels=x, doc_ids=self._doc_ids(x))
+                    out = self.forward(
+                        x,
+                        labels=x,
+                        doc_ids=self._doc_ids(x),
+                        loss_chunk_tokens=self.cfg.loss_chunk_tokens,
+                    )
                 ((out.loss + out.aux_loss) / accum).backward()
             self._loss_sum += out.loss.detach()
             self._aux_sum += out.aux_loss.detach()
@@ -350,7 +355,8 @@ class Trainer:
         with torch.no_grad(), autocast(self.device, self.amp_dtype):
             for x in batches:
                 x = x.to(self.device, non_blocking=True)
-                total += self.forward(x, labels=x).loss.float() * x.size(0)
+                out = self.forward(x, labels=x, loss_chunk_tokens=self.cfg.loss_chunk_tokens)
+                total += out.loss.float() * x.size(0)
                 rows += x.size(0)
         self.model.train()
         sums = torch.stack([total, total.new_tensor(rows)])

@@ -10,7 +10,7 @@ more with the `register` decorator (see `registry.core`). Nothing here imports `
 """
 
 from registry import attention, block, mlp, moe, norm, position  # noqa: F401  (registers built-ins)
-from registry.attention import DocumentMask, KVCacheLayer, causal_mask
+from registry.attention import DocumentMask
 from registry.core import (
     SLOTS,
     ComponentSpec,
@@ -28,6 +28,7 @@ from registry.core import (
     resolve,
     suggest,
 )
+from registry.kv_cache import KVCacheLayer, StaticKVCache, causal_mask
 
 __all__ = [
     "SLOTS",
@@ -36,6 +37,7 @@ __all__ = [
     "KVCacheLayer",
     "OptionInfo",
     "RegistryError",
+    "StaticKVCache",
     "aliases",
     "build",
     "causal_mask",

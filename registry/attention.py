@@ -3,8 +3,8 @@
 - `mha`: n_kv_heads = n_heads;  `mqa`: n_kv_heads = 1;  `gqa`: the config's `n_kv_heads`.
 Projections are named `q_proj`, `k_proj`, `v_proj`, `o_proj` as in Llama, so weights map onto HF
 transformers. Training runs `F.scaled_dot_product_attention(is_causal=True)` with `enable_gqa`, so
-K/V are never repeated in memory. Decoding with a cache (fewer queries than keys) uses an explicit
-boolean mask aligned to the bottom right, because `is_causal=True` aligns top-left there.
+K/V are never repeated in memory. Decoding with a cache attends with the mask that the cache gives
+(`registry.kv_cache`).
 A `DocumentMask` confines attention to each token's own document within a packed window
 (block-causal): a boolean mask for SDPA, or FlexAttention's block mask on CUDA, which skips the
 blocks across documents.
@@ -19,39 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from registry.core import register
+from registry.kv_cache import CacheLayer, causal_mask
 from registry.position import Rotate
-
-
-class KVCacheLayer:
-    """Keys and values [B, Hkv, S, hd] of one layer for the S tokens seen so far.
-
-    They are stored before any GQA repetition, and new entries are concatenated after the old ones.
-    """
-
-    def __init__(self) -> None:
-        self.k: torch.Tensor | None = None
-        self.v: torch.Tensor | None = None
-
-    def __len__(self) -> int:
-        return 0 if self.k is None else self.k.size(2)
-
-    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Add k, v [B, Hkv, T, hd]; return all keys and values [B, Hkv, S + T, hd]."""
-        if self.k is None or self.v is None:
-            self.k, self.v = k, v
-        else:
-            self.k, self.v = torch.cat((self.k, k), dim=2), torch.cat((self.v, v), dim=2)
-        return self.k, self.v
-
-
-def causal_mask(n_queries: int, n_keys: int, device: torch.device | None = None) -> torch.Tensor:
-    """Boolean mask [n_queries, n_keys], True where attention is allowed.
-
-    Aligned bottom-right: query i is the token at absolute position n_keys - n_queries + i and sees
-    keys 0..that position.
-    """
-    ones = torch.ones(n_queries, n_keys, dtype=torch.bool, device=device)
-    return ones.tril(diagonal=n_keys - n_queries)
 
 
 @dataclass
@@ -187,10 +156,10 @@ class CausalSelfAttention(nn.Module):
         self,
         x: torch.Tensor,
         rotate: Rotate,
-        cache: KVCacheLayer | None = None,
+        cache: CacheLayer | None = None,
         doc_mask: DocumentMask | None = None,
     ) -> torch.Tensor:
-        """x [B, T, dim] -> [B, T, dim]; `rotate` holds the tokens' absolute positions; appends
+        """x [B, T, dim] -> [B, T, dim]; `rotate` holds the tokens' absolute positions; adds
         k, v to `cache`; `doc_mask` (training on packed documents, no cache) keeps attention
         within each document."""
         batch, length, _ = x.shape
@@ -205,12 +174,9 @@ class CausalSelfAttention(nn.Module):
             y = document_attention(q, k, v, doc_mask, dropout, uses_flex_attention(x.device))
             y = y.transpose(1, 2).reshape(batch, length, self.n_heads * self.head_dim)
             return self.resid_dropout(self.o_proj(y))
+        mask = None  # without a cache: SDPA's is_causal
         if cache is not None:
-            k, v = cache.append(k, v)
-        n_keys = k.size(2)
-        # A single new query may see every key: no mask. Other queries after cached keys need the
-        # bottom-right-aligned mask, which SDPA's is_causal (top-left) is not.
-        mask = None if length in (1, n_keys) else causal_mask(length, n_keys, x.device)
+            k, v, mask = cache.update(k, v)
         y = F.scaled_dot_product_attention(
             q,
             k,

@@ -12,8 +12,10 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from registry.attention import DocumentMask, KVCacheLayer, Rotate
+from registry.attention import DocumentMask
 from registry.core import register
+from registry.kv_cache import CacheLayer
+from registry.position import Rotate
 
 
 class Block(nn.Module):
@@ -40,7 +42,7 @@ class PreNormBlock(Block):
         self,
         x: torch.Tensor,
         rotate: Rotate,
-        cache: KVCacheLayer | None = None,
+        cache: CacheLayer | None = None,
         doc_mask: DocumentMask | None = None,
     ) -> torch.Tensor:
         """x [B, T, dim] -> [B, T, dim]."""
@@ -58,7 +60,7 @@ class PostNormBlock(Block):
         self,
         x: torch.Tensor,
         rotate: Rotate,
-        cache: KVCacheLayer | None = None,
+        cache: CacheLayer | None = None,
         doc_mask: DocumentMask | None = None,
     ) -> torch.Tensor:
         """x [B, T, dim] -> [B, T, dim]."""

@@ -10,9 +10,16 @@ import pytest
 import torch
 
 from minimind.bench import SUITES
+from minimind.bench.context import CUDA_STEPS_PER_ROUND, BenchContext
 from minimind.bench.memory import persistent_bytes, tensor_bytes, transient_peak_bytes
 from minimind.bench.results import Row, Target
-from minimind.bench.timing import alternate, interleave, paired_ratio
+from minimind.bench.timing import (
+    EventStopwatch,
+    alternate,
+    interleave,
+    median,
+    paired_ratio,
+)
 from minimind.cli import main
 
 
@@ -45,6 +52,74 @@ def test_interleave_alternates_after_warmup_and_times_each_call():
     # warm-up A, B; then rounds A B, B A, A B: neither side always goes first
     assert calls == ["A", "B", "A", "B", "B", "A", "A", "B"]
     assert times == {"A": [1.0, 2.0, 3.0], "B": [10.0, 20.0, 30.0]}  # warm-up calls dropped
+
+
+class FakeEvents:
+    """CUDA events on a scripted GPU timeline: a step queues `duration` seconds of work; an event
+    is recorded at the end of the queued work; only `synchronize` waits for it."""
+
+    def __init__(self) -> None:
+        self.queued_until = 0.0  # when the GPU finishes the work queued so far, in seconds
+        self.syncs = 0
+
+    def step(self, duration: float):
+        def fn() -> None:
+            self.queued_until += duration
+
+        return fn
+
+    def new_event(self):
+        events = self
+
+        class Event:
+            at: float | None = None
+
+            def record(self) -> None:
+                self.at = events.queued_until
+
+            def synchronize(self) -> None:
+                events.syncs += 1
+
+            def elapsed_time(self, end) -> float:
+                return (end.at - self.at) * 1e3  # milliseconds, as torch.cuda.Event
+
+        return Event()
+
+
+def test_event_timing_waits_once_per_block_and_reports_the_median_per_step_time():
+    gpu = FakeEvents()
+    durations = iter([5.0] * 4 + [1.0] * 4 + [3.0] * 4 + [1.5] * 4)  # warm-up block, 3 rounds
+    calls = []
+
+    def step() -> None:
+        calls.append(1)
+        gpu.step(next(durations))()
+
+    times = interleave(
+        {"A": step},
+        torch.device("cpu"),
+        rounds=3,
+        warmup=1,
+        steps=4,
+        watch=EventStopwatch(gpu.new_event),
+    )
+    assert len(calls) == 16  # (1 warm-up + 3 rounds) blocks of 4 consecutive steps
+    assert gpu.syncs == 4  # one host wait per block, none between the steps of a block
+    assert times == {"A": [1.0, 3.0, 1.5]}  # block time / steps
+    assert median(times["A"]) == 1.5
+
+
+def test_wall_clock_blocks_divide_by_the_steps():
+    clock, calls = ScriptedClock(), []
+    fn = clock.candidate("A", [4.0, 4.0, 1.0, 3.0, 2.0, 2.0], calls)
+    times = interleave({"A": fn}, torch.device("cpu"), rounds=2, warmup=1, clock=clock, steps=2)
+    assert times == {"A": [2.0, 2.0]}  # (1 + 3) / 2, (2 + 2) / 2
+
+
+def test_steps_per_round_default_to_blocks_on_cuda_only():
+    assert BenchContext(torch.device("cpu")).steps == 1
+    assert BenchContext(torch.device("cuda")).steps == CUDA_STEPS_PER_ROUND
+    assert BenchContext(torch.device("cuda"), steps_per_round=3).steps == 3
 
 
 def test_alternate_rotates_the_order_and_keeps_the_seconds_each_timer_reports():
@@ -163,6 +238,7 @@ def test_quick_bench_of_every_suite_prints_and_writes_the_figures(tmp_path, monk
 
 def test_bench_rejects_bad_input(capsys):
     assert main(["bench", "--rounds", "0"]) == 2
+    assert main(["bench", "--steps-per-round", "0"]) == 2
     if not torch.cuda.is_available():
         assert main(["bench", "--device", "cuda"]) == 2
     assert "error" in capsys.readouterr().err

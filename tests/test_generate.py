@@ -12,6 +12,7 @@ from transformers.generation.logits_process import (
 
 from minimind import MiniMindLM, ModelConfig
 from minimind.generation import (
+    CACHE_KINDS,
     GREEDY,
     SamplingOptions,
     apply_repetition_penalty,
@@ -67,11 +68,56 @@ def test_sampling_is_reproducible_with_a_generator(model, prompt):
     assert not torch.equal(sample(3), sample(4))
 
 
-def test_sliding_window_beyond_max_seq_len_with_and_without_cache(model, prompt):
-    cached = model.generate(prompt, 30, GREEDY, use_cache=True)  # 35 > max_seq_len 24
-    uncached = model.generate(prompt, 30, GREEDY, use_cache=False)
+@pytest.mark.parametrize("cache", ["dynamic", "static"])
+def test_sliding_window_beyond_max_seq_len_with_and_without_cache(model, prompt, cache):
+    cached = model.generate(prompt, 30, GREEDY, cache=cache)  # 35 > max_seq_len 24
+    uncached = model.generate(prompt, 30, GREEDY, cache="none")
     assert cached.shape == (3, 35)
     assert torch.equal(cached, uncached)
+
+
+def test_static_and_dynamic_caches_sample_the_same_tokens(model, prompt):
+    def sample(cache):
+        generator = torch.Generator().manual_seed(5)
+        options = SamplingOptions(temperature=0.9, top_k=20, repetition_penalty=1.2)
+        return model.generate(prompt, 12, options, cache=cache, generator=generator)
+
+    assert torch.equal(sample("static"), sample("dynamic"))
+
+
+def test_cache_options_are_checked(model, prompt):
+    with pytest.raises(ValueError, match="cache must be one of"):
+        model.generate(prompt, 3, cache="paged")
+    with pytest.raises(ValueError, match="compile_decode needs cache='static'"):
+        model.generate(prompt, 3, cache="dynamic", compile_decode=True)
+    with pytest.raises(ValueError, match="capacity"):
+        model.new_static_cache(25)  # beyond max_seq_len 24
+
+
+def test_static_decode_step_is_one_graph_that_never_recompiles(model, prompt):
+    """Traced by dynamo (the eager backend: no code generation), the one-token step has no
+    graph break (fullgraph) and is compiled once for every position."""
+    torch._dynamo.reset()
+    compiles = []
+
+    def backend(graph, example_inputs):
+        compiles.append(graph)
+        return graph.forward
+
+    step = torch.compile(model, backend=backend, fullgraph=True)
+    cache = model.new_static_cache(12)
+    with torch.no_grad():
+        model(prompt, cache=cache)  # prefill, eager
+        expected_cache = model.new_cache()
+        model(prompt, cache=expected_cache)  # the reference: the dynamic cache, eager
+        ids = prompt
+        for _ in range(6):
+            token = (ids[:, -1:] + 7) % 61
+            got = step(token, cache=cache).logits
+            torch.testing.assert_close(got, model(token, cache=expected_cache).logits)
+            ids = torch.cat((ids, token), dim=1)
+    assert len(compiles) == 1
+    torch._dynamo.reset()
 
 
 def test_generate_restores_training_mode_and_tracks_no_gradients(prompt):
@@ -104,7 +150,7 @@ def test_stream_is_lazy(prompt):
     stub = CountingLM(vocab=10)
     original = stub.forward
     stub.forward = lambda *a, **k: calls.append(1) or original(*a, **k)
-    stream = generate_tokens(stub, prompt % 10, 5, GREEDY, use_cache=False)
+    stream = generate_tokens(stub, prompt % 10, 5, GREEDY, cache="none")
     assert calls == []
     next(stream)
     assert len(calls) == 1
@@ -126,7 +172,7 @@ class CountingLM(torch.nn.Module):
         return types.SimpleNamespace(logits=logits * 20)
 
     def new_cache(self):
-        raise AssertionError("not used with use_cache=False")
+        raise AssertionError("not used with cache='none'")
 
 
 STOP_AT_5 = SamplingOptions(temperature=0, eos_token_id=5)
@@ -135,7 +181,7 @@ STOP_AT_5 = SamplingOptions(temperature=0, eos_token_id=5)
 def test_eos_stops_each_row_on_its_own():
     stub = CountingLM(vocab=10)
     prompt = torch.tensor([[0, 3], [0, 1], [0, 6]])
-    tokens = list(generate_tokens(stub, prompt, 20, STOP_AT_5, use_cache=False))
+    tokens = list(generate_tokens(stub, prompt, 20, STOP_AT_5, cache="none"))
     out = torch.cat([prompt, *tokens], dim=1)
     # rows reach EOS after 2, 4 and 9 steps; a finished row keeps emitting EOS
     assert out.tolist() == [
@@ -145,13 +191,36 @@ def test_eos_stops_each_row_on_its_own():
     ]
 
 
+def test_eos_is_checked_every_interval_and_the_stream_never_waits_otherwise(monkeypatch):
+    stub = CountingLM(vocab=10)
+    prompt = torch.tensor([[3], [1]])  # every row has finished after 4 steps
+    every_3 = SamplingOptions(temperature=0, eos_token_id=5, eos_check_interval=3)
+    stream = generate_tokens(stub, prompt, 10, every_3, cache="none")
+    host_reads = []
+    for name in ("__bool__", "item", "tolist", "__int__", "__float__"):
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *args, _original=original, _name=name):
+            host_reads.append(_name)
+            return _original(self, *args)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    tokens = list(stream)
+    monkeypatch.undo()
+    assert len(tokens) == 6  # checked after steps 3 and 6: two EOS steps beyond the 4th
+    assert torch.cat(tokens, 1).tolist() == [[4, 5, 5, 5, 5, 5], [2, 3, 4, 5, 5, 5]]
+    assert host_reads == ["__bool__", "__bool__"]  # the two checks, nothing per token
+    with pytest.raises(ValueError, match="eos_check_interval"):
+        SamplingOptions(eos_check_interval=0)
+
+
 def test_generation_stops_when_every_row_has_finished():
     stub = CountingLM(vocab=10)
     prompt = torch.tensor([[3], [1]])
-    tokens = list(generate_tokens(stub, prompt, 10, STOP_AT_5, use_cache=False))
+    tokens = list(generate_tokens(stub, prompt, 10, STOP_AT_5, cache="none"))
     assert len(tokens) == 4  # row 1 needs 4 steps (2, 3, 4, 5); row 0 pads with EOS meanwhile
     assert torch.cat(tokens, 1).tolist() == [[4, 5, 5, 5], [2, 3, 4, 5]]
-    assert len(list(generate_tokens(stub, prompt, 10, GREEDY, use_cache=False))) == 10
+    assert len(list(generate_tokens(stub, prompt, 10, GREEDY, cache="none"))) == 10
 
 
 # --- repetition penalty, top-k, top-p -----------------------------------------------------------
@@ -266,16 +335,16 @@ def test_padded_logits_really_are_the_largest(padded_favourite, prompt):
     assert bool((logits.argmax(-1) >= 61).all())  # so the test below would catch a leak
 
 
-@pytest.mark.parametrize("use_cache", [True, False])
+@pytest.mark.parametrize("cache", CACHE_KINDS)
 @pytest.mark.parametrize(
     "sampling",
     [dict(temperature=0), dict(temperature=1.0), dict(temperature=2.0, top_k=5, top_p=0.9)],
     ids=["greedy", "sample", "top-k-p"],
 )
-def test_generation_never_emits_a_padded_id(padded_favourite, prompt, use_cache, sampling):
+def test_generation_never_emits_a_padded_id(padded_favourite, prompt, cache, sampling):
     generator = torch.Generator().manual_seed(0)
     out = padded_favourite.generate(
-        prompt, 30, SamplingOptions(**sampling), use_cache=use_cache, generator=generator
+        prompt, 30, SamplingOptions(**sampling), cache=cache, generator=generator
     )
     assert out.shape == (3, 35)  # past max_seq_len 24: the sliding window is covered too
     assert int(out.max()) < 61

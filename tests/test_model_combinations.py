@@ -88,17 +88,19 @@ def test_kv_cache_equals_full_forward_and_generate_agrees(combination):
     model = build(combination).eval()
     generator = torch.Generator().manual_seed(2)
     ids = torch.randint(0, VOCAB, (2, LENGTH), generator=generator)
+    caches = {"dynamic": model.new_cache, "static": lambda: model.new_static_cache(LENGTH + 3)}
     with torch.no_grad():
         full = model(ids).logits
-        cache = model.new_cache()
-        steps = [model(ids[:, :4], cache=cache).logits]  # prefill
-        steps.append(model(ids[:, 4:6], cache=cache).logits)  # two at once: bottom-right mask
-        steps += [model(ids[:, t : t + 1], cache=cache).logits for t in range(6, LENGTH)]
-    assert len(cache) == LENGTH
-    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=0, atol=1e-5)
+        for kind, new_cache in caches.items():
+            cache = new_cache()
+            steps = [model(ids[:, :4], cache=cache).logits]  # prefill
+            steps.append(model(ids[:, 4:6], cache=cache).logits)  # two at once: bottom-right mask
+            steps += [model(ids[:, t : t + 1], cache=cache).logits for t in range(6, LENGTH)]
+            assert len(cache) == LENGTH, kind
+            torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=0, atol=1e-5, msg=kind)
 
     prompt = ids[:, :5]
-    cached = model.generate(prompt, 6, GREEDY, use_cache=True)
-    uncached = model.generate(prompt, 6, GREEDY, use_cache=False)
-    assert cached.shape == (2, 11)
-    assert torch.equal(cached, uncached)
+    uncached = model.generate(prompt, 6, GREEDY, cache="none")
+    assert uncached.shape == (2, 11)
+    for kind in caches:
+        assert torch.equal(model.generate(prompt, 6, GREEDY, cache=kind), uncached), kind

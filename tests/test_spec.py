@@ -356,6 +356,9 @@ def test_spec_hash_follows_the_training_content(tmp_path: Path) -> None:
     assert hashed(same) == base
     assert hashed("name: a\nmodel: {position: rope-neox}\n") != base
     assert hashed("name: a\nmodel: {position: rope-gptj}\ntrain: {steps: 301}\n") != base
+    chunks = "name: a\nmodel: {position: rope-gptj}\ntrain: {loss_chunk_tokens: %s}\n"
+    assert hashed(chunks % "null") == base  # the default: hashes from before the option hold
+    assert hashed(chunks % "64") != base
 
 
 def test_spec_hash_ignores_vocab_padding_that_adds_no_row(tmp_path: Path) -> None:

@@ -167,6 +167,17 @@ def test_grad_accum_and_no_clip(make):
     assert all(v > 0 for v in sink.points["opt/grad_norm"].values())
 
 
+def test_chunked_loss_trains_the_same_curve_as_the_whole_logits(make):
+    changes = {"steps": 6, "precision": "fp32", "eval_every": 3}
+    plain = make(train=changes).fit(Recorder())
+    chunked = make(train={**changes, "loss_chunk_tokens": 48}).fit(Recorder())
+    for key in ("train/loss", "val/loss"):
+        assert [s for s, _ in chunked.history[key]] == [s for s, _ in plain.history[key]]
+        got = [v for _, v in chunked.history[key]]
+        want = [v for _, v in plain.history[key]]
+        assert got == pytest.approx(want, rel=1e-5), key
+
+
 def test_moe_logs_expert_balance(make):
     sink = Recorder()
     make(model={"mlp": {"name": "moe", "n_experts": 4, "top_k": 2}}, train={"steps": 3}).fit(sink)

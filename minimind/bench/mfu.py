@@ -9,6 +9,10 @@ peak, where the target is gpt2-small at seq 1024 compiled in bf16 reaching 45 %.
 A cached CPU peak measured while the machine was busy is too low (and the MFU too high), so a
 second figure divides by the rate of a square matmul in the same precision timed in the same
 rounds as the steps: whatever load the machine carries weighs on both sides of that ratio.
+
+The step the device trains with (compiled bf16 on CUDA, eager fp32 elsewhere) runs once more with
+the LM head and loss in chunks of tokens (`train.loss_chunk_tokens`), side by side: whether
+never holding the whole logits pays for the head's recomputed matmul.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from minimind.model import MiniMindLM
 SUITE = "mfu"
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
 MATMUL_CALLS = 8
+LOSS_CHUNK_TOKENS = 4096
 
 
 def run(ctx: BenchContext) -> list[Row]:
@@ -43,9 +48,10 @@ def run(ctx: BenchContext) -> list[Row]:
     with device:
         model = MiniMindLM(config)
     trainee = Trainee.create(model, config.vocab_size, batch, seq)
-    if device.type == "cuda" and not ctx.quick:
+    compiled = torch.compile(model) if device.type == "cuda" and not ctx.quick else None
+    if compiled is not None:
         # The GPU target is for the fast path: bf16, compiled, fused AdamW.
-        step = trainee.step_fn(bf16=True, compiled=torch.compile(model))
+        step = trainee.step_fn(bf16=True, compiled=compiled)
         ctx.log(f"[mfu] {preset}: compiling")
         warm_up(step, device)
         candidates = {"bf16": step}
@@ -54,8 +60,16 @@ def run(ctx: BenchContext) -> list[Row]:
     size = 1024 if device.type == "cpu" else 4096
     for name in list(candidates):
         candidates[f"matmul {name}"] = _matmuls(size, PRECISIONS[name], device)
+    # The step the device trains with, once more with the loss in chunks (`train.loss_chunk_tokens`).
+    main = "bf16" if compiled is not None else "fp32"
+    chunk = min(LOSS_CHUNK_TOKENS, trainee.tokens // 2)
+    chunked = trainee.step_fn(bf16=main == "bf16", compiled=compiled, loss_chunk_tokens=chunk)
+    if compiled is not None:
+        ctx.log(f"[mfu] {preset}: compiling the chunked loss")
+        warm_up(chunked, device)
+    candidates["chunked"] = chunked
     ctx.log(f"[mfu] {preset}: {len(candidates)} candidates x {ctx.rounds} rounds")
-    times = interleave(candidates, device, ctx.rounds, ctx.warmup)
+    times = interleave(candidates, device, ctx.rounds, ctx.warmup, steps=ctx.steps)
     flops_per_token = config.flops_per_token(seq)
     gpu_target = device.type == "cuda" and not ctx.quick
     rows = []
@@ -88,6 +102,17 @@ def run(ctx: BenchContext) -> list[Row]:
                 detail=f"{size}x{size} matmul {matmul_rate / 1e9:,.1f} GFLOP/s (median)",
             ),
         ]
+    chunked_rate = trainee.tokens / median(times["chunked"])
+    chunked_mfu = flops_per_token * chunked_rate / device_peak_flops(device, PRECISIONS[main])
+    rows.append(
+        Row(
+            SUITE,
+            f"{preset} seq {seq} {main}: tokens/s loss in chunks of {chunk} / whole logits",
+            paired_ratio(times[main], times["chunked"]),
+            "x",
+            detail=f"chunked {chunked_rate:,.0f} tok/s, MFU {100 * chunked_mfu:.1f} %",
+        )
+    )
     return rows
 
 

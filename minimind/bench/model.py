@@ -62,7 +62,7 @@ def _padded_vocab_row(ctx: BenchContext, batch: int, seq: int) -> Row:
             model = MiniMindLM(config)
         steps[name] = Trainee.create(model, ODD_VOCAB, batch, seq).step_fn(bf16=bf16)
     ctx.log(f"[model] vocab {ODD_VOCAB}: padded vs unpadded x {ctx.rounds} rounds")
-    times = interleave(steps, device, ctx.rounds, ctx.warmup)
+    times = interleave(steps, device, ctx.rounds, ctx.warmup, steps=ctx.steps)
     tokens = batch * seq
     detail = "; ".join(
         f"{name} ({config.padded_vocab_size} rows) {tokens / median(times[name]):,.0f} tok/s"
@@ -102,7 +102,7 @@ def _run_size(ctx: BenchContext, size: str, batch: int, seq: int) -> list[Row]:
             compile_s[side] = warm_up(step, device)
             candidates[f"{side} compile"] = step
     ctx.log(f"[model] {size}: {len(candidates)} candidates x {ctx.rounds} rounds")
-    times = interleave(candidates, device, ctx.rounds, ctx.warmup)
+    times = interleave(candidates, device, ctx.rounds, ctx.warmup, steps=ctx.steps)
     memory = {}
     for name, step in candidates.items():
         side, mode = name.split()

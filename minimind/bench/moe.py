@@ -44,7 +44,7 @@ def run(ctx: BenchContext) -> list[Row]:
     upstream = torch.randn(1, tokens, dim, device=device)
     candidates = {name: _forward_backward(layer, x, upstream) for name, layer in layers.items()}
     ctx.log(f"[moe] {tokens} tokens, dim {dim}: {len(candidates)} candidates x {ctx.rounds} rounds")
-    times = interleave(candidates, device, ctx.rounds, ctx.warmup)
+    times = interleave(candidates, device, ctx.rounds, ctx.warmup, steps=ctx.steps)
     target = Target(">=", 2.0 if device.type == "cuda" else 1.0)
 
     def ms(name: str) -> str:

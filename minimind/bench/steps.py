@@ -40,15 +40,23 @@ class Trainee:
     def tokens(self) -> int:
         return self.batch.numel()
 
-    def step_fn(self, bf16: bool = False, compiled: nn.Module | None = None) -> Callable[[], None]:
-        """A step: forward (through `compiled` if given), loss + aux loss, backward, AdamW."""
+    def step_fn(
+        self,
+        bf16: bool = False,
+        compiled: nn.Module | None = None,
+        loss_chunk_tokens: int | None = None,
+    ) -> Callable[[], None]:
+        """A step: forward (through `compiled` if given), loss + aux loss, backward, AdamW.
+
+        `loss_chunk_tokens` (MiniMindLM only): the loss in chunks (`minimind.loss`)."""
         forward = compiled if compiled is not None else self.model
         device = self.batch.device
         dtype = torch.bfloat16 if bf16 else None
+        chunking = {} if loss_chunk_tokens is None else {"loss_chunk_tokens": loss_chunk_tokens}
 
         def step() -> None:
             with autocast(device, dtype):
-                out = forward(self.batch, labels=self.batch)
+                out = forward(self.batch, labels=self.batch, **chunking)
             loss = out.loss
             aux = getattr(out, "aux_loss", None)  # MiniMindLM's objective is loss + aux_loss
             if aux is not None:

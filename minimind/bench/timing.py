@@ -8,6 +8,13 @@ per-round ratios is reported. Comparing medians taken separately would not cance
 The order within a round rotates (A B, B A, A B, ... for two; A B C, B C A, C A B, ... for
 three), so that no candidate always runs first or last: on a shared machine the position in a
 round can bias a candidate by several percent (an A/A comparison shows it).
+
+A round times a block of `steps` consecutive calls of a candidate and counts block time / steps.
+On CUDA the block is timed by two CUDA events recorded on the stream around it, with one host wait
+at its end (`EventStopwatch`): nothing synchronises between the calls, so the host queues step
+k + 1 while the GPU runs step k, as in a training loop. Timing each call alone, synchronised on
+both sides, would charge every call the host's launch latency that a loop overlaps. Elsewhere the
+block is timed by the wall clock (`WallStopwatch`; CPU work is done when its call returns).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import functools
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 import torch
 
@@ -33,6 +41,77 @@ def time_call(
     fn()
     synchronize(device)
     return clock() - start
+
+
+class Stopwatch(Protocol):
+    """Times a block of device work: `start()` before it, `stop()` after it returns the seconds."""
+
+    def start(self) -> None: ...
+    def stop(self) -> float: ...
+
+
+class WallStopwatch:
+    """The wall clock, with the device synchronised before both reads."""
+
+    def __init__(
+        self, device: torch.device, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
+        self.device, self.clock = device, clock
+        self._start = 0.0
+
+    def start(self) -> None:
+        synchronize(self.device)
+        self._start = self.clock()
+
+    def stop(self) -> float:
+        synchronize(self.device)
+        return self.clock() - self._start
+
+
+class Event(Protocol):
+    """What `EventStopwatch` needs of `torch.cuda.Event(enable_timing=True)`."""
+
+    def record(self) -> None: ...
+    def synchronize(self) -> None: ...
+    def elapsed_time(self, end: Event) -> float: ...  # milliseconds
+
+
+def _cuda_event() -> Event:
+    return torch.cuda.Event(enable_timing=True)
+
+
+class EventStopwatch:
+    """Two events recorded on the current stream around the block; the host waits once, in
+    `stop`, for the end event. The time is measured on the GPU, from the first event to the second."""
+
+    def __init__(self, new_event: Callable[[], Event] = _cuda_event) -> None:
+        self.new_event = new_event
+        self._start: Event | None = None
+
+    def start(self) -> None:
+        self._start = self.new_event()
+        self._start.record()
+
+    def stop(self) -> float:
+        if self._start is None:
+            raise RuntimeError("stop() before start()")
+        end = self.new_event()
+        end.record()
+        end.synchronize()
+        return self._start.elapsed_time(end) / 1e3
+
+
+def stopwatch(device: torch.device, clock: Callable[[], float] = time.perf_counter) -> Stopwatch:
+    """CUDA events on CUDA, the synchronised wall clock elsewhere."""
+    return EventStopwatch() if device.type == "cuda" else WallStopwatch(device, clock)
+
+
+def time_block(fn: Callable[[], object], steps: int, watch: Stopwatch) -> float:
+    """Seconds per call of `fn` over `steps` consecutive calls timed as one block."""
+    watch.start()
+    for _ in range(steps):
+        fn()
+    return watch.stop() / steps
 
 
 def alternate(
@@ -61,14 +140,21 @@ def interleave(
     rounds: int,
     warmup: int = 1,
     clock: Callable[[], float] = time.perf_counter,
+    *,
+    steps: int = 1,
+    watch: Stopwatch | None = None,
 ) -> dict[str, list[float]]:
-    """`alternate` with each candidate's call timed whole by `time_call`.
+    """`alternate` with each candidate timed per round as a block of `steps` consecutive calls
+    (`time_block`, by `watch`: `stopwatch(device, clock)` unless given); seconds per call.
 
     Warm-up covers the allocator, kernel choice and autotuning; compilation should happen before
     (see `warm_up`), so that its time can be reported.
     """
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    watch = watch if watch is not None else stopwatch(device, clock)
     timers = {
-        name: functools.partial(time_call, fn, device, clock) for name, fn in candidates.items()
+        name: functools.partial(time_block, fn, steps, watch) for name, fn in candidates.items()
     }
     return alternate(timers, rounds, warmup)
 

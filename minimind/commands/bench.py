@@ -54,6 +54,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         help=f"timed rounds per comparison (default {DEFAULT_ROUNDS}; {QUICK_ROUNDS} with --quick)",
     )
+    parser.add_argument(
+        "--steps-per-round",
+        type=int,
+        help="consecutive steps timed as one block per round (default: 12 on CUDA, 1 elsewhere)",
+    )
     parser.set_defaults(func=handle)
 
 
@@ -65,6 +70,8 @@ def handle(args: argparse.Namespace) -> int:
         rounds = QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS
     if rounds < 1 or args.threads < 1:
         return fail("--rounds and --threads must be >= 1")
+    if args.steps_per_round is not None and args.steps_per_round < 1:
+        return fail("--steps-per-round must be >= 1")
     try:
         device = resolve_device(args.device, BENCH_DEVICES)
     except ValueError as err:
@@ -73,7 +80,10 @@ def handle(args: argparse.Namespace) -> int:
         list(SUITES) if not args.suite or "all" in args.suite else list(dict.fromkeys(args.suite))
     )
     torch.set_num_threads(args.threads)
-    report = run_suites(suites, BenchContext(device, quick=args.quick, rounds=rounds))
+    report = run_suites(
+        suites,
+        BenchContext(device, quick=args.quick, rounds=rounds, steps_per_round=args.steps_per_round),
+    )
     report.print()
     if args.json:
         report.write_json(args.json)

@@ -76,6 +76,9 @@ class TrainConfig(_Section):
     # Under torchrun (several ranks): `ddp` keeps a whole model on each rank; `fsdp` shards
     # parameters, gradients and optimizer state over the ranks (FSDP2, torch >= 2.6).
     parallel: Literal["ddp", "fsdp"] = "ddp"
+    # The LM head and loss computed this many tokens at a time, never holding every token's
+    # logits (`minimind.loss`); null: the whole batch's logits at once.
+    loss_chunk_tokens: int | None = Field(default=None, gt=0)
 
     @field_validator("parallel")
     @classmethod

@@ -94,6 +94,9 @@ def spec_hash(spec: Spec) -> str:
         # their runs, checkpoints and studies) from before the field existed keep their hash.
         model.pop("pad_vocab_multiple")
     content = {key: tree[key] for key in ("data", "train", "plugins", "ablate")}
+    if content["train"]["loss_chunk_tokens"] is None:
+        # Keeps the hash of specs from before the option existed (the loss is the same).
+        del content["train"]["loss_chunk_tokens"]
     canonical = json.dumps({"model": model, **content}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
