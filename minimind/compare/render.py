@@ -72,6 +72,24 @@ def fmt_delta(row: pd.Series, metric: str, digits: int = 4) -> str:
     return f"{delta:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
 
 
+def fmt_level(level: float) -> str:
+    """0.95 -> '95%', 0.983333 -> '98.33%'."""
+    return f"{100 * level:.4g}%"
+
+
+def delta_header(comparison: Comparison) -> str:
+    """'Δ val/bpb [95% CI]', at the corrected level."""
+    return f"Δ {comparison.metric} [{fmt_level(comparison.level)} CI]"
+
+
+def fmt_p(row: pd.Series, metric: str) -> str:
+    """'0.0123 (0.0369)': the raw p-value and, in brackets, the corrected one."""
+    p, p_adj = row.get(f"{metric}_p", np.nan), row.get(f"{metric}_p_adj", np.nan)
+    if _nan(p):
+        return MISSING
+    return f"{p:.3g}" if _nan(p_adj) or p_adj == p else f"{p:.3g} ({p_adj:.3g})"
+
+
 def verdict(row: pd.Series, metric: str, maximize: bool) -> str:
     """'baseline', 'within noise', 'better', 'worse', or why no interval could be given."""
     method = row[f"{metric}_delta_method"]
@@ -115,7 +133,8 @@ def display_headers(comparison: Comparison) -> list[str]:
         *SPREAD_METRICS,
         *extra,
         f"best {m}",
-        f"Δ {m} [95% CI]",
+        delta_header(comparison),
+        "p (adj)",
         "verdict",
         "tok/s",
         "peak mem",
@@ -140,6 +159,7 @@ def display_rows(comparison: Comparison) -> list[list[str]]:
                 *(fmt_pm(r[f"{k}_mean"], r[f"{k}_std"]) for k in keys),
                 MISSING if _nan(r[f"{m}_best"]) else f"{r[f'{m}_best']:.4f}",
                 fmt_delta(r, m),
+                fmt_p(r, m),
                 verdict(r, m, comparison.maximize),
                 fmt_count(r["perf/tokens_per_s_median"]),
                 fmt_mem(r["sys/peak_mem_mb_max"]),
@@ -171,9 +191,13 @@ def caption(comparison: Comparison) -> str:
         set(comparison.table.get(f"{comparison.metric}_delta_method", pd.Series(dtype=str)))
         - {"baseline", "none"}
     )
-    how = {"welch": "Welch's t", "bootstrap": "percentile bootstrap"}
+    how = {
+        "welch": "Welch's t",
+        "paired": "paired t over the seeds both sides ran",
+        "bootstrap": "percentile bootstrap",
+    }
     ci = (
-        f"with a 95% CI by {' and '.join(how[m] for m in methods)}"
+        f"with a {fmt_level(comparison.level)} CI by {' and '.join(how[m] for m in methods)}"
         if methods
         else "(no interval: a side has fewer than 2 seeds)"
     )
@@ -181,8 +205,32 @@ def caption(comparison: Comparison) -> str:
         f"{', '.join(comparison.runset.experiments)}: {comparison.runset.selection}; "
         f"{len(comparison.runs)} runs grouped by {comparison.by}. "
         f"Objective {comparison.metric} ({direction} is better), final value mean ± std over "
-        f"seeds; Δ vs baseline {comparison.baseline} {ci}."
+        f"seeds; Δ vs baseline {comparison.baseline} {ci}{_correction_note(comparison)}"
+        f"{_pairing_note(comparison)}."
     )
+
+
+def _correction_note(comparison: Comparison) -> str:
+    """How the family of comparisons was corrected, and for how many."""
+    n = comparison.n_comparisons
+    if n <= 1:
+        return f" ({n} comparison, nothing to correct)" if n else ""
+    if comparison.correction == "none":
+        return f" (uncorrected over {n} comparisons: the chance of a false call grows with n)"
+    name = {"holm": "Holm", "bonferroni": "Bonferroni"}[comparison.correction]
+    return (
+        f"; p-values {name}-corrected for {n} comparisons, intervals at the Bonferroni level "
+        f"1 - 0.05/{n}"
+    )
+
+
+def _pairing_note(comparison: Comparison) -> str:
+    """Why comparisons fell back from the paired interval, when some did."""
+    notes = comparison.table.get(f"{comparison.metric}_delta_note", pd.Series(dtype=str))
+    reasons = sorted(
+        {n for n in notes if isinstance(n, str) and n and n != "unpaired: --paired off"}
+    )
+    return f"; {'; '.join(reasons)} (Welch's t instead)" if reasons else ""
 
 
 def to_plain(comparison: Comparison) -> str:

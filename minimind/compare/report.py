@@ -119,7 +119,7 @@ def _row_class(verdict: str) -> str:
 
 def _comparison_html(comparison: Comparison) -> str:
     headers = render.display_headers(comparison)
-    at, delta_at = headers.index("verdict"), headers.index(f"Δ {comparison.metric} [95% CI]")
+    at, delta_at = headers.index("verdict"), headers.index(render.delta_header(comparison))
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
 
     def cell(i: int, text: str) -> str:

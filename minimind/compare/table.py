@@ -12,7 +12,15 @@ import numpy as np
 import pandas as pd
 
 from minimind.compare.runs import CompareError, RunSet
-from minimind.compare.stats import CIMethod, DeltaCI, delta_ci
+from minimind.compare.stats import (
+    CIMethod,
+    Correction,
+    DeltaCI,
+    Pairing,
+    Sample,
+    compare_family,
+    corrected_level,
+)
 from minimind.record import FAILURE_REASON_TAG, RUN_METRICS, is_maximized
 
 MISSING_GROUP = "(missing)"
@@ -36,6 +44,10 @@ class Comparison:
     by: str
     baseline: str | None
     runset: RunSet
+    correction: Correction = "holm"
+    n_comparisons: int = 0
+    level: float = 0.95
+    """The confidence of the deltas' intervals after correction for `n_comparisons`."""
 
     @property
     def maximize(self) -> bool:
@@ -173,12 +185,15 @@ def compare(
     by: str | None = None,
     baseline: str | None = None,
     ci: CIMethod = "auto",
+    correction: Correction = "holm",
+    paired: Pairing = "auto",
 ) -> Comparison:
     """Aggregate `runset` into one row per group, with deltas against `baseline`.
 
     The rows are sorted by the objective's mean, best first; groups where no run finished come
-    last. Each delta has a 95% CI (see `stats.delta_ci`) and `<metric>_within_noise` is True
-    when it crosses zero.
+    last. Each delta has an interval at the level corrected for the number of comparisons with
+    the baseline (`stats.compare_family`), its raw and corrected p-values, and
+    `<metric>_within_noise` is True when the corrected test does not reject.
     """
     group_column = resolve_group_key(runset.runs, by)
     logged = {c.removeprefix("metrics.") for c in runset.runs.columns if c.startswith("metrics.")}
@@ -202,23 +217,35 @@ def compare(
         for g in groups
     ]
     table = pd.DataFrame(rows)
+    family: dict[str, DeltaCI] = {}
     if len(table):
-        base_values = finished.loc[finished["group"] == baseline, metric].to_numpy()
-        cis = [
-            DeltaCI(0.0, np.nan, np.nan, "baseline")
-            if g == baseline
-            else delta_ci(finished.loc[finished["group"] == g, metric].to_numpy(), base_values, ci)
-            for g in table["variant"]
-        ]
+        samples = {
+            g: Sample.of(runs[metric], runs["seed"])
+            for g, runs in ((g, finished[finished["group"] == g]) for g in table["variant"])
+        }
+        family = compare_family(
+            {g: s for g, s in samples.items() if g != baseline},
+            samples[baseline],
+            method=ci,
+            correction=correction,
+            pairing=paired,
+        )
+        family[baseline] = DeltaCI(0.0, np.nan, np.nan, "baseline")
+        cis = [family[g] for g in table["variant"]]
         table["is_baseline"] = table["variant"] == baseline
         table[f"{metric}_delta"] = [c.delta for c in cis]
         table[f"{metric}_delta_low"] = [c.low for c in cis]
         table[f"{metric}_delta_high"] = [c.high for c in cis]
+        table[f"{metric}_delta_level"] = [c.level for c in cis]
         table[f"{metric}_delta_method"] = [c.method for c in cis]
+        table[f"{metric}_delta_note"] = [c.note for c in cis]
+        table[f"{metric}_p"] = [c.p for c in cis]
+        table[f"{metric}_p_adj"] = [c.p_adj for c in cis]
         table[f"{metric}_within_noise"] = [c.within_noise for c in cis]
         table = table.sort_values(
             f"{metric}_mean", ascending=not is_maximized(metric), na_position="last", kind="stable"
         ).reset_index(drop=True)
+    n_comparisons = sum(c.method not in ("baseline", "none") for c in family.values())
     return Comparison(
         table=table,
         runs=per_run,
@@ -227,4 +254,7 @@ def compare(
         by=group_column.removeprefix("params.").removeprefix("tags."),
         baseline=baseline,
         runset=runset,
+        correction=correction,
+        n_comparisons=n_comparisons,
+        level=corrected_level(n_comparisons, correction),
     )
