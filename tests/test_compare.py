@@ -633,3 +633,27 @@ def test_corrected_family_in_json_csv_and_caption(store, capsys) -> None:
     assert df.loc[RMS, "val/bpb_p_adj"] == pytest.approx(min(1.0, 3 * df.loc[RMS, "val/bpb_p"]))
     code, out, _ = run_cli(capsys, *argv, "--tracking-uri", store["uri"])
     assert "Holm-corrected for 3 comparisons" in out and "[98.33% CI]" in out
+    # swiglu ran layernorm's curves: no difference, and the verdict says what could be seen.
+    mde = rows["model.mlp=swiglu"]["val/bpb_mde"]
+    assert re.search(rf"swiglu .* within noise \(MDE {mde:.2g}\)", out)
+
+
+def test_noise_and_power_in_table_and_json(store, capsys) -> None:
+    from minimind.compare.stats import seeds_for_power
+
+    argv = ["norm", "--tracking-uri", store["uri"], "--noise", "--power", "0.05"]
+    code, out, _ = run_cli(capsys, *argv)
+    sd = math.sqrt((0.05**2 * 2 + 0.02**2 * 2) / 4)  # pooled over layernorm and rmsnorm, 4 df
+    assert code == 0 and f"Seed-to-seed sd of val/bpb: {sd:.3g} (95% CI" in out
+    assert "Sd of the per-seed differences" in out
+    unpaired = seeds_for_power(0.05, sd)
+    assert f"needs seeds per arm: {unpaired} unpaired, " in out
+    code, out, _ = run_cli(capsys, *argv, "--format", "json")
+    doc = json.loads(out)
+    assert doc["noise"]["sd"] == pytest.approx(sd) and doc["noise"]["df"] == 4
+    d = np.subtract(FINAL_BPB[RMS], FINAL_BPB[LN])
+    assert doc["paired_noise"]["sd"] == pytest.approx(np.std(d, ddof=1))
+    assert doc["power"]["seeds_per_arm"] == {
+        "unpaired": unpaired,
+        "paired": seeds_for_power(0.05, np.std(d, ddof=1), paired=True),
+    }

@@ -8,7 +8,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from minimind.compare.stats import Sample, bootstrap_ci, compare_family, delta_ci, welch_ci
+from minimind.compare.stats import (
+    Sample,
+    bootstrap_ci,
+    compare_family,
+    delta_ci,
+    detectable_difference,
+    pooled_noise,
+    seeds_for_power,
+    welch_ci,
+)
 
 
 def test_welch_hand_computation() -> None:
@@ -217,3 +226,69 @@ def test_holm_holds_the_family_wise_false_positive_rate(quick_gc) -> None:
         any_none += any(not ci.within_noise for ci in none.values())
     assert any_holm / trials <= 0.05 + 0.01
     assert 0.10 < any_none / trials < 0.15
+
+
+# --- noise and power --------------------------------------------------------------------------
+
+
+def _power_by_noncentral_t(effect: float, n: int, alpha: float, paired: bool) -> float:
+    """The power of the two-sided t-test from scipy's noncentral t (independent of statsmodels):
+    two arms of n (df 2n - 2, noncentrality effect·sqrt(n/2)) or n pairs (df n - 1, effect·sqrt(n))."""
+    df, nc = (n - 1, effect * math.sqrt(n)) if paired else (2 * n - 2, effect * math.sqrt(n / 2))
+    t = stats.t.ppf(1 - alpha / 2, df)
+    lower = np.nan_to_num(stats.nct.cdf(-t, df, nc))  # scipy gives NaN for a negligible tail
+    return float(stats.nct.sf(t, df, nc) + lower)
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_seeds_for_power_is_the_smallest_n_with_80_percent_power(paired: bool) -> None:
+    from statsmodels.stats.power import TTestIndPower, TTestPower
+
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        sd, delta = rng.uniform(0.005, 0.02), rng.uniform(0.001, 0.02)  # effects up to 4
+        alpha = 0.05 / int(rng.integers(1, 11))
+        n = seeds_for_power(delta, sd, alpha, paired=paired)
+        effect = delta / sd
+        if n > 2:
+            assert _power_by_noncentral_t(effect, n - 1, alpha, paired) < 0.8
+        assert _power_by_noncentral_t(effect, n, alpha, paired) >= 0.8 - 1e-9
+        solver = TTestPower() if paired else TTestIndPower()
+        assert solver.power(effect, n, alpha) == pytest.approx(
+            _power_by_noncentral_t(effect, n, alpha, paired), abs=1e-6
+        )
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_detectable_difference_has_80_percent_power(paired: bool) -> None:
+    for n, sd, alpha in [(3, 0.01, 0.05), (5, 0.002, 0.05 / 4), (10, 0.1, 0.01)]:
+        mde = detectable_difference(n, n, sd, alpha, paired=paired)
+        assert _power_by_noncentral_t(mde / sd, n, alpha, paired) == pytest.approx(0.8, abs=1e-6)
+    assert math.isnan(detectable_difference(1, 3, 0.01))
+
+
+def test_pooled_noise_and_its_chi_square_interval() -> None:
+    groups = [np.array([2.10, 2.20, 2.15]), np.array([2.00, 2.02, 2.04]), np.array([5.0])]
+    noise = pooled_noise(groups)
+    assert noise.df == 4 and noise.sd == pytest.approx(math.sqrt((0.05**2 * 2 + 0.02**2 * 2) / 4))
+    # The interval inverts df·s²/σ² ~ chi²(df): at its ends, the statistic sits at the quantiles.
+    s2 = noise.sd**2
+    assert stats.chi2.cdf(4 * s2 / noise.high**2, 4) == pytest.approx(0.025)
+    assert stats.chi2.cdf(4 * s2 / noise.low**2, 4) == pytest.approx(0.975)
+    assert math.isnan(pooled_noise([np.array([1.0])]).sd)
+
+
+def test_pooled_noise_covers_the_true_sd_95_percent_of_the_time() -> None:
+    rng = np.random.default_rng(8)
+    trials = 2000
+    covered = sum(
+        (n := pooled_noise(list(rng.normal(0, 0.3, (4, 3))))).low <= 0.3 <= n.high
+        for _ in range(trials)
+    )
+    assert abs(covered / trials - 0.95) < 0.015
+
+
+def test_within_noise_states_the_smallest_detectable_difference() -> None:
+    base, same = Sample.of([1.0, 1.1, 0.9]), Sample.of([1.05, 0.95, 1.0])
+    ci = compare_family({"v": same}, base, noise_sd=0.1)["v"]
+    assert ci.within_noise and ci.mde == pytest.approx(detectable_difference(3, 3, 0.1))

@@ -58,6 +58,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="paired t interval of per-seed differences (auto: when both sides ran the same "
         "seeds; on: over the seeds they share; off: Welch's t)",
     )
+    p.add_argument(
+        "--noise",
+        action="store_true",
+        help="also print the seed-to-seed sd of the objective with its interval",
+    )
+    p.add_argument(
+        "--power",
+        type=float,
+        metavar="DELTA",
+        help="print the seeds per arm that detect a difference of DELTA in the objective with "
+        "80%% power at the corrected level, from the measured noise",
+    )
     p.add_argument("--report", action="store_true", help="write an HTML/markdown report")
     p.add_argument(
         "--report-dir", type=Path, help="report folder (default: results/reports/<experiment>)"
@@ -97,16 +109,17 @@ def run_compare(args: argparse.Namespace) -> int:
             ci=args.ci,
             correction=args.correction,
             paired=args.paired,
+            power_delta=args.power,
         )
     except CompareError as e:
         return fail(str(e), e.exit_code)
     if args.format == "table" and sys.stdout.isatty():
-        render.print_rich(comparison)
+        render.print_rich(comparison, args.noise)
     else:
         writers = {
-            "table": render.to_plain,
+            "table": lambda c: render.to_plain(c, args.noise),
             "csv": render.to_csv,
-            "markdown": render.to_markdown,
+            "markdown": lambda c: render.to_markdown(c, args.noise),
             "json": render.to_json,
         }
         sys.stdout.write(writers[args.format](comparison))

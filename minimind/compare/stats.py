@@ -37,6 +37,7 @@ class DeltaCI:
     `baseline`, or `none` (fewer than two seeds, or pairs, on a side). `p` is the raw two-sided
     p-value of the t-test, `p_adj` the one corrected for the comparisons of the family; `level`
     is the interval's confidence after correction. `note` says why a design was not paired.
+    `mde` is set by `compare_family`.
     """
 
     delta: float
@@ -47,6 +48,8 @@ class DeltaCI:
     p_adj: float = math.nan
     level: float = 1.0 - ALPHA
     note: str = ""
+    mde: float = math.nan
+    """The smallest difference this design detects with 80% power at the corrected alpha."""
 
     @property
     def within_noise(self) -> bool:
@@ -198,6 +201,12 @@ def corrected_level(n_comparisons: int, correction: Correction, alpha: float = A
     return 1.0 - alpha / n_comparisons
 
 
+def family_alpha(n_comparisons: int, correction: Correction, alpha: float = ALPHA) -> float:
+    """The alpha of each test in a family: alpha uncorrected, else alpha / n (Bonferroni's,
+    and the first step of Holm's)."""
+    return 1.0 - corrected_level(n_comparisons, correction, alpha)
+
+
 def compare_family(
     variants: Mapping[str, Sample],
     baseline: Sample,
@@ -205,9 +214,12 @@ def compare_family(
     method: CIMethod = "auto",
     correction: Correction = "holm",
     pairing: Pairing = "auto",
+    noise_sd: float = math.nan,
 ) -> dict[str, DeltaCI]:
     """Each variant against the baseline: raw p, p corrected over the family of comparisons
-    that have one (`multipletests`), and the interval at the corrected level."""
+    that have one (`multipletests`), the interval at the corrected level, and the smallest
+    difference the design detects (`mde`: for a paired design from the sd of its per-seed
+    differences, else from `noise_sd`, the seed-to-seed sd)."""
     raw = {
         name: delta_ci(
             s.values,
@@ -233,8 +245,29 @@ def compare_family(
             s.values, baseline.values, method, level,
             variant_seeds=s.seeds, baseline_seeds=baseline.seeds, pairing=pairing,
         )  # fmt: skip
-        out[name] = replace(ci, p=raw[name].p, p_adj=float(p_adj))
+        if ci.method == "paired":
+            d = paired_differences(s, baseline, pairing)
+            mde = detectable_difference(
+                len(d), len(d), float(np.std(d, ddof=1)), 1 - level, paired=True
+            )
+        else:
+            mde = detectable_difference(len(s.values), len(baseline.values), noise_sd, 1 - level)
+        out[name] = replace(ci, p=raw[name].p, p_adj=float(p_adj), mde=mde)
     return out
+
+
+def paired_differences(variant: Sample, baseline: Sample, pairing: Pairing = "auto") -> np.ndarray:
+    """The per-seed differences variant - baseline when the design pairs, else empty."""
+    pairs = _pairs(variant, baseline, pairing)
+    return pairs[0] - pairs[1] if isinstance(pairs, tuple) else np.array([])
+
+
+def seed_values(sample: Sample) -> np.ndarray:
+    """One value per seed (reruns of a seed averaged: they measure the run-to-run
+    nondeterminism, not the seed-to-seed noise); runs without a seed count as their own."""
+    by_seed = sample.by_seed()
+    unseeded = sample.values[np.isnan(sample.seeds)]
+    return np.concatenate([np.array(list(by_seed.values()), dtype=float), unseeded])
 
 
 # The noise floor and power ---------------------------------------------------------------
@@ -274,13 +307,17 @@ def seeds_for_power(
     """Seeds per arm for a two-sided t-test at `alpha` to detect `delta` with `power`, when
     seeds vary by `sd` (for a paired design: the sd of the per-seed differences). At least 2."""
     if not (sd > 0 and delta != 0):
-        return 2
+        raise ValueError(f"need a positive sd and a nonzero delta, got sd {sd}, delta {delta}")
     effect = abs(delta) / sd
-    if paired:
-        n = TTestPower().solve_power(effect_size=effect, alpha=alpha, power=power)
-    else:
-        n = TTestIndPower().solve_power(effect_size=effect, alpha=alpha, power=power, ratio=1.0)
-    return max(2, math.ceil(float(np.asarray(n).item()) - 1e-9))
+    solver = TTestPower() if paired else TTestIndPower()
+    solved = float(np.asarray(solver.solve_power(effect, None, alpha, power)).item())
+    # The root finder gives up below 2 seeds (a huge effect): 2 is then the answer.
+    n = max(2, math.ceil(solved)) if math.isfinite(solved) else 2
+    while n > 2 and solver.power(effect, n - 1, alpha) >= power:  # the ceiling's rounding
+        n -= 1
+    while solver.power(effect, n, alpha) < power:
+        n += 1
+    return n
 
 
 def detectable_difference(

@@ -107,6 +107,16 @@ class TrainConfig(_Section):
         return self.batch_size * self.grad_accum * self.seq_len
 
 
+class PowerHint(_Section):
+    """`power:` the difference in the objective an ablation should detect (`delta`) and the
+    seed-to-seed sd expected (`sd`, as `minimind compare --noise` measures it); `--dry-run`
+    prints the seeds per arm that detect it with 80% power under `correction`."""
+
+    delta: float = Field(gt=0)
+    sd: float = Field(gt=0)
+    correction: Literal["holm", "bonferroni", "none"] = "holm"
+
+
 class TrackingConfig(_Section):
     """Where runs are logged. `experiment` defaults to the spec's `name`."""
 
