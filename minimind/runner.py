@@ -54,6 +54,10 @@ def run_spec(
         return fail(str(err))
     if dry_run:
         print(describe_plan(plan))
+        if plan.spec.power is not None:
+            from minimind.compare.render import power_hint
+
+            print(power_hint(plan.spec.power, len(plan.variants), len(plan.spec.seeds)))
         return EXIT_OK
     try:
         with distributed.main_process_first():  # rank 0 fills the token cache, then the others

@@ -12,7 +12,7 @@ steps, so `ThroughputMeter` leaves them out of `perf/*` and `time/elapsed_s`.
 
 Determinism: the same config and seed give the same weights and losses on the CPU. The seed fixes
 the initialisation (global RNGs) and the batch stream (`TrainBatches` draws batch i from
-(seed, i)); a checkpoint carries both, so a resumed run continues bit for bit.
+(seed, rank, i), or from `train.data_seed` when the spec sets it); a checkpoint carries both, so a resumed run continues bit for bit.
 """
 
 from __future__ import annotations
@@ -154,11 +154,13 @@ class Trainer:
         self.horizon = self.max_steps or cfg.schedule.warmup + 1
         self.scheduler = build_schedule(self.optimizer, cfg.schedule, lambda: self.horizon)
         pin = pins_memory(self.device)
+        # The batch order: the run's seed unless the spec fixes it (`train.data_seed`).
+        data_seed = seed if cfg.data_seed is None else cfg.data_seed
         self.batches = TrainBatches(
             data.train_tokens,
             cfg.batch_size,
             cfg.seq_len,
-            seed,
+            data_seed,
             rank=distributed.rank(),
             world=distributed.world_size(),
             doc_starts=data.train_tokens.doc_starts() if data.bos_align else None,

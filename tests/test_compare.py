@@ -226,12 +226,23 @@ def test_sorted_by_objective_and_default_baseline_is_first_variant(norm) -> None
     assert bool(base["is_baseline"]) and base["val/bpb_delta_method"] == "baseline"
     rms = _row(norm, RMS)
     assert rms["val/bpb_delta"] == pytest.approx(2.02 - 2.15)
-    assert rms["val/bpb_delta_method"] == "welch"
+    assert rms["val/bpb_delta_method"] == "paired"  # both ran seeds 0, 1, 2
     assert rms["val/bpb_delta_low"] <= rms["val/bpb_delta"] <= rms["val/bpb_delta_high"]
 
 
-def test_welch_interval_matches_hand_computation(norm) -> None:
+def test_paired_interval_matches_hand_computation(norm) -> None:
     rms = _row(norm, RMS)
+    d = np.subtract(FINAL_BPB[RMS], FINAL_BPB[LN])  # seed by seed: -0.10, -0.18, -0.11
+    half = stats.t.ppf(0.975, 2) * np.std(d, ddof=1) / math.sqrt(3)
+    assert rms["val/bpb_delta_low"] == pytest.approx(-0.13 - half)
+    assert rms["val/bpb_delta_high"] == pytest.approx(-0.13 + half)
+    assert rms["val/bpb_p"] == pytest.approx(stats.ttest_rel(FINAL_BPB[RMS], FINAL_BPB[LN]).pvalue)
+    assert rms["val/bpb_p_adj"] == rms["val/bpb_p"]  # one comparison: nothing to correct
+    assert rms["val/bpb_delta_level"] == 0.95 and norm.n_comparisons == 1
+
+
+def test_welch_interval_matches_hand_computation(store) -> None:
+    rms = _row(compare(load_runs(store["uri"], ["norm"]), paired="off"), RMS)
     # stds 0.02 (rmsnorm) and 0.05 (layernorm), 3 seeds each
     vx, vy = 0.02**2 / 3, 0.05**2 / 3
     df = (vx + vy) ** 2 / (vx**2 / 2 + vy**2 / 2)
@@ -246,7 +257,7 @@ def test_welch_interval_matches_hand_computation(norm) -> None:
 
 def test_bootstrap_on_request(store) -> None:
     rms = _row(compare(load_runs(store["uri"], ["norm"]), ci="bootstrap"), RMS)
-    assert rms["val/bpb_delta_method"] == "bootstrap"
+    assert rms["val/bpb_delta_method"] == "bootstrap"  # bootstrap resamples each side alone
     # resampled means stay within each group's range
     low_bound, high_bound = (
         min(FINAL_BPB[RMS]) - max(FINAL_BPB[LN]),
@@ -412,7 +423,7 @@ def test_rich_table_is_never_squeezed(norm, capsys, monkeypatch) -> None:
     monkeypatch.setenv("COLUMNS", "80")
     print_rich(norm)
     out = capsys.readouterr().out
-    assert "…" not in out and "-0.1300 [-0.2375, -0.0225]" in out and "loss is NaN" in out
+    assert "…" not in out and "-0.1300 [-0.2383, -0.0217]" in out and "loss is NaN" in out
 
 
 def test_filter_in_cli(store, capsys) -> None:
@@ -592,3 +603,57 @@ def test_report_in_a_headless_browser(report: Path, tmp_path: Path) -> None:
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert int.from_bytes(png[16:20], "big") == 1400 and int.from_bytes(png[20:24], "big") == 3000
     print(f"report screenshot: {screenshot}")
+
+
+def test_corrected_family_in_json_csv_and_caption(store, capsys) -> None:
+    """Four variants against layernorm over the norm and mlp experiments: the old invocation's
+    single run has no interval, so the family has three comparisons."""
+    from statsmodels.stats.multitest import multipletests
+
+    argv = ["norm", "--experiments", "mlp", "--all", "--baseline", LN, "--paired", "off"]
+    code, out, _ = run_cli(capsys, *argv, "--tracking-uri", store["uri"], "--format", "json")
+    assert code == 0
+    rows = {r["variant"]: r for r in json.loads(out)["rows"]}
+    tested = [v for v, r in rows.items() if r["val/bpb_p"] is not None]
+    assert sorted(tested) == sorted([RMS, "model.mlp=swiglu", "model.mlp=moe"])
+    expected = multipletests([rows[v]["val/bpb_p"] for v in tested], method="holm")[1]
+    assert [rows[v]["val/bpb_p_adj"] for v in tested] == pytest.approx(expected)
+    assert [rows[v]["val/bpb_delta_level"] for v in tested] == pytest.approx([1 - 0.05 / 3] * 3)
+    code, out, _ = run_cli(
+        capsys,
+        *argv,
+        "--correction",
+        "bonferroni",
+        "--tracking-uri",
+        store["uri"],
+        "--format",
+        "csv",
+    )
+    df = pd.read_csv(io.StringIO(out)).set_index("variant")
+    assert df.loc[RMS, "val/bpb_p_adj"] == pytest.approx(min(1.0, 3 * df.loc[RMS, "val/bpb_p"]))
+    code, out, _ = run_cli(capsys, *argv, "--tracking-uri", store["uri"])
+    assert "Holm-corrected for 3 comparisons" in out and "[98.33% CI]" in out
+    # swiglu ran layernorm's curves: no difference, and the verdict says what could be seen.
+    mde = rows["model.mlp=swiglu"]["val/bpb_mde"]
+    assert re.search(rf"swiglu .* within noise \(MDE {mde:.2g}\)", out)
+
+
+def test_noise_and_power_in_table_and_json(store, capsys) -> None:
+    from minimind.compare.stats import seeds_for_power
+
+    argv = ["norm", "--tracking-uri", store["uri"], "--noise", "--power", "0.05"]
+    code, out, _ = run_cli(capsys, *argv)
+    sd = math.sqrt((0.05**2 * 2 + 0.02**2 * 2) / 4)  # pooled over layernorm and rmsnorm, 4 df
+    assert code == 0 and f"Seed-to-seed sd of val/bpb: {sd:.3g} (95% CI" in out
+    assert "Sd of the per-seed differences" in out
+    unpaired = seeds_for_power(0.05, sd)
+    assert f"needs seeds per arm: {unpaired} unpaired, " in out
+    code, out, _ = run_cli(capsys, *argv, "--format", "json")
+    doc = json.loads(out)
+    assert doc["noise"]["sd"] == pytest.approx(sd) and doc["noise"]["df"] == 4
+    d = np.subtract(FINAL_BPB[RMS], FINAL_BPB[LN])
+    assert doc["paired_noise"]["sd"] == pytest.approx(np.std(d, ddof=1))
+    assert doc["power"]["seeds_per_arm"] == {
+        "unpaired": unpaired,
+        "paired": seeds_for_power(0.05, np.std(d, ddof=1), paired=True),
+    }

@@ -98,7 +98,7 @@ def test_json_on_a_real_store(real_store, capsys) -> None:
     doc = json.loads(capsys.readouterr().out)
     assert [r["val/bpb_n"] for r in doc["rows"]] == [2, 2]
     other = next(r for r in doc["rows"] if not r["is_baseline"])
-    assert other["val/bpb_delta_method"] == "welch"
+    assert other["val/bpb_delta_method"] == "paired"  # seeds 0 and 1 on both sides
     assert other["val/bpb_delta_low"] <= other["val/bpb_delta"] <= other["val/bpb_delta_high"]
     assert doc["failed_runs"] == []
 

@@ -8,7 +8,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from minimind.compare.stats import bootstrap_ci, delta_ci, welch_ci
+from minimind.compare.stats import (
+    Sample,
+    bootstrap_ci,
+    compare_family,
+    delta_ci,
+    detectable_difference,
+    pooled_noise,
+    seeds_for_power,
+    welch_ci,
+)
 
 
 def test_welch_hand_computation() -> None:
@@ -105,3 +114,181 @@ def test_single_seed_gives_no_interval() -> None:
 def test_nans_are_dropped() -> None:
     ci = delta_ci(np.array([1.0, np.nan, 1.2, 1.1, 0.9, 1.0]), np.array([2.0] * 5), "welch")
     assert ci.delta == pytest.approx(1.04 - 2.0)
+
+
+# --- families of comparisons: corrections, pairing ------------------------------------------
+
+
+@pytest.fixture
+def quick_gc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`multipletests` runs a full `gc.collect()` on every Holm call (tens of ms in a test
+    process); the simulations below call it thousands of times and allocate no cycles."""
+    import gc
+
+    monkeypatch.setattr(gc, "collect", lambda *args: 0)
+
+
+def _design(rng: np.random.Generator, k: int, same_seeds: bool) -> tuple[dict, Sample]:
+    seeds = lambda n: np.arange(n) if same_seeds else rng.permutation(10)[:n]  # noqa: E731
+    n = int(rng.integers(2, 7))
+    baseline = Sample.of(rng.normal(1.0, 0.05, n), seeds(n))
+    variants = {}
+    for i in range(k):
+        m = n if same_seeds else int(rng.integers(2, 7))
+        values = rng.normal(1.0 + rng.choice([0.0, 0.05]), rng.uniform(0.01, 0.1), m)
+        variants[f"v{i}"] = Sample.of(values, seeds(m))
+    return variants, baseline
+
+
+@pytest.mark.parametrize("correction", ["holm", "bonferroni", "none"])
+def test_family_matches_scipy_and_statsmodels_on_random_designs(correction, quick_gc) -> None:
+    """Raw p from scipy's Welch test, corrected p from `multipletests`, intervals from scipy at
+    1 - 0.05/k (Bonferroni's level, also Holm's companion), on 150 random designs."""
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng({"holm": 1, "bonferroni": 2, "none": 3}[correction])
+    for _ in range(150):
+        k = int(rng.integers(1, 9))
+        variants, base = _design(rng, k, same_seeds=False)
+        family = compare_family(variants, base, correction=correction, pairing="off")
+        tests = [stats.ttest_ind(v.values, base.values, equal_var=False) for v in variants.values()]
+        p = np.array([t.pvalue for t in tests])
+        expected = p if correction == "none" else multipletests(p, 0.05, method=correction)[1]
+        level = 0.95 if correction == "none" else 1 - 0.05 / k
+        for (name, ci), t, pi, pa in zip(family.items(), tests, p, expected, strict=True):
+            assert ci.method == "welch" and ci.level == pytest.approx(level), name
+            assert (ci.p, ci.p_adj) == pytest.approx((pi, pa), rel=1e-12)
+            interval = t.confidence_interval(level)
+            assert (ci.low, ci.high) == pytest.approx((interval.low, interval.high), rel=1e-12)
+            assert ci.within_noise == (pa >= 0.05)
+
+
+def test_paired_interval_matches_scipy_ttest_rel_on_random_designs(quick_gc) -> None:
+    rng = np.random.default_rng(4)
+    for _ in range(150):
+        k = int(rng.integers(1, 6))
+        variants, base = _design(rng, k, same_seeds=True)
+        family = compare_family(variants, base, correction="bonferroni")
+        for name, ci in family.items():
+            test = stats.ttest_rel(variants[name].values, base.values)
+            interval = test.confidence_interval(1 - 0.05 / k if k > 1 else 0.95)
+            assert ci.method == "paired" and ci.p == pytest.approx(test.pvalue, rel=1e-12)
+            assert (ci.low, ci.high) == pytest.approx((interval.low, interval.high), rel=1e-12)
+
+
+def test_pairing_aligns_by_seed_and_falls_back_to_welch_when_seeds_differ() -> None:
+    base = Sample.of([1.0, 2.0, 3.0], [0, 1, 2])
+    shuffled = Sample.of([3.1, 1.1, 2.2], [2, 0, 1])  # seed order differs from the baseline's
+    ci = compare_family({"v": shuffled}, base)["v"]
+    d = np.array([1.1, 2.2, 3.1]) - np.array([1.0, 2.0, 3.0])
+    half = stats.t.ppf(0.975, 2) * d.std(ddof=1) / math.sqrt(3)
+    assert ci.method == "paired" and ci.delta == pytest.approx(d.mean())
+    assert (ci.low, ci.high) == pytest.approx((d.mean() - half, d.mean() + half))
+    other = Sample.of([1.1, 2.2, 3.1], [0, 1, 5])
+    welch = compare_family({"v": other}, base)["v"]
+    assert welch.method == "welch" and welch.note == "unpaired: the seeds differ"
+    forced = compare_family({"v": other}, base, pairing="on")["v"]  # seeds 0 and 1 shared
+    assert forced.method == "paired"
+    assert forced.delta == pytest.approx(np.mean([1.1 - 1.0, 2.2 - 2.0]))
+    off = compare_family({"v": shuffled}, base, pairing="off")["v"]
+    assert off.method == "welch" and off.note == ""
+    # Reruns of a seed (A/A) are averaged before pairing.
+    rerun = Sample.of([1.0, 1.2, 2.0, 3.0], [0, 0, 1, 2])
+    assert compare_family({"v": shuffled}, rerun)["v"].delta == pytest.approx(
+        np.mean([1.1 - 1.1, 2.2 - 2.0, 3.1 - 3.0])
+    )
+
+
+def test_pairing_removes_the_shared_seed_noise() -> None:
+    """Seed effects shared by both arms (the data order) cancel in the paired interval."""
+    rng = np.random.default_rng(5)
+    shared = rng.normal(0, 0.05, 5)
+    base = Sample.of(2.0 + shared + rng.normal(0, 0.002, 5), range(5))
+    variant = Sample.of(1.99 + shared + rng.normal(0, 0.002, 5), range(5))
+    paired = compare_family({"v": variant}, base)["v"]
+    welch = compare_family({"v": variant}, base, pairing="off")["v"]
+    assert paired.high - paired.low < (welch.high - welch.low) / 5
+    assert not paired.within_noise and welch.within_noise
+
+
+@pytest.mark.slow
+def test_holm_holds_the_family_wise_false_positive_rate(quick_gc) -> None:
+    """5 variants × 3 seeds, no real difference, 4000 experiments: uncorrected, at least one
+    false call in about 12% of them; with Holm at most 5% (± 1%)."""
+    rng = np.random.default_rng(6)
+    trials, any_holm, any_none = 4000, 0, 0
+    for values in rng.normal(size=(trials, 6, 3)):
+        base = Sample.of(values[0])
+        variants = {f"v{i}": Sample.of(v) for i, v in enumerate(values[1:])}
+        holm = compare_family(variants, base, correction="holm")
+        none = compare_family(variants, base, correction="none")
+        any_holm += any(not ci.within_noise for ci in holm.values())
+        any_none += any(not ci.within_noise for ci in none.values())
+    assert any_holm / trials <= 0.05 + 0.01
+    assert 0.10 < any_none / trials < 0.15
+
+
+# --- noise and power --------------------------------------------------------------------------
+
+
+def _power_by_noncentral_t(effect: float, n: int, alpha: float, paired: bool) -> float:
+    """The power of the two-sided t-test from scipy's noncentral t (independent of statsmodels):
+    two arms of n (df 2n - 2, noncentrality effect·sqrt(n/2)) or n pairs (df n - 1, effect·sqrt(n))."""
+    df, nc = (n - 1, effect * math.sqrt(n)) if paired else (2 * n - 2, effect * math.sqrt(n / 2))
+    t = stats.t.ppf(1 - alpha / 2, df)
+    lower = np.nan_to_num(stats.nct.cdf(-t, df, nc))  # scipy gives NaN for a negligible tail
+    return float(stats.nct.sf(t, df, nc) + lower)
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_seeds_for_power_is_the_smallest_n_with_80_percent_power(paired: bool) -> None:
+    from statsmodels.stats.power import TTestIndPower, TTestPower
+
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        sd, delta = rng.uniform(0.005, 0.02), rng.uniform(0.001, 0.02)  # effects up to 4
+        alpha = 0.05 / int(rng.integers(1, 11))
+        n = seeds_for_power(delta, sd, alpha, paired=paired)
+        effect = delta / sd
+        if n > 2:
+            assert _power_by_noncentral_t(effect, n - 1, alpha, paired) < 0.8
+        assert _power_by_noncentral_t(effect, n, alpha, paired) >= 0.8 - 1e-9
+        solver = TTestPower() if paired else TTestIndPower()
+        assert solver.power(effect, n, alpha) == pytest.approx(
+            _power_by_noncentral_t(effect, n, alpha, paired), abs=1e-6
+        )
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_detectable_difference_has_80_percent_power(paired: bool) -> None:
+    for n, sd, alpha in [(3, 0.01, 0.05), (5, 0.002, 0.05 / 4), (10, 0.1, 0.01)]:
+        mde = detectable_difference(n, n, sd, alpha, paired=paired)
+        assert _power_by_noncentral_t(mde / sd, n, alpha, paired) == pytest.approx(0.8, abs=1e-6)
+    assert math.isnan(detectable_difference(1, 3, 0.01))
+
+
+def test_pooled_noise_and_its_chi_square_interval() -> None:
+    groups = [np.array([2.10, 2.20, 2.15]), np.array([2.00, 2.02, 2.04]), np.array([5.0])]
+    noise = pooled_noise(groups)
+    assert noise.df == 4 and noise.sd == pytest.approx(math.sqrt((0.05**2 * 2 + 0.02**2 * 2) / 4))
+    # The interval inverts df·s²/σ² ~ chi²(df): at its ends, the statistic sits at the quantiles.
+    s2 = noise.sd**2
+    assert stats.chi2.cdf(4 * s2 / noise.high**2, 4) == pytest.approx(0.025)
+    assert stats.chi2.cdf(4 * s2 / noise.low**2, 4) == pytest.approx(0.975)
+    assert math.isnan(pooled_noise([np.array([1.0])]).sd)
+
+
+def test_pooled_noise_covers_the_true_sd_95_percent_of_the_time() -> None:
+    rng = np.random.default_rng(8)
+    trials = 2000
+    covered = sum(
+        (n := pooled_noise(list(rng.normal(0, 0.3, (4, 3))))).low <= 0.3 <= n.high
+        for _ in range(trials)
+    )
+    assert abs(covered / trials - 0.95) < 0.015
+
+
+def test_within_noise_states_the_smallest_detectable_difference() -> None:
+    base, same = Sample.of([1.0, 1.1, 0.9]), Sample.of([1.05, 0.95, 1.0])
+    ci = compare_family({"v": same}, base, noise_sd=0.1)["v"]
+    assert ci.within_noise and ci.mde == pytest.approx(detectable_difference(3, 3, 0.1))

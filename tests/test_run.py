@@ -252,6 +252,20 @@ def test_dry_run_reports_tokens_per_run(write_spec, tmp_path, capsys):
     assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before
 
 
+def test_dry_run_states_the_seeds_a_power_hint_needs(write_spec, capsys):
+    from minimind.compare.stats import seeds_for_power
+
+    ablate = {"model.norm": ["layernorm", "rmsnorm"], "model.mlp": ["swiglu", "relu"]}
+    path = write_spec(power={"delta": 0.01, "sd": 0.004}, ablate=ablate, seeds=[0, 1, 2])
+    assert main(["run", str(path), "--dry-run"]) == 0
+    needed = seeds_for_power(0.01, 0.004, 0.05 / 3)  # 4 cells: 3 comparisons with the first
+    out = capsys.readouterr().out
+    assert f"takes {needed} seeds per arm unpaired" in out and "the spec runs 3: too few" in out
+    path = write_spec(power={"delta": 0.01, "sd": 0.0, "correction": "holm"})
+    assert main(["run", str(path), "--dry-run"]) == 2
+    assert "power.sd" in capsys.readouterr().err
+
+
 def test_resume_after_sigkill_matches_an_uninterrupted_run(write_spec, mlflow_uri, tmp_path):
     """`python -m minimind run` is killed with SIGKILL at a random step after its first checkpoint;
     `--resume` must end with the weights and metrics of an uninterrupted run, in the same runs."""

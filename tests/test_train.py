@@ -205,3 +205,40 @@ def test_evaluation_follows_eval_every_not_log_every(make):
     assert sorted(sink.points["val/loss"]) == [4, 8, 12]
     assert sorted(sink.points["train/loss"]) == [5, 10, 12]
     assert sorted(sink.points["train/tokens"]) == [4, 5, 8, 10, 12]
+
+
+def _batches_seen(make, monkeypatch, seed: int, **changes) -> tuple[list[torch.Tensor], Trainer]:
+    """Train a run to the end and return every training batch it drew, in order."""
+    from minimind.data import TrainBatches
+
+    seen: list[torch.Tensor] = []
+    draw = TrainBatches.__next__
+
+    def record(self):
+        batch = draw(self)
+        seen.append(batch.clone())
+        return batch
+
+    monkeypatch.setattr(TrainBatches, "__next__", record)
+    trainer = make(seed, **changes)
+    assert trainer.fit(Recorder()).status == "FINISHED"
+    monkeypatch.setattr(TrainBatches, "__next__", draw)
+    return seen, trainer
+
+
+def test_the_same_seed_gives_two_variants_the_same_batches(make, monkeypatch):
+    """What `compare --paired` relies on: seed k of every variant sees the same batches in the
+    same order; another seed sees others; `train.data_seed` fixes the order across seeds
+    while the initialisation still follows the seed."""
+    ln, ln_trainer = _batches_seen(make, monkeypatch, 0, model={"norm": "layernorm"})
+    rms, _ = _batches_seen(make, monkeypatch, 0, model={"norm": "rmsnorm"})
+    other, _ = _batches_seen(make, monkeypatch, 1, model={"norm": "rmsnorm"})
+    assert len(ln) == len(rms) == 12
+    assert all(torch.equal(a, b) for a, b in zip(ln, rms, strict=True))
+    assert not any(torch.equal(a, b) for a, b in zip(ln, other, strict=True))
+    fixed0, t0 = _batches_seen(make, monkeypatch, 0, train={"data_seed": 7})
+    fixed1, t1 = _batches_seen(make, monkeypatch, 1, train={"data_seed": 7})
+    assert all(torch.equal(a, b) for a, b in zip(fixed0, fixed1, strict=True))
+    assert not any(torch.equal(a, b) for a, b in zip(fixed0, ln, strict=True))
+    emb = "embed.weight" if "embed.weight" in weights(t0) else next(iter(weights(t0)))
+    assert not torch.equal(weights(t0)[emb], weights(t1)[emb])  # the init follows the seed

@@ -18,7 +18,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="compare runs across variants, aggregated over seeds",
         description=(
             "Compare the runs of an experiment: one row per variant with mean ± std over seeds "
-            "and the delta against a baseline with a 95% confidence interval. By default the "
+            "and the delta against a baseline with its interval and p-value, corrected for the "
+            "number of comparisons (docs/statistics.md). By default the "
             "latest `minimind run` invocation (parent run) of the experiment, or the latest "
             "overall when no experiment is given."
         ),
@@ -42,6 +43,32 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default="auto",
         help="interval of the delta (auto: Welch's t; the percentile bootstrap is too narrow "
         "with few seeds)",
+    )
+    p.add_argument(
+        "--correction",
+        choices=("holm", "bonferroni", "none"),
+        default="holm",
+        help="multiple-comparison correction over the variants compared with the baseline "
+        "(default: holm; with one comparison there is nothing to correct)",
+    )
+    p.add_argument(
+        "--paired",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="paired t interval of per-seed differences (auto: when both sides ran the same "
+        "seeds; on: over the seeds they share; off: Welch's t)",
+    )
+    p.add_argument(
+        "--noise",
+        action="store_true",
+        help="also print the seed-to-seed sd of the objective with its interval",
+    )
+    p.add_argument(
+        "--power",
+        type=float,
+        metavar="DELTA",
+        help="print the seeds per arm that detect a difference of DELTA in the objective with "
+        "80%% power at the corrected level, from the measured noise",
     )
     p.add_argument("--report", action="store_true", help="write an HTML/markdown report")
     p.add_argument(
@@ -75,17 +102,24 @@ def run_compare(args: argparse.Namespace) -> int:
                 f"no runs to compare in {where} ({runset.selection})", exit_code=EXIT_FAILED
             )
         comparison = compare(
-            runset, metric=args.metric, by=args.by, baseline=args.baseline, ci=args.ci
+            runset,
+            metric=args.metric,
+            by=args.by,
+            baseline=args.baseline,
+            ci=args.ci,
+            correction=args.correction,
+            paired=args.paired,
+            power_delta=args.power,
         )
     except CompareError as e:
         return fail(str(e), e.exit_code)
     if args.format == "table" and sys.stdout.isatty():
-        render.print_rich(comparison)
+        render.print_rich(comparison, args.noise)
     else:
         writers = {
-            "table": render.to_plain,
+            "table": lambda c: render.to_plain(c, args.noise),
             "csv": render.to_csv,
-            "markdown": render.to_markdown,
+            "markdown": lambda c: render.to_markdown(c, args.noise),
             "json": render.to_json,
         }
         sys.stdout.write(writers[args.format](comparison))

@@ -6,13 +6,16 @@ from __future__ import annotations
 import html
 import json
 import math
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from minimind.compare.stats import Noise, family_alpha, seeds_for_power
 from minimind.compare.table import SIZE_PARAMS, SPREAD_METRICS, Comparison
 from minimind.plain_table import plain_table
+from minimind.spec import PowerHint
 
 MISSING = "-"
 PROBLEM_HEADERS = ["run", "variant", "seed", "status", "reason"]
@@ -72,15 +75,35 @@ def fmt_delta(row: pd.Series, metric: str, digits: int = 4) -> str:
     return f"{delta:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
 
 
+def fmt_level(level: float) -> str:
+    """0.95 -> '95%', 0.983333 -> '98.33%'."""
+    return f"{100 * level:.4g}%"
+
+
+def delta_header(comparison: Comparison) -> str:
+    """'Δ val/bpb [95% CI]', at the corrected level."""
+    return f"Δ {comparison.metric} [{fmt_level(comparison.level)} CI]"
+
+
+def fmt_p(row: pd.Series, metric: str) -> str:
+    """'0.0123 (0.0369)': the raw p-value and, in brackets, the corrected one."""
+    p, p_adj = row.get(f"{metric}_p", np.nan), row.get(f"{metric}_p_adj", np.nan)
+    if _nan(p):
+        return MISSING
+    return f"{p:.3g}" if _nan(p_adj) or p_adj == p else f"{p:.3g} ({p_adj:.3g})"
+
+
 def verdict(row: pd.Series, metric: str, maximize: bool) -> str:
-    """'baseline', 'within noise', 'better', 'worse', or why no interval could be given."""
+    """'baseline', 'within noise (MDE <smallest detectable difference>)', 'better', 'worse', or
+    why no interval could be given."""
     method = row[f"{metric}_delta_method"]
     if method == "baseline":
         return "baseline"
     if method == "none":
         return "n/a (<2 seeds)" if not _nan(row[f"{metric}_delta"]) else MISSING
     if row[f"{metric}_within_noise"]:
-        return "within noise"
+        mde = row.get(f"{metric}_mde", np.nan)
+        return "within noise" if _nan(mde) else f"within noise (MDE {mde:.2g})"
     return "better" if (row[f"{metric}_delta"] > 0) == maximize else "worse"
 
 
@@ -115,7 +138,8 @@ def display_headers(comparison: Comparison) -> list[str]:
         *SPREAD_METRICS,
         *extra,
         f"best {m}",
-        f"Δ {m} [95% CI]",
+        delta_header(comparison),
+        "p (adj)",
         "verdict",
         "tok/s",
         "peak mem",
@@ -140,6 +164,7 @@ def display_rows(comparison: Comparison) -> list[list[str]]:
                 *(fmt_pm(r[f"{k}_mean"], r[f"{k}_std"]) for k in keys),
                 MISSING if _nan(r[f"{m}_best"]) else f"{r[f'{m}_best']:.4f}",
                 fmt_delta(r, m),
+                fmt_p(r, m),
                 verdict(r, m, comparison.maximize),
                 fmt_count(r["perf/tokens_per_s_median"]),
                 fmt_mem(r["sys/peak_mem_mb_max"]),
@@ -171,9 +196,13 @@ def caption(comparison: Comparison) -> str:
         set(comparison.table.get(f"{comparison.metric}_delta_method", pd.Series(dtype=str)))
         - {"baseline", "none"}
     )
-    how = {"welch": "Welch's t", "bootstrap": "percentile bootstrap"}
+    how = {
+        "welch": "Welch's t",
+        "paired": "paired t over the seeds both sides ran",
+        "bootstrap": "percentile bootstrap",
+    }
     ci = (
-        f"with a 95% CI by {' and '.join(how[m] for m in methods)}"
+        f"with a {fmt_level(comparison.level)} CI by {' and '.join(how[m] for m in methods)}"
         if methods
         else "(no interval: a side has fewer than 2 seeds)"
     )
@@ -181,16 +210,93 @@ def caption(comparison: Comparison) -> str:
         f"{', '.join(comparison.runset.experiments)}: {comparison.runset.selection}; "
         f"{len(comparison.runs)} runs grouped by {comparison.by}. "
         f"Objective {comparison.metric} ({direction} is better), final value mean ± std over "
-        f"seeds; Δ vs baseline {comparison.baseline} {ci}."
+        f"seeds; Δ vs baseline {comparison.baseline} {ci}{_correction_note(comparison)}"
+        f"{_pairing_note(comparison)}."
     )
 
 
-def to_plain(comparison: Comparison) -> str:
+def _correction_note(comparison: Comparison) -> str:
+    """How the family of comparisons was corrected, and for how many."""
+    n = comparison.n_comparisons
+    if n <= 1:
+        return f" ({n} comparison, nothing to correct)" if n else ""
+    if comparison.correction == "none":
+        return f" (uncorrected over {n} comparisons: the chance of a false call grows with n)"
+    name = {"holm": "Holm", "bonferroni": "Bonferroni"}[comparison.correction]
+    return (
+        f"; p-values {name}-corrected for {n} comparisons, intervals at the Bonferroni level "
+        f"1 - 0.05/{n}"
+    )
+
+
+def _pairing_note(comparison: Comparison) -> str:
+    """Why comparisons fell back from the paired interval, when some did."""
+    notes = comparison.table.get(f"{comparison.metric}_delta_note", pd.Series(dtype=str))
+    reasons = sorted(
+        {n for n in notes if isinstance(n, str) and n and n != "unpaired: --paired off"}
+    )
+    return f"; {'; '.join(reasons)} (Welch's t instead)" if reasons else ""
+
+
+def noise_lines(comparison: Comparison, show_noise: bool = True) -> list[str]:
+    """The seed-to-seed noise (with `show_noise`) and the seeds `--power` asks for."""
+    m, lines = comparison.metric, []
+    noise, paired = comparison.noise, comparison.paired_noise
+    if show_noise and noise is not None:
+        if noise.df == 0:
+            lines.append(f"Seed-to-seed sd of {m}: unknown (no group has 2 seeds).")
+        else:
+            level = fmt_level(noise.level)
+            lines.append(
+                f"Seed-to-seed sd of {m}: {noise.sd:.3g} ({level} CI {noise.low:.3g} to "
+                f"{noise.high:.3g}; pooled within groups, {noise.df} df; reruns of a seed "
+                "averaged)."
+            )
+        if paired is not None and paired.df > 0:
+            lines.append(
+                f"Sd of the per-seed differences of the paired comparisons: {paired.sd:.3g} "
+                f"({fmt_level(paired.level)} CI {paired.low:.3g} to {paired.high:.3g}; "
+                f"{paired.df} df)."
+            )
+    if comparison.power_delta is not None:
+        if comparison.power_seeds is None:
+            lines.append(
+                "Power: unknown, the noise could not be measured (2 seeds a group needed)."
+            )
+        else:
+            arms = ", ".join(f"{n} {how}" for how, n in comparison.power_seeds.items())
+            lines.append(
+                f"Power: to detect Δ {m} = {comparison.power_delta:g} with 80% power at alpha "
+                f"{comparison.power_alpha:.3g} ({comparison.correction} over "
+                f"{len(comparison.table) - 1} comparison(s)) needs seeds per arm: {arms}."
+            )
+    return lines
+
+
+def power_hint(hint: PowerHint, n_variants: int, n_seeds: int) -> str:
+    """The `--dry-run` line of a spec's `power:` hint: the seeds per arm that detect
+    `hint.delta` with 80% power when seeds vary by `hint.sd`, corrected for every variant
+    against the first."""
+    n_tests = max(1, n_variants - 1)
+    alpha = family_alpha(n_tests, hint.correction)
+    unpaired = seeds_for_power(hint.delta, hint.sd, alpha)
+    enough = "enough" if n_seeds >= unpaired else "too few"
+    return (
+        f"power: to detect a difference of {hint.delta:g} (seed-to-seed sd {hint.sd:g}) with "
+        f"80% power at alpha {alpha:.3g} ({hint.correction} over {n_tests} comparison(s)) "
+        f"takes {unpaired} seeds per arm unpaired (a paired design needs fewer when the seeds' "
+        f"shared noise cancels); the spec runs {n_seeds}: {enough}."
+    )
+
+
+def to_plain(comparison: Comparison, show_noise: bool = False) -> str:
     parts = [
         caption(comparison),
         "",
         plain_table(display_headers(comparison), display_rows(comparison)),
     ]
+    if extra := noise_lines(comparison, show_noise):
+        parts += ["", *extra]
     if len(comparison.problems):
         parts += ["", "Failed or incomplete runs (not in the statistics):"]
         parts.append(plain_table(PROBLEM_HEADERS, problem_rows(comparison)))
@@ -207,12 +313,14 @@ def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-def to_markdown(comparison: Comparison) -> str:
+def to_markdown(comparison: Comparison, show_noise: bool = False) -> str:
     parts = [
         caption(comparison),
         "",
         markdown_table(display_headers(comparison), display_rows(comparison)),
     ]
+    if extra := noise_lines(comparison, show_noise):
+        parts += ["", *extra]
     if len(comparison.problems):
         parts += ["", "**Failed or incomplete runs** (not in the statistics):", ""]
         parts.append(markdown_table(PROBLEM_HEADERS, problem_rows(comparison)))
@@ -227,7 +335,7 @@ def html_table(headers: list[str], rows: list[list[str]], css_class: str) -> str
     return f'<table class="{css_class}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def print_rich(comparison: Comparison) -> None:
+def print_rich(comparison: Comparison, show_noise: bool = False) -> None:
     """Print to the terminal with rich: the table never truncates a number; a table wider than
     the terminal is printed at its natural width (the terminal wraps it) rather than squeezed."""
     from rich import box
@@ -236,7 +344,7 @@ def print_rich(comparison: Comparison) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    styles = {"better": "green", "worse": "red", "within noise": "dim", "baseline": "bold"}
+    styles = {"better": "green", "worse": "red", "within": "dim", "baseline": "bold"}
     table = Table(box=box.SIMPLE_HEAVY, padding=(0, 1))
     headers = display_headers(comparison)
     for i, h in enumerate(headers):
@@ -244,7 +352,10 @@ def print_rich(comparison: Comparison) -> None:
     verdict_at = headers.index("verdict")
     for row in display_rows(comparison):
         table.add_row(
-            *(Text(c, style=styles.get(c, "")) if i == verdict_at else c for i, c in enumerate(row))
+            *(
+                Text(c, style=styles.get(c.split(" ")[0], "")) if i == verdict_at else c
+                for i, c in enumerate(row)
+            )
         )
     console = Console()
     width = Measurement.get(console, console.options.update(max_width=10_000), table).maximum
@@ -252,6 +363,8 @@ def print_rich(comparison: Comparison) -> None:
         console = Console(width=width)
     console.print(Text(caption(comparison), style="italic"))
     console.print(table)
+    for line in noise_lines(comparison, show_noise):
+        console.print(line)
     if len(comparison.problems):
         failed = Table(
             box=box.SIMPLE_HEAVY,
@@ -284,6 +397,10 @@ def to_csv(comparison: Comparison) -> str:
     return comparison.table.to_csv(index=False)
 
 
+def _noise_record(noise: Noise | None) -> dict[str, Any] | None:
+    return None if noise is None else {k: _jsonable(v) for k, v in asdict(noise).items()}
+
+
 def to_json(comparison: Comparison) -> str:
     """The table as `rows` (one `<metric>_<stat>` key per statistic), plus what was compared
     and the failed runs."""
@@ -295,6 +412,18 @@ def to_json(comparison: Comparison) -> str:
         "direction": "maximize" if comparison.maximize else "minimize",
         "by": comparison.by,
         "baseline": comparison.baseline,
+        "correction": comparison.correction,
+        "n_comparisons": comparison.n_comparisons,
+        "level": comparison.level,
+        "noise": _noise_record(comparison.noise),
+        "paired_noise": _noise_record(comparison.paired_noise),
+        "power": None
+        if comparison.power_delta is None
+        else {
+            "delta": comparison.power_delta,
+            "alpha": comparison.power_alpha,
+            "seeds_per_arm": comparison.power_seeds,
+        },
         "rows": _records(comparison.table),
         "failed_runs": _records(problems),
     }

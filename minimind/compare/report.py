@@ -114,12 +114,14 @@ def common_params(comparison: Comparison) -> dict[str, str]:
 
 
 def _row_class(verdict: str) -> str:
-    return verdict.replace(" ", "-") if verdict in ("better", "worse", "within noise") else ""
+    if verdict.startswith("within noise"):  # 'within noise (MDE ...)'
+        return "within-noise"
+    return verdict if verdict in ("better", "worse") else ""
 
 
 def _comparison_html(comparison: Comparison) -> str:
     headers = render.display_headers(comparison)
-    at, delta_at = headers.index("verdict"), headers.index(f"Δ {comparison.metric} [95% CI]")
+    at, delta_at = headers.index("verdict"), headers.index(render.delta_header(comparison))
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
 
     def cell(i: int, text: str) -> str:
@@ -191,6 +193,7 @@ def to_html(comparison: Comparison, figures: dict[str, bytes], fields: dict[str,
 <h2>Comparison</h2>
 <p class="caption">{html.escape(render.caption(comparison))}</p>
 {_comparison_html(comparison)}
+{"".join(f'<p class="caption">{html.escape(line)}</p>' for line in render.noise_lines(comparison))}
 <h2>Failed or incomplete runs</h2>
 {problems}
 <h2>Figures</h2>
@@ -213,7 +216,7 @@ def to_markdown(comparison: Comparison, figure_files: list[str], fields: dict[st
     )
     return (
         f"# minimind compare: {', '.join(comparison.runset.experiments)}\n\n{meta}\n\n"
-        f"## Comparison\n\n{render.to_markdown(comparison)}\n## Figures\n\n{figs}\n"
+        f"## Comparison\n\n{render.to_markdown(comparison, show_noise=True)}\n## Figures\n\n{figs}\n"
     )
 
 

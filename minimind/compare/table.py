@@ -12,7 +12,21 @@ import numpy as np
 import pandas as pd
 
 from minimind.compare.runs import CompareError, RunSet
-from minimind.compare.stats import CIMethod, DeltaCI, delta_ci
+from minimind.compare.stats import (
+    CIMethod,
+    Correction,
+    DeltaCI,
+    Noise,
+    Pairing,
+    Sample,
+    compare_family,
+    corrected_level,
+    family_alpha,
+    paired_differences,
+    pooled_noise,
+    seed_values,
+    seeds_for_power,
+)
 from minimind.record import FAILURE_REASON_TAG, RUN_METRICS, is_maximized
 
 MISSING_GROUP = "(missing)"
@@ -36,6 +50,20 @@ class Comparison:
     by: str
     baseline: str | None
     runset: RunSet
+    correction: Correction = "holm"
+    n_comparisons: int = 0
+    level: float = 0.95
+    """The confidence of the deltas' intervals after correction for `n_comparisons`."""
+    noise: Noise | None = None
+    """The seed-to-seed sd of the objective, pooled over the groups."""
+    paired_noise: Noise | None = None
+    """The sd of the per-seed differences of the paired comparisons, pooled."""
+    power_delta: float | None = None
+    power_seeds: dict[str, int] | None = None
+    """With `power_delta`: seeds per arm for 80% power at `power_alpha` (the corrected alpha
+    of every variant against the baseline), `unpaired` (from `noise`) and `paired` (from
+    `paired_noise`, when there is one)."""
+    power_alpha: float | None = None
 
     @property
     def maximize(self) -> bool:
@@ -173,12 +201,18 @@ def compare(
     by: str | None = None,
     baseline: str | None = None,
     ci: CIMethod = "auto",
+    correction: Correction = "holm",
+    paired: Pairing = "auto",
+    power_delta: float | None = None,
 ) -> Comparison:
     """Aggregate `runset` into one row per group, with deltas against `baseline`.
 
     The rows are sorted by the objective's mean, best first; groups where no run finished come
-    last. Each delta has a 95% CI (see `stats.delta_ci`) and `<metric>_within_noise` is True
-    when it crosses zero.
+    last. Each delta has an interval at the level corrected for the number of comparisons with
+    the baseline (`stats.compare_family`), its raw and corrected p-values, and
+    `<metric>_within_noise` is True when the corrected test does not reject, and
+    `<metric>_mde` the smallest difference the design detects. `power_delta` asks for the seeds
+    per arm that detect that difference (docs/statistics.md).
     """
     group_column = resolve_group_key(runset.runs, by)
     logged = {c.removeprefix("metrics.") for c in runset.runs.columns if c.startswith("metrics.")}
@@ -202,23 +236,51 @@ def compare(
         for g in groups
     ]
     table = pd.DataFrame(rows)
+    family: dict[str, DeltaCI] = {}
+    noise = paired_noise = None
     if len(table):
-        base_values = finished.loc[finished["group"] == baseline, metric].to_numpy()
-        cis = [
-            DeltaCI(0.0, np.nan, np.nan, "baseline")
-            if g == baseline
-            else delta_ci(finished.loc[finished["group"] == g, metric].to_numpy(), base_values, ci)
-            for g in table["variant"]
-        ]
+        samples = {
+            g: Sample.of(runs[metric], runs["seed"])
+            for g, runs in ((g, finished[finished["group"] == g]) for g in table["variant"])
+        }
+        noise = pooled_noise([seed_values(s) for s in samples.values()])
+        others = {g: s for g, s in samples.items() if g != baseline}
+        differences = [paired_differences(s, samples[baseline], paired) for s in others.values()]
+        paired_noise = pooled_noise(differences) if any(len(d) for d in differences) else None
+        family = compare_family(
+            others,
+            samples[baseline],
+            method=ci,
+            correction=correction,
+            pairing=paired,
+            noise_sd=noise.sd,
+        )
+        family[baseline] = DeltaCI(0.0, np.nan, np.nan, "baseline")
+        cis = [family[g] for g in table["variant"]]
         table["is_baseline"] = table["variant"] == baseline
         table[f"{metric}_delta"] = [c.delta for c in cis]
         table[f"{metric}_delta_low"] = [c.low for c in cis]
         table[f"{metric}_delta_high"] = [c.high for c in cis]
+        table[f"{metric}_delta_level"] = [c.level for c in cis]
         table[f"{metric}_delta_method"] = [c.method for c in cis]
+        table[f"{metric}_delta_note"] = [c.note for c in cis]
+        table[f"{metric}_p"] = [c.p for c in cis]
+        table[f"{metric}_p_adj"] = [c.p_adj for c in cis]
         table[f"{metric}_within_noise"] = [c.within_noise for c in cis]
+        table[f"{metric}_mde"] = [c.mde for c in cis]
         table = table.sort_values(
             f"{metric}_mean", ascending=not is_maximized(metric), na_position="last", kind="stable"
         ).reset_index(drop=True)
+    n_comparisons = sum(c.method not in ("baseline", "none") for c in family.values())
+    power_seeds = alpha = None
+    if power_delta is not None and noise is not None and noise.df > 0:
+        # Corrected for the comparisons the design will make: every variant against the baseline.
+        alpha = family_alpha(len(table) - 1, correction)
+        power_seeds = {"unpaired": seeds_for_power(power_delta, noise.sd, alpha)}
+        if paired_noise is not None:
+            power_seeds["paired"] = seeds_for_power(
+                power_delta, paired_noise.sd, alpha, paired=True
+            )
     return Comparison(
         table=table,
         runs=per_run,
@@ -227,4 +289,12 @@ def compare(
         by=group_column.removeprefix("params.").removeprefix("tags."),
         baseline=baseline,
         runset=runset,
+        correction=correction,
+        n_comparisons=n_comparisons,
+        level=corrected_level(n_comparisons, correction),
+        noise=noise,
+        paired_noise=paired_noise,
+        power_delta=power_delta,
+        power_seeds=power_seeds,
+        power_alpha=alpha,
     )

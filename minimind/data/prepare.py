@@ -13,7 +13,6 @@ and its hash (`PreparedData.manifest_hash`) is logged with every run trained on 
 from __future__ import annotations
 
 import json
-import logging
 import multiprocessing
 import os
 import sys
@@ -42,8 +41,6 @@ from minimind.data.tokens import (
     tokenize_piece,
     worker_init,
 )
-
-log = logging.getLogger(__name__)
 
 # Bump when the cached files' meaning changes, so old entries are not reused.
 CACHE_VERSION = 2
@@ -155,17 +152,14 @@ def training_sample(corpus: Corpus, budget: int) -> Iterator[str]:
 
 
 def _train_and_save(cfg: DataConfig, corpus: Corpus, path: Path) -> Tokenizer:
-    log.info(
-        "training a %d-token BPE on up to %d bytes of %s (training split)",
-        cfg.tokenizer.vocab_size,
-        cfg.tokenizer.sample_bytes,
-        cfg.corpus,
-    )
     start = time.perf_counter()
     tokenizer = train_bpe(
         training_sample(corpus, cfg.tokenizer.sample_bytes), cfg.tokenizer.vocab_size
     )
-    log.info("trained the tokenizer in %.2f s", time.perf_counter() - start)
+    _say(
+        f"trained a {tokenizer.get_vocab_size()}-token BPE on up to {cfg.tokenizer.sample_bytes:,} "
+        f"bytes of {cfg.corpus}'s training split in {time.perf_counter() - start:.1f} s"
+    )
     atomic_write_text(path, tokenizer.to_str())
     return tokenizer
 
@@ -186,10 +180,11 @@ def _tokenize(
     }
     pending = [job for job in jobs if job.index not in counts]
     if counts:
-        log.info(
-            "resuming %s: %d of %d pieces already tokenized", cfg.corpus, len(counts), len(jobs)
-        )
-    processes = 1 if corpus.small else min(cfg.num_proc or os.cpu_count() or 1, len(pending))
+        _say(f"resuming {cfg.corpus}: {len(counts)} of {len(jobs)} pieces already tokenized")
+    processes = min(cfg.num_proc or os.cpu_count() or 1, len(pending))
+    # A daemonic process (a sweep worker) may not start processes of its own.
+    if corpus.small or multiprocessing.current_process().daemon:
+        processes = 1
     with _progress(cfg.corpus, len(jobs), len(counts)) as advance:
         for index, piece_counts in _run(pending, processes):
             counts[index] = piece_counts
@@ -239,10 +234,15 @@ def _run(jobs: list[ShardJob], processes: int) -> Iterator[tuple[int, dict]]:
             yield job.index, counts
 
 
+def _say(message: str) -> None:
+    """A progress line on stderr (the CLI configures no logging)."""
+    print(message, file=sys.stderr, flush=True)
+
+
 @contextmanager
 def _progress(corpus: str, total: int, done: int) -> Iterator:
     """`advance(counts)` per finished piece: a rich bar (documents, tokens, MB/s) on a terminal,
-    a log line per piece otherwise."""
+    a line per piece on stderr otherwise."""
     start, totals = time.perf_counter(), {"docs": 0, "tokens": 0, "bytes": 0}
 
     def update(counts: dict) -> str:
@@ -256,7 +256,7 @@ def _progress(corpus: str, total: int, done: int) -> Iterator:
 
         def advance(counts: dict) -> None:
             pieces[0] += 1
-            log.info("tokenized %s: piece %d/%d, %s", corpus, pieces[0], total, update(counts))
+            _say(f"tokenized {corpus}: piece {pieces[0]}/{total}, {update(counts)}")
 
         yield advance
         return

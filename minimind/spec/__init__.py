@@ -14,7 +14,13 @@ from minimind.spec.errors import SpecError
 from minimind.spec.loader import dump_spec, load_spec, parse_override
 from minimind.spec.naming import BASE_VARIANT, variant_name
 from minimind.spec.schema import ModelSection, Spec, validate_spec
-from minimind.spec.sections import OptimizerConfig, ScheduleConfig, TrackingConfig, TrainConfig
+from minimind.spec.sections import (
+    OptimizerConfig,
+    PowerHint,
+    ScheduleConfig,
+    TrackingConfig,
+    TrainConfig,
+)
 from minimind.spec.sweep_config import (
     OBJECTIVE_METRICS,
     Objective,
@@ -41,6 +47,7 @@ __all__ = [
     "SpecError",
     "SweepConfig",
     "TrackingConfig",
+    "PowerHint",
     "TrainConfig",
     "Variant",
     "dump_spec",

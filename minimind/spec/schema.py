@@ -44,7 +44,7 @@ from minimind.spec.errors import (
     suggest,
 )
 from minimind.spec.naming import variant_name
-from minimind.spec.sections import TrackingConfig, TrainConfig
+from minimind.spec.sections import PowerHint, TrackingConfig, TrainConfig
 from minimind.spec.sweep_config import SweepConfig
 from minimind.spec.tree import assign, split_key
 
@@ -113,6 +113,7 @@ class Spec(BaseModel):
     ablate: dict[str, AblationValues] = Field(default_factory=dict)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
     sweep: SweepConfig | None = None
+    power: PowerHint | None = None
     # Each ablation cell's assignments and its spec without `ablate` and `sweep`, as validated.
     _variants: list[tuple[dict[str, Any], Spec]] = PrivateAttr(default_factory=list)
 

@@ -53,6 +53,9 @@ class TrainConfig(_Section):
 
     One optimizer step consumes `batch_size * grad_accum * seq_len` tokens.
     `grad_clip` and `checkpoint_every` may be null to turn clipping and checkpoints off.
+    `data_seed` fixes the order of the training batches; null (the default) takes the run's
+    seed, so that seed k of every variant sees the same batches (what a paired comparison
+    pairs). Set it to vary the initialisation alone across seeds.
     """
 
     steps: int | None = Field(default=300, gt=0)
@@ -73,6 +76,7 @@ class TrainConfig(_Section):
     checkpoint_every: int | None = Field(default=100, gt=0)
     checkpoint_dir: str = Field(default="results/checkpoints", min_length=1)
     sample_tokens: int = Field(default=64, ge=0)
+    data_seed: int | None = Field(default=None, ge=0)
     # Under torchrun (several ranks): `ddp` keeps a whole model on each rank; `fsdp` shards
     # parameters, gradients and optimizer state over the ranks (FSDP2, torch >= 2.6).
     parallel: Literal["ddp", "fsdp"] = "ddp"
@@ -104,6 +108,16 @@ class TrainConfig(_Section):
     @property
     def tokens_per_step(self) -> int:
         return self.batch_size * self.grad_accum * self.seq_len
+
+
+class PowerHint(_Section):
+    """`power:` the difference in the objective an ablation should detect (`delta`) and the
+    seed-to-seed sd expected (`sd`, as `minimind compare --noise` measures it); `--dry-run`
+    prints the seeds per arm that detect it with 80% power under `correction`."""
+
+    delta: float = Field(gt=0)
+    sd: float = Field(gt=0)
+    correction: Literal["holm", "bonferroni", "none"] = "holm"
 
 
 class TrackingConfig(_Section):
