@@ -657,3 +657,35 @@ def test_noise_and_power_in_table_and_json(store, capsys) -> None:
         "unpaired": unpaired,
         "paired": seeds_for_power(0.05, np.std(d, ddof=1), paired=True),
     }
+
+
+def test_compute_multiplier_in_flops_from_the_baseline_curve(mlflow_uri, capsys) -> None:
+    """Baseline val/bpb 5 - 0.01·step over 200 steps; the variant ends at step 100 where the
+    baseline is at step 150 (seed 0) and 130 (seed 1), with half the FLOPs per token: 3.0×
+    and 2.6× compute."""
+    client = MlflowClient(mlflow_uri)
+    exp = client.create_experiment("compute")
+    parent = _parent(client, exp, "compute", T0)
+    size = {"train.batch_size": "4", "train.seq_len": "32", "train.grad_accum": "1"}
+    start = T0 + 1000
+    for variant, flops, reached in (("a", 1000, None), ("b", 500, [150, 130])):
+        for seed in (0, 1):
+            steps = list(range(10, 210 if reached is None else 110, 10))
+            values = [5 - 0.01 * s for s in steps]
+            if reached:
+                values[-1] = 5 - 0.01 * reached[seed]
+            metrics = [
+                Metric("val/bpb", v, start + s, s) for s, v in zip(steps, values, strict=True)
+            ]
+            params = {**size, "flops_per_token": str(flops)}
+            _child(client, exp, parent, variant, seed, start, params=params, metrics=metrics)
+            start += 1000
+    c = compare(load_runs(mlflow_uri, ["compute"]))
+    row = _row(c, "b")
+    logs = np.log([2 * 150 / 100, 2 * 130 / 100])
+    half = stats.t.ppf(0.975, 1) * logs.std(ddof=1) / math.sqrt(2)
+    assert c.compute_unit == "FLOPs" and row["compute_x_where"] == "inside"
+    assert row["compute_x"] == pytest.approx(math.exp(logs.mean()), rel=1e-6)
+    assert row["compute_x_low"] == pytest.approx(math.exp(logs.mean() - half), rel=1e-6)
+    code, out, _ = run_cli(capsys, "compute", "--tracking-uri", mlflow_uri)
+    assert code == 0 and f"{math.exp(logs.mean()):.3g}× [" in out and "baseline's FLOPs" in out

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from minimind.compare.compute import Multiplier, compute_multiplier
 from minimind.compare.runs import CompareError, RunSet
 from minimind.compare.stats import (
     CIMethod,
@@ -64,6 +65,8 @@ class Comparison:
     of every variant against the baseline), `unpaired` (from `noise`) and `paired` (from
     `paired_noise`, when there is one)."""
     power_alpha: float | None = None
+    compute_unit: str = "steps"
+    """What the compute multipliers count: `FLOPs`, `tokens` or `steps` (what the params allow)."""
 
     @property
     def maximize(self) -> bool:
@@ -194,6 +197,51 @@ def _group_row(group: str, runs: pd.DataFrame, every_run: pd.DataFrame, metric: 
     return row
 
 
+def curve_key(runset: RunSet, metric: str) -> str:
+    """The metric whose history is the validation curve: the periodic estimate
+    `<metric>_sampled` when the runs log one (the final `<metric>` is then exact), else `metric`."""
+    sampled = f"{metric}_sampled"
+    return sampled if f"metrics.{sampled}" in runset.runs.columns else metric
+
+
+def _compute_per_step(runs: pd.DataFrame) -> tuple[pd.Series, str]:
+    """Each run's compute per optimizer step, by run_id, and its unit: FLOPs (tokens per step
+    × FLOPs per token) when every run has both, else tokens, else 1 step."""
+    tokens = _param(runs, "train.batch_size") * _param(runs, "train.seq_len")
+    tokens = tokens * _param(runs, "train.grad_accum").fillna(1.0)
+    flops = tokens * _param(runs, "flops_per_token")
+    for values, unit in ((flops, "FLOPs"), (tokens, "tokens")):
+        if len(runs) and values.notna().all():
+            return pd.Series(values.to_numpy(), index=runs["run_id"]), unit
+    return pd.Series(1.0, index=runs["run_id"]), "steps"
+
+
+def _multipliers(
+    runset: RunSet, finished: pd.DataFrame, baseline: str, metric: str, level: float
+) -> tuple[dict[str, Multiplier], str]:
+    """Each group's effective compute multiplier against the baseline's mean validation curve
+    (the mean over its seeds at the steps they all evaluated)."""
+    per_step, unit = _compute_per_step(runset.runs)
+    if is_maximized(metric):  # throughput and MFU have no learning curve to read
+        return {}, unit
+    key = curve_key(runset, metric)
+    curves = {r: runset.history(r, key) for r in finished["run_id"]}
+    base_runs = [r for r in finished.loc[finished["group"] == baseline, "run_id"] if len(curves[r])]
+    if not base_runs:
+        return {}, unit
+    mean = pd.concat([curves[r] for r in base_runs], axis=1, join="inner").mean(axis=1)
+    curve_x = mean.index.to_numpy(dtype=float) * per_step[base_runs[0]]
+    out = {}
+    for group, runs in finished.groupby("group", sort=False):
+        ids = [r for r in runs["run_id"] if len(curves[r])]
+        finals = [curves[r].iloc[-1] for r in ids]
+        spent = [curves[r].index[-1] * per_step[r] for r in ids]
+        out[group] = compute_multiplier(
+            curve_x, mean.to_numpy(), finals, spent, maximize=is_maximized(metric), level=level
+        )
+    return out, unit
+
+
 def compare(
     runset: RunSet,
     *,
@@ -268,6 +316,15 @@ def compare(
         table[f"{metric}_p_adj"] = [c.p_adj for c in cis]
         table[f"{metric}_within_noise"] = [c.within_noise for c in cis]
         table[f"{metric}_mde"] = [c.mde for c in cis]
+        multipliers, unit = _multipliers(
+            runset, finished, baseline, metric, corrected_level(len(table) - 1, correction)
+        )
+        none = Multiplier(np.nan, np.nan, np.nan, "none", 0)
+        found = [multipliers.get(g, none) for g in table["variant"]]
+        table["compute_x"] = [m.value for m in found]
+        table["compute_x_low"] = [m.low for m in found]
+        table["compute_x_high"] = [m.high for m in found]
+        table["compute_x_where"] = [m.where for m in found]
         table = table.sort_values(
             f"{metric}_mean", ascending=not is_maximized(metric), na_position="last", kind="stable"
         ).reset_index(drop=True)
@@ -297,4 +354,5 @@ def compare(
         power_delta=power_delta,
         power_seeds=power_seeds,
         power_alpha=alpha,
+        compute_unit=unit if len(table) else "steps",
     )
