@@ -28,7 +28,7 @@ from minimind.compare.stats import (
     seed_values,
     seeds_for_power,
 )
-from minimind.record import FAILURE_REASON_TAG, RUN_METRICS, is_maximized
+from minimind.record import FAILURE_REASON_TAG, RUN_METRICS, curve_metric, is_maximized
 
 MISSING_GROUP = "(missing)"
 """The group of runs that lack the `--by` param or tag."""
@@ -198,9 +198,10 @@ def _group_row(group: str, runs: pd.DataFrame, every_run: pd.DataFrame, metric: 
 
 
 def curve_key(runset: RunSet, metric: str) -> str:
-    """The metric whose history is the validation curve: the periodic estimate
-    `<metric>_sampled` when the runs log one (the final `<metric>` is then exact), else `metric`."""
-    sampled = f"{metric}_sampled"
+    """The metric whose history is `metric`'s curve: its periodic estimate
+    (`record.curve_metric`) when the runs log one (the final `metric` is then exact), else
+    `metric` (runs recorded before the exact evaluation existed)."""
+    sampled = curve_metric(metric)
     return sampled if f"metrics.{sampled}" in runset.runs.columns else metric
 
 
