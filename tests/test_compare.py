@@ -689,3 +689,32 @@ def test_compute_multiplier_in_flops_from_the_baseline_curve(mlflow_uri, capsys)
     assert row["compute_x_low"] == pytest.approx(math.exp(logs.mean() - half), rel=1e-6)
     code, out, _ = run_cli(capsys, "compute", "--tracking-uri", mlflow_uri)
     assert code == 0 and f"{math.exp(logs.mean()):.3g}× [" in out and "baseline's FLOPs" in out
+
+
+def test_all_pools_only_runs_whose_configs_differ_in_the_seed(mlflow_uri, capsys) -> None:
+    """Three invocations of variant x: seeds 0, 1 and then seed 2 (another spec hash, the same
+    config) pool into one row; a third with another model.dim is a row of its own, and a
+    rerun of seed 0 is counted as a run, not as a new seed."""
+    client = MlflowClient(mlflow_uri)
+    exp = client.create_experiment("pooling")
+    start = T0
+    for spec_hash, dim, seeds in (
+        ("aaaa1111", "64", [0, 1]),
+        ("bbbb2222", "64", [2, 0]),
+        ("cccc3333", "128", [0, 1]),
+    ):
+        parent = _parent(client, exp, "pooling", start)
+        for seed in seeds:
+            start += 1000
+            params = {**_params(LN, seed), "model.dim": dim, "seeds": str(seeds)}
+            _child(
+                client, exp, parent, "x", seed, start, params=params,
+                metrics=_curves(LN, seed, start), tags={"spec_hash": spec_hash},
+            )  # fmt: skip
+    c = compare(load_runs(mlflow_uri, ["pooling"], all_runs=True))
+    rows = c.table.set_index("variant")
+    assert sorted(rows.index) == ["x @aaaa1111", "x @cccc3333"]
+    assert rows.loc["x @aaaa1111", "n"] == 4 and rows.loc["x @aaaa1111", "n_seeds"] == 3
+    assert rows.loc["x @cccc3333", "n"] == 2
+    code, out, _ = run_cli(capsys, "pooling", "--all", "--tracking-uri", mlflow_uri)
+    assert code == 0 and re.search(r"^x @aaaa1111\s+4 \(3 distinct\)", out, re.M)

@@ -171,6 +171,8 @@ def display_rows(comparison: Comparison) -> list[list[str]]:
     rows = []
     for label, (_, r) in zip(labels, comparison.table.iterrows(), strict=True):
         seeds = str(r["n"]) + (f" (+{r['n_failed']} failed)" if r["n_failed"] else "")
+        if r["n"] and 0 < r.get("n_seeds", r["n"]) < r["n"]:  # reruns of a seed (A/A)
+            seeds += f" ({r['n_seeds']} distinct)"
         rows.append(
             [
                 label,

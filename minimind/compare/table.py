@@ -28,7 +28,13 @@ from minimind.compare.stats import (
     seed_values,
     seeds_for_power,
 )
-from minimind.record import FAILURE_REASON_TAG, RUN_METRICS, curve_metric, is_maximized
+from minimind.record import (
+    FAILURE_REASON_TAG,
+    RUN_METRICS,
+    SPEC_HASH_TAG,
+    curve_metric,
+    is_maximized,
+)
 
 MISSING_GROUP = "(missing)"
 """The group of runs that lack the `--by` param or tag."""
@@ -126,6 +132,13 @@ def _wall_seconds(runs: pd.DataFrame) -> pd.Series:
     return _metric(runs, "time/elapsed_s").fillna(duration)
 
 
+def _groups(runs: pd.DataFrame, group_column: str) -> pd.Series:
+    """Each run's row: its `group_column` value; grouped by variant, runs whose configs differ
+    are never pooled (`split_unpoolable`)."""
+    group = runs[group_column].fillna(MISSING_GROUP).astype(str)
+    return split_unpoolable(runs, group) if group_column == "variant" and len(runs) else group
+
+
 def summarize_runs(runset: RunSet, metric: str, group_column: str) -> pd.DataFrame:
     """One row per run: identity, status, sizes and final/best/median metric values."""
     runs = runset.runs
@@ -137,7 +150,7 @@ def summarize_runs(runset: RunSet, metric: str, group_column: str) -> pd.DataFra
             "run_id": by_id,
             "run_name": runs["run_name"],
             "experiment_id": runs["experiment_id"],
-            "group": runs[group_column].fillna(MISSING_GROUP).astype(str),
+            "group": _groups(runs, group_column),
             "variant": runs["variant"],
             "seed": runs["seed"],
             "status": runs["status"],
@@ -156,6 +169,50 @@ def summarize_runs(runset: RunSet, metric: str, group_column: str) -> pd.DataFra
         }
     )
     return out.reset_index(drop=True)
+
+
+UNPOOLED_PARAMS = ("seed", "seeds", "name", "description", "extends")
+UNPOOLED_PREFIXES = ("tracking.", "sweep.", "power.", "train.checkpoint_dir", "data.cache_dir")
+"""Params that may differ between runs pooled in one row: the seed, and what names, records
+or plans a run without changing what it trains."""
+
+
+def _config_signature(runs: pd.DataFrame) -> pd.Series:
+    """Per run, the resolved config that trains it: its params but the `UNPOOLED_*` ones."""
+    columns = [
+        c
+        for c in runs.columns
+        if c.startswith("params.")
+        and c.removeprefix("params.") not in UNPOOLED_PARAMS
+        and not c.removeprefix("params.").startswith(UNPOOLED_PREFIXES)
+    ]
+    rows = runs[columns].itertuples(index=False)
+    return pd.Series(["|".join(map(str, row)) for row in rows], index=runs.index, dtype=object)
+
+
+def split_unpoolable(runs: pd.DataFrame, group: pd.Series) -> pd.Series:
+    """`group`, with the runs of a group whose resolved configs differ (other than in the seed)
+    split into rows of their own, named `<group> @<spec hash>` (the first 8 characters of the
+    `spec_hash` tag of the split's first run), or `<group> @config<k>` when the hashes do not
+    tell the configs apart."""
+    signature = _config_signature(runs)
+    out = group.copy()
+    for name in group.unique():
+        mine = group == name
+        kinds = list(dict.fromkeys(signature[mine]))
+        if len(kinds) < 2:
+            continue
+        column = f"tags.{SPEC_HASH_TAG}"
+        labels = []
+        for kind in kinds:
+            hashes = runs.loc[mine & (signature == kind)].get(column, pd.Series(dtype=object))
+            hashes = hashes.dropna()
+            labels.append(f"@{str(hashes.iloc[0])[:8]}" if len(hashes) else "")
+        if len(set(labels)) < len(labels):  # one spec, several configs (a sweep's trials)
+            labels = [f"@config{k}" for k in range(len(kinds))]
+        for kind, label in zip(kinds, labels, strict=True):
+            out[mine & (signature == kind)] = f"{name} {label}"
+    return out
 
 
 def _problem_reason(row: pd.Series, metric: str) -> str:
@@ -178,6 +235,7 @@ def _group_row(group: str, runs: pd.DataFrame, every_run: pd.DataFrame, metric: 
     """Statistics over `runs` (the group's finished runs); sizes from `every_run` of the group,
     since they are known before training."""
     row: dict = {"variant": group, "n": len(runs), "n_failed": len(every_run) - len(runs)}
+    row["n_seeds"] = runs["seed"].nunique()  # fewer than n when a seed was rerun
     for key in SIZE_PARAMS:
         values = every_run[key].dropna()
         row[key] = values.iloc[0] if len(values) else np.nan
