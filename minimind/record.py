@@ -128,6 +128,7 @@ def child_params(spec: Spec, seed: int) -> dict[str, Any]:
         "seed": seed,
         "num_params": cfg.num_params(),
         "num_active_params": cfg.num_active_params(),
+        "num_non_embedding_params": cfg.num_non_embedding_params(),
         "flops_per_token": cfg.flops_per_token(spec.train.seq_len),
     }
 

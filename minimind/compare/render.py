@@ -147,6 +147,7 @@ def display_headers(comparison: Comparison) -> list[str]:
         group_header(comparison),
         "seeds",
         "params",
+        "non-emb",
         "active",
         "FLOPs/tok",
         *SPREAD_METRICS,
@@ -228,7 +229,8 @@ def caption(comparison: Comparison) -> str:
         f"{', '.join(comparison.runset.experiments)}: {comparison.runset.selection}; "
         f"{len(comparison.runs)} runs grouped by {comparison.by}. "
         f"Objective {comparison.metric} ({direction} is better), final value mean ± std over "
-        f"seeds; Δ vs baseline {comparison.baseline} {ci}{_correction_note(comparison)}"
+        f"seeds{_match_note(comparison)}; Δ vs baseline {comparison.baseline} {ci}"
+        f"{_correction_note(comparison)}"
         f"{_pairing_note(comparison)}.{_compute_note(comparison)}"
     )
 
@@ -241,6 +243,17 @@ def _compute_note(comparison: Comparison) -> str:
         f"{comparison.metric} on the baseline's mean validation curve, over the variant's "
         "(geometric mean over seeds; ≥ beyond the curve's end, ≤ before its start)."
     )
+
+
+def _match_note(comparison: Comparison) -> str:
+    """Which size the variants were matched on (a spec's `match:`), when the runs say."""
+    runs = comparison.runset.runs
+    by, knob = (
+        runs.get(f"params.match.{k}", pd.Series(dtype=object)).dropna() for k in ("by", "knob")
+    )
+    if by.empty:
+        return ""
+    return f"; variants matched on {by.iloc[0]} by resizing {knob.iloc[0] if len(knob) else '?'}"
 
 
 def _correction_note(comparison: Comparison) -> str:

@@ -40,7 +40,7 @@ MISSING_GROUP = "(missing)"
 """The group of runs that lack the `--by` param or tag."""
 
 
-SIZE_PARAMS = ("num_params", "num_active_params", "flops_per_token")
+SIZE_PARAMS = ("num_params", "num_non_embedding_params", "num_active_params", "flops_per_token")
 SPREAD_METRICS = ("val/loss", "val/bpb")
 """Final values reported as mean ± std over seeds."""
 
