@@ -450,6 +450,7 @@ def test_filter_in_cli(store, capsys) -> None:
         (["norm", "--baseline", "nosuch"], r"unknown --baseline 'nosuch'; variants: model\.norm="),
         (["norm", "--metric", "val/nosuch"], r"unknown --metric 'val/nosuch'; logged metrics: .*val/bpb"),
         (["norm", "--filter", "this is not a filter"], r"invalid --filter"),
+        (["norm", "--power", "0"], r"--power: must be a difference > 0"),
     ],
 )  # fmt: skip
 def test_usage_errors_exit_2(store, capsys, argv: list[str], message: str) -> None:

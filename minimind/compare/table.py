@@ -393,7 +393,7 @@ def compare(
         # Corrected for the comparisons the design will make: every variant against the baseline.
         alpha = family_alpha(len(table) - 1, correction)
         power_seeds = {"unpaired": seeds_for_power(power_delta, noise.sd, alpha)}
-        if paired_noise is not None:
+        if paired_noise is not None and paired_noise.df > 0:
             power_seeds["paired"] = seeds_for_power(
                 power_delta, paired_noise.sd, alpha, paired=True
             )
