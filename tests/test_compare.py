@@ -369,6 +369,7 @@ def test_plain_table_output(store, capsys) -> None:
     assert "baseline" in lines[header + 3]
     assert "Failed or incomplete runs" in out and "loss is NaN" in out
     assert "\x1b[" not in out  # no terminal colour codes when not a terminal
+    assert "; budget 10 steps;" in out
 
 
 def test_csv_columns_are_metric_stat(store, capsys) -> None:
@@ -678,7 +679,8 @@ def test_compute_multiplier_in_flops_from_the_baseline_curve(mlflow_uri, capsys)
             metrics = [
                 Metric("val/bpb", v, start + s, s) for s, v in zip(steps, values, strict=True)
             ]
-            params = {**size, "flops_per_token": str(flops)}
+            params = {**size, "flops_per_token": str(flops), "match.by": "flops"}
+            params["match.knob"] = "model.dim"
             _child(client, exp, parent, variant, seed, start, params=params, metrics=metrics)
             start += 1000
     c = compare(load_runs(mlflow_uri, ["compute"]))
@@ -690,6 +692,7 @@ def test_compute_multiplier_in_flops_from_the_baseline_curve(mlflow_uri, capsys)
     assert row["compute_x_low"] == pytest.approx(math.exp(logs.mean() - half), rel=1e-6)
     code, out, _ = run_cli(capsys, "compute", "--tracking-uri", mlflow_uri)
     assert code == 0 and f"{math.exp(logs.mean()):.3g}× [" in out and "baseline's FLOPs" in out
+    assert "variants matched on flops by resizing model.dim" in out
 
 
 def test_all_pools_only_runs_whose_configs_differ_in_the_seed(mlflow_uri, capsys) -> None:

@@ -66,3 +66,18 @@ def test_non_embedding_params_are_the_blocks_and_final_norm() -> None:
         model = MiniMindLM(spec.model_config_obj())
     body = sum(p.numel() for n, p in model.named_parameters() if n.startswith(("layers.", "norm.")))
     assert spec.model_config_obj().num_non_embedding_params() == body
+
+
+def test_moe_against_dense_at_equal_active_parameters() -> None:
+    """Two of four experts per token: each expert about half the dense MLP's width, so that a
+    token uses as many parameters (the router's few aside)."""
+    tree = _spec(by="active_params")
+    tree["ablate"] = {"model.mlp": ["swiglu", {"name": "moe", "n_experts": 4, "top_k": 2}]}
+    dense, moe = expand(validate_spec(tree))
+    cfg = moe.spec.model_config_obj()
+    hidden = cfg.component("mlp")[1]["hidden"]
+    assert hidden in (swiglu_hidden(64) // 2, swiglu_hidden(64) // 2 - 1)
+    target = dense.spec.model_config_obj().num_active_params()
+    assert abs(cfg.num_active_params() - target) / target <= 0.01
+    assert cfg.num_params() > _built_params(dense.spec)  # all experts together are larger
+    assert cfg.num_params() == _built_params(moe.spec)

@@ -229,7 +229,7 @@ def caption(comparison: Comparison) -> str:
         f"{', '.join(comparison.runset.experiments)}: {comparison.runset.selection}; "
         f"{len(comparison.runs)} runs grouped by {comparison.by}. "
         f"Objective {comparison.metric} ({direction} is better), final value mean ± std over "
-        f"seeds{_match_note(comparison)}; Δ vs baseline {comparison.baseline} {ci}"
+        f"seeds{_budget_note(comparison)}{_match_note(comparison)}; Δ vs baseline {comparison.baseline} {ci}"
         f"{_correction_note(comparison)}"
         f"{_pairing_note(comparison)}.{_compute_note(comparison)}"
     )
@@ -243,6 +243,23 @@ def _compute_note(comparison: Comparison) -> str:
         f"{comparison.metric} on the baseline's mean validation curve, over the variant's "
         "(geometric mean over seeds; ≥ beyond the curve's end, ≤ before its start)."
     )
+
+
+BUDGETS = (("train.steps", "steps"), ("train.tokens", "tokens"), ("train.time_limit", "s"))
+
+
+def _budget_note(comparison: Comparison) -> str:
+    """The budget the runs shared: '; budget 600 steps', or each budget set when they differ."""
+    runs, parts = comparison.runset.runs, []
+    for key, unit in BUDGETS:
+        values = sorted(
+            {str(v) for v in runs.get(f"params.{key}", pd.Series(dtype=object)).dropna()}
+        )
+        if values:
+            parts.append(f"{' or '.join(values)} {unit}")
+    if len(parts) > 1:
+        return f"; budget {', '.join(parts)}, the first reached ends a run"
+    return f"; budget {parts[0]}" if parts else ""
 
 
 def _match_note(comparison: Comparison) -> str:
