@@ -238,6 +238,11 @@ class ModelConfig(BaseModel):
         """Exact parameter count of `MiniMindLM(self)`; tied embeddings counted once."""
         return self._embedding_params() + self._body_params(False) + self._head_params()
 
+    def num_non_embedding_params(self) -> int:
+        """Parameters of the blocks and the final norm: `num_params` less the token and position
+        embeddings and an untied LM head (the N of scaling-law fits)."""
+        return self._body_params(False)
+
     def num_active_params(self) -> int:
         """Parameters one token uses: as `num_params`, but MoE counts top_k + shared experts only."""
         return self._embedding_params() + self._body_params(True) + self._head_params()

@@ -13,7 +13,9 @@ a run's name.
   `precision`, and `gpu_name` on CUDA) and `git_commit`; a trial's also `study`,
   `trial_number` and `state`; a run that did not finish, `failure_reason`. Params: the
   flattened resolved spec, `seed` and the model's size.
-- Metrics: `RUN_METRICS`, each minimized but those `is_maximized` names.
+- Metrics: `RUN_METRICS`, each minimized but those `is_maximized` names. `val/loss` and
+  `val/bpb` are exact (every held-out token, once at the end); their curves are
+  `val/loss_sampled` and `val/bpb_sampled` (`curve_metric`).
 """
 
 from __future__ import annotations
@@ -50,8 +52,10 @@ TRIAL_STATE_TAG = "state"  # `complete`, `pruned` or `failed`
 RUN_METRICS: tuple[str, ...] = (
     "train/loss",
     "train/aux_loss",
-    "val/loss",
+    "val/loss",  # exact: every held-out token, at the end of the run
     "val/bpb",
+    "val/loss_sampled",  # the periodic estimate over `train.eval_batches` fixed batches
+    "val/bpb_sampled",
     "opt/lr",
     "opt/grad_norm",
     "perf/tokens_per_s",
@@ -66,6 +70,17 @@ RUN_METRICS: tuple[str, ...] = (
 optimize and a comparison can rank by."""
 
 _MAXIMIZED_METRICS = frozenset({"perf/tokens_per_s", "perf/mfu"})
+
+EXACT_METRICS = ("val/loss", "val/bpb")
+"""Scored once, at the end of a run, over the whole held-out split; each has a cheaper
+periodic estimate named by `curve_metric`."""
+
+
+def curve_metric(metric: str) -> str:
+    """The metric logged at every evaluation for `metric`'s curve: `val/bpb` ->
+    `val/bpb_sampled` (the exact `val/bpb` is logged once, at the end); others are their own."""
+    return f"{metric}_sampled" if metric in EXACT_METRICS else metric
+
 
 _PRECISION_NAMES: dict[torch.dtype | None, str] = {
     None: "fp32",
@@ -114,6 +129,7 @@ def child_params(spec: Spec, seed: int) -> dict[str, Any]:
         "seed": seed,
         "num_params": cfg.num_params(),
         "num_active_params": cfg.num_active_params(),
+        "num_non_embedding_params": cfg.num_non_embedding_params(),
         "flops_per_token": cfg.flops_per_token(spec.train.seq_len),
     }
 

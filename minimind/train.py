@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -40,6 +41,7 @@ from minimind.data import (
     TrainBatches,
     bits_per_byte,
     document_ids,
+    exact_val_windows,
     fixed_val_batches,
 )
 from minimind.device import autocast, autocast_dtype, pins_memory
@@ -211,7 +213,7 @@ class Trainer:
                 done = self._budget_spent(elapsed)
                 show(completed=self.step)
                 evaluate = self.step % cfg.eval_every == 0 or done
-                failure = self._report(sink, show, log_now or done, evaluate)
+                failure = self._report(sink, show, log_now or done, evaluate, final=done)
                 if failure is not None:
                     return self._outcome("FAILED", failure)
                 if checkpoint_path is not None and (
@@ -278,14 +280,20 @@ class Trainer:
         self.scheduler.step()
 
     def _report(
-        self, sink: MetricSink, show: Callable[..., None], train: bool, evaluate: bool
+        self,
+        sink: MetricSink,
+        show: Callable[..., None],
+        train: bool,
+        evaluate: bool,
+        final: bool = False,
     ) -> str | None:
-        """Log this step's training and/or validation metrics in one call; the failure reason
-        if a loss is not finite (nothing is logged then)."""
+        """Log this step's training and/or validation metrics in one call (the exact
+        evaluation too when `final`); the failure reason if a loss is not finite (nothing is
+        logged then)."""
         metrics: dict[str, float] = {}
         failure = self._train_metrics(metrics, show) if train else None
         if failure is None and evaluate:
-            failure = self._val_metrics(metrics)
+            failure = self._val_metrics(metrics, exact=final)
         if failure is None and metrics:
             metrics["train/tokens"] = self.tokens
             metrics["time/elapsed_s"] = self.meter.elapsed_s
@@ -335,14 +343,19 @@ class Trainer:
         )
         return None
 
-    def _val_metrics(self, metrics: dict[str, float]) -> str | None:
-        loss, bpb = self.evaluate()
-        if not math.isfinite(loss):
-            return f"non-finite val/loss ({loss}) at step {self.step}"
-        self._val = (loss, bpb)
-        metrics["val/loss"] = loss
-        metrics["val/bpb"] = bpb
-        self.history["val/loss"].append((self.step, loss))
+    def _val_metrics(self, metrics: dict[str, float], exact: bool) -> str | None:
+        """The periodic estimate as `val/*_sampled` (the curve) and, when `exact`, the whole
+        held-out split as `val/loss` and `val/bpb` (docs/architecture.md, 'Measurement rules')."""
+        figures = {"_sampled": self.evaluate()}
+        if exact:
+            figures[""] = self.evaluate_exact()
+        for suffix, (loss, bpb) in figures.items():
+            if not math.isfinite(loss):
+                return f"non-finite val/loss{suffix} ({loss}) at step {self.step}"
+            metrics[f"val/loss{suffix}"] = loss
+            metrics[f"val/bpb{suffix}"] = bpb
+        self.history["val/loss"].append((self.step, figures["_sampled"][0]))
+        self._val = figures.get("", figures["_sampled"])
         return None
 
     def evaluate(self) -> tuple[float, float]:
@@ -357,7 +370,12 @@ class Trainer:
         with torch.no_grad(), autocast(self.device, self.amp_dtype):
             for x in batches:
                 x = x.to(self.device, non_blocking=True)
-                out = self.forward(x, labels=x, loss_chunk_tokens=self.cfg.loss_chunk_tokens)
+                out = self.forward(
+                    x,
+                    labels=x,
+                    doc_ids=self._doc_ids(x),
+                    loss_chunk_tokens=self.cfg.loss_chunk_tokens,
+                )
                 total += out.loss.float() * x.size(0)
                 rows += x.size(0)
         self.model.train()
@@ -365,6 +383,31 @@ class Trainer:
         total, rows = (sums if sharded else distributed.sum_across_ranks(sums)).tolist()
         loss = total / rows
         return loss, bits_per_byte(loss, len(self.data.val_tokens), self.data.val_bytes)
+
+    def evaluate_exact(self) -> tuple[float, float]:
+        """(mean loss in nats per token, bits per byte) over every token of the held-out split
+        but its first (`exact_val_windows`: non-overlapping windows and the tail, each target
+        scored once with the context its window gives it)."""
+        self.model.eval()
+        total = 0.0  # summed on the host in float64: the split may hold millions of tokens
+        sharded = distributed.is_sharded(self.model)
+        windows = exact_val_windows(self.data.val_tokens, self.cfg.seq_len, self.cfg.batch_size)
+        # The model itself, not the compiled forward: the tail's shape would recompile it.
+        with torch.no_grad(), autocast(self.device, self.amp_dtype):
+            for x, y in windows if sharded else distributed.shard_list(windows):
+                x = x.to(self.device)
+                logits = self.model(x, doc_ids=self._doc_ids(x)).logits
+                targets = y.to(self.device).flatten()
+                total += F.cross_entropy(
+                    logits.flatten(0, 1).float(), targets, reduction="sum"
+                ).item()
+        self.model.train()
+        if not sharded and distributed.world_size() > 1:  # (float64 exists on CUDA and CPU)
+            summed = torch.tensor(total, dtype=torch.float64, device=self.device)
+            total = distributed.sum_across_ranks(summed).item()
+        scored = len(self.data.val_tokens) - 1
+        loss = total / scored
+        return loss, bits_per_byte(loss, scored, self.data.val_bytes)
 
     def generate_samples(self) -> list[Sample]:
         """Continuations of prompts spread over the validation split (seeded sampling)."""

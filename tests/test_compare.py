@@ -369,6 +369,7 @@ def test_plain_table_output(store, capsys) -> None:
     assert "baseline" in lines[header + 3]
     assert "Failed or incomplete runs" in out and "loss is NaN" in out
     assert "\x1b[" not in out  # no terminal colour codes when not a terminal
+    assert "; budget 10 steps;" in out
 
 
 def test_csv_columns_are_metric_stat(store, capsys) -> None:
@@ -450,6 +451,7 @@ def test_filter_in_cli(store, capsys) -> None:
         (["norm", "--baseline", "nosuch"], r"unknown --baseline 'nosuch'; variants: model\.norm="),
         (["norm", "--metric", "val/nosuch"], r"unknown --metric 'val/nosuch'; logged metrics: .*val/bpb"),
         (["norm", "--filter", "this is not a filter"], r"invalid --filter"),
+        (["norm", "--power", "0"], r"--power: must be a difference > 0"),
     ],
 )  # fmt: skip
 def test_usage_errors_exit_2(store, capsys, argv: list[str], message: str) -> None:
@@ -657,3 +659,66 @@ def test_noise_and_power_in_table_and_json(store, capsys) -> None:
         "unpaired": unpaired,
         "paired": seeds_for_power(0.05, np.std(d, ddof=1), paired=True),
     }
+
+
+def test_compute_multiplier_in_flops_from_the_baseline_curve(mlflow_uri, capsys) -> None:
+    """Baseline val/bpb 5 - 0.01·step over 200 steps; the variant ends at step 100 where the
+    baseline is at step 150 (seed 0) and 130 (seed 1), with half the FLOPs per token: 3.0×
+    and 2.6× compute."""
+    client = MlflowClient(mlflow_uri)
+    exp = client.create_experiment("compute")
+    parent = _parent(client, exp, "compute", T0)
+    size = {"train.batch_size": "4", "train.seq_len": "32", "train.grad_accum": "1"}
+    start = T0 + 1000
+    for variant, flops, reached in (("a", 1000, None), ("b", 500, [150, 130])):
+        for seed in (0, 1):
+            steps = list(range(10, 210 if reached is None else 110, 10))
+            values = [5 - 0.01 * s for s in steps]
+            if reached:
+                values[-1] = 5 - 0.01 * reached[seed]
+            metrics = [
+                Metric("val/bpb", v, start + s, s) for s, v in zip(steps, values, strict=True)
+            ]
+            params = {**size, "flops_per_token": str(flops), "match.by": "flops"}
+            params["match.knob"] = "model.dim"
+            _child(client, exp, parent, variant, seed, start, params=params, metrics=metrics)
+            start += 1000
+    c = compare(load_runs(mlflow_uri, ["compute"]))
+    row = _row(c, "b")
+    logs = np.log([2 * 150 / 100, 2 * 130 / 100])
+    half = stats.t.ppf(0.975, 1) * logs.std(ddof=1) / math.sqrt(2)
+    assert c.compute_unit == "FLOPs" and row["compute_x_where"] == "inside"
+    assert row["compute_x"] == pytest.approx(math.exp(logs.mean()), rel=1e-6)
+    assert row["compute_x_low"] == pytest.approx(math.exp(logs.mean() - half), rel=1e-6)
+    code, out, _ = run_cli(capsys, "compute", "--tracking-uri", mlflow_uri)
+    assert code == 0 and f"{math.exp(logs.mean()):.3g}× [" in out and "baseline's FLOPs" in out
+    assert "variants matched on flops by resizing model.dim" in out
+
+
+def test_all_pools_only_runs_whose_configs_differ_in_the_seed(mlflow_uri, capsys) -> None:
+    """Three invocations of variant x: seeds 0, 1 and then seed 2 (another spec hash, the same
+    config) pool into one row; a third with another model.dim is a row of its own, and a
+    rerun of seed 0 is counted as a run, not as a new seed."""
+    client = MlflowClient(mlflow_uri)
+    exp = client.create_experiment("pooling")
+    start = T0
+    for spec_hash, dim, seeds in (
+        ("aaaa1111", "64", [0, 1]),
+        ("bbbb2222", "64", [2, 0]),
+        ("cccc3333", "128", [0, 1]),
+    ):
+        parent = _parent(client, exp, "pooling", start)
+        for seed in seeds:
+            start += 1000
+            params = {**_params(LN, seed), "model.dim": dim, "seeds": str(seeds)}
+            _child(
+                client, exp, parent, "x", seed, start, params=params,
+                metrics=_curves(LN, seed, start), tags={"spec_hash": spec_hash},
+            )  # fmt: skip
+    c = compare(load_runs(mlflow_uri, ["pooling"], all_runs=True))
+    rows = c.table.set_index("variant")
+    assert sorted(rows.index) == ["x @aaaa1111", "x @cccc3333"]
+    assert rows.loc["x @aaaa1111", "n"] == 4 and rows.loc["x @aaaa1111", "n_seeds"] == 3
+    assert rows.loc["x @cccc3333", "n"] == 2
+    code, out, _ = run_cli(capsys, "pooling", "--all", "--tracking-uri", mlflow_uri)
+    assert code == 0 and re.search(r"^x @aaaa1111\s+4 \(3 distinct\)", out, re.M)

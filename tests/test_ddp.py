@@ -145,9 +145,11 @@ def test_two_ranks_match_one_process_and_log_one_run(write_spec, mlflow_uri, tmp
     print(f"{parallel}: max |train/loss 2 ranks - 1 process| = {difference:.3g}")
     assert difference < 1e-5
     assert single_loss[0][1] - single_loss[-1][1] > 0.1  # the curve moves: a real check
-    val = [history(u, "tiny", "val/loss")[2] for u in (ddp_uri, mlflow_uri)]
+    val = [history(u, "tiny", "val/loss_sampled")[2] for u in (ddp_uri, mlflow_uri)]
     assert [s for s, _ in val[0]] == [s for s, _ in val[1]] == [5, 10]
     assert max(abs(a - b) for (_, a), (_, b) in zip(*val, strict=True)) < 1e-5
+    exact = [history(u, "tiny", "val/loss")[2] for u in (ddp_uri, mlflow_uri)]
+    assert [s for s, _ in exact[0]] == [10] and abs(exact[0][0][1] - exact[1][0][1]) < 1e-5
     assert len(list((tmp_path / "ddp").rglob("last.pt"))) == 1  # written by rank 0 only
 
 

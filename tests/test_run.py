@@ -30,6 +30,8 @@ EXPECTED_METRICS = {
     "train/aux_loss",
     "val/loss",
     "val/bpb",
+    "val/loss_sampled",
+    "val/bpb_sampled",
     "opt/lr",
     "opt/grad_norm",
     "perf/tokens_per_s",
@@ -100,7 +102,8 @@ def test_run_logs_parent_children_params_tags_metrics_and_artifacts(write_spec, 
         assert params["flops_per_token"] == str(cfg.flops_per_token(32))
         assert set(child.data.metrics) == EXPECTED_METRICS
         assert steps_of(client, child.info.run_id, "train/loss") == [3, 6, 9, 12]
-        assert steps_of(client, child.info.run_id, "val/bpb") == [6, 12]
+        assert steps_of(client, child.info.run_id, "val/bpb_sampled") == [6, 12]
+        assert steps_of(client, child.info.run_id, "val/bpb") == [12]  # exact, at the end
         artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
         assert artifacts == {"spec.yaml", "model_summary.txt", "samples.txt", "loss.png"}
     # Same seed, same data and init: the two variants differ only by the norm, which must show.

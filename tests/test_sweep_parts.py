@@ -98,13 +98,15 @@ def test_sink_forwards_every_point_and_reports_the_reduced_objective() -> None:
     study = optuna.create_study(pruner=optuna.pruners.ThresholdPruner(upper=4.0))
     run = Recorder()
     sink = TrialSink(run, sweep, study.ask())
-    points = [({"train/loss": 9.0}, 3), ({"val/bpb": 3.0}, 6), ({"val/bpb": 3.5}, 12)]
-    points.append(({"val/bpb": 5.0, "val/loss": 1.0}, 18))  # above the threshold, min is not
+    """The exact val/bpb is logged once, at the end: pruning watches its periodic estimate."""
+    points = [({"train/loss": 9.0}, 3), ({"val/bpb_sampled": 3.0}, 6)]
+    points.append(({"val/bpb_sampled": 3.5}, 12))
+    points.append(({"val/bpb_sampled": 5.0, "val/bpb": 4.2}, 18))  # above the threshold, min is not
     for metrics, step in points:
         sink.log_metrics(metrics, step)
     assert run.points == points
     assert study.trials[0].intermediate_values == {6: 3.0, 12: 3.0, 18: 3.0}
-    assert sink.values() == [3.0]
+    assert sink.values() == [4.2]  # the objective is the exact figure
 
 
 def test_sink_raises_pruned_after_logging_when_the_pruner_says_so() -> None:
@@ -112,12 +114,12 @@ def test_sink_raises_pruned_after_logging_when_the_pruner_says_so() -> None:
     study = optuna.create_study(pruner=optuna.pruners.ThresholdPruner(upper=4.0))
     run = Recorder()
     sink = TrialSink(run, sweep, study.ask())
-    sink.log_metrics({"val/bpb": 3.9}, 6)
-    with pytest.raises(optuna.TrialPruned, match="pruned at step 12 with val/bpb 4.1000"):
-        sink.log_metrics({"val/bpb": 4.1}, 12)
-    assert run.points[-1] == ({"val/bpb": 4.1}, 12)
+    sink.log_metrics({"val/bpb_sampled": 3.9}, 6)
+    with pytest.raises(optuna.TrialPruned, match="pruned at step 12 with val/bpb_sampled 4.1000"):
+        sink.log_metrics({"val/bpb_sampled": 4.1}, 12)
+    assert run.points[-1] == ({"val/bpb_sampled": 4.1}, 12)
     last = TrialSink(run, sweep, study.ask(), final_step=12)
-    last.log_metrics({"val/bpb": 4.1}, 12)  # the budget is spent: reported, not pruned
+    last.log_metrics({"val/bpb_sampled": 4.1}, 12)  # the budget is spent: reported, not pruned
     assert study.trials[1].intermediate_values == {12: 4.1}
 
 

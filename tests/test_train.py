@@ -64,10 +64,11 @@ def test_metrics_names_steps_and_values(make):
     assert outcome.status == "FINISHED" and outcome.step == 12 and outcome.tokens == 12 * 4 * 32
     logged = {"train/loss", "train/aux_loss", "opt/lr", "opt/grad_norm", "train/tokens"}
     logged |= {"time/elapsed_s", "sys/peak_mem_mb", "perf/tokens_per_s", "perf/step_ms"}
-    logged |= {"perf/mfu", "val/loss", "val/bpb"}
+    logged |= {"perf/mfu", "val/loss", "val/bpb", "val/loss_sampled", "val/bpb_sampled"}
     assert set(sink.points) == logged  # no moe/load_cv for a dense model
     assert sorted(sink.points["train/loss"]) == [3, 6, 9, 12]
-    assert sorted(sink.points["val/loss"]) == [6, 12]
+    assert sorted(sink.points["val/loss_sampled"]) == [6, 12]
+    assert sorted(sink.points["val/loss"]) == [12]  # exact: once, at the end
     assert sorted(sink.points["perf/tokens_per_s"]) == [3, 6, 9, 12]  # steps 1-2 are warm-up
     assert sink.points["train/tokens"] == {s: s * 128 for s in (3, 6, 9, 12)}
     assert sink.points["train/aux_loss"] == {s: 0.0 for s in (3, 6, 9, 12)}
@@ -77,9 +78,11 @@ def test_metrics_names_steps_and_values(make):
         assert lr == pytest.approx(3e-3 * lr_multiplier(step - 1, schedule, 12))
     # bpb from the exact byte count of the held-out text.
     data = trainer.data
-    for step, loss in sink.points["val/loss"].items():
+    for step, loss in sink.points["val/loss_sampled"].items():
         expected = loss * len(data.val_tokens) / (math.log(2) * data.val_bytes)
-        assert sink.points["val/bpb"][step] == pytest.approx(expected, rel=1e-12)
+        assert sink.points["val/bpb_sampled"][step] == pytest.approx(expected, rel=1e-12)
+    expected = sink.points["val/loss"][12] * (len(data.val_tokens) - 1)
+    assert sink.points["val/bpb"][12] == pytest.approx(expected / (math.log(2) * data.val_bytes))
     assert outcome.val_loss == sink.points["val/loss"][12]
     assert outcome.val_bpb == sink.points["val/bpb"][12]
     assert 0 < sink.points["perf/mfu"][12] < 1
@@ -202,7 +205,7 @@ def test_bf16_autocast_trains_on_the_cpu(make):
 def test_evaluation_follows_eval_every_not_log_every(make):
     sink = Recorder()
     make(train={"eval_every": 4, "log_every": 5, "steps": 12}).fit(sink)
-    assert sorted(sink.points["val/loss"]) == [4, 8, 12]
+    assert sorted(sink.points["val/loss_sampled"]) == [4, 8, 12]
     assert sorted(sink.points["train/loss"]) == [5, 10, 12]
     assert sorted(sink.points["train/tokens"]) == [4, 5, 8, 10, 12]
 
@@ -242,3 +245,32 @@ def test_the_same_seed_gives_two_variants_the_same_batches(make, monkeypatch):
     assert not any(torch.equal(a, b) for a, b in zip(fixed0, ln, strict=True))
     emb = "embed.weight" if "embed.weight" in weights(t0) else next(iter(weights(t0)))
     assert not torch.equal(weights(t0)[emb], weights(t1)[emb])  # the init follows the seed
+
+
+def test_the_final_evaluation_scores_every_held_out_token(make):
+    """val/loss at the end is the mean over every token of the split but its first, each scored
+    once with its window's context: recomputed here token by token with log_softmax."""
+    from minimind.data import exact_val_windows
+
+    trainer = make(train={"steps": 4, "eval_every": 4})
+    sink = Recorder()
+    trainer.fit(sink)
+    tokens = trainer.data.val_tokens
+    windows = exact_val_windows(tokens, trainer.cfg.seq_len, trainer.cfg.batch_size)
+    targets = torch.cat([y.flatten() for _, y in windows])
+    assert torch.equal(targets, torch.from_numpy(tokens[1:].astype("int64")))  # each once
+    length, total = trainer.cfg.seq_len, 0.0
+    trainer.model.eval()
+    with torch.no_grad():
+        for start in range(0, len(tokens) - 1, length):
+            x = torch.from_numpy(tokens[start : start + length].astype("int64"))
+            y = torch.from_numpy(tokens[start + 1 : start + length + 1].astype("int64"))
+            x = x[: len(y)]  # the tail: as many inputs as targets
+            logp = torch.log_softmax(trainer.model(x[None]).logits[0].double(), dim=-1)
+            total -= logp[torch.arange(len(y)), y].sum().item()
+    expected = total / (len(tokens) - 1)
+    assert (len(tokens) - 1) % length != 0  # the split has a tail, so it is tested
+    assert sink.points["val/loss"][4] == pytest.approx(expected, rel=1e-5)
+    bpb = total / (math.log(2) * trainer.data.val_bytes)
+    assert sink.points["val/bpb"][4] == pytest.approx(bpb, rel=1e-5)
+    assert sink.points["val/loss_sampled"][4] != sink.points["val/loss"][4]

@@ -89,6 +89,8 @@ def run_compare(args: argparse.Namespace) -> int:
     # Imported here so that `minimind --help` and other commands stay quick.
     from minimind.compare import CompareError, compare, load_runs, render
 
+    if args.power is not None and not args.power > 0:
+        return fail(f"--power: must be a difference > 0, got {args.power}")
     try:
         runset = load_runs(
             args.tracking_uri,

@@ -16,7 +16,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from minimind.compare.render import split_shared_key  # noqa: E402
-from minimind.compare.table import Comparison  # noqa: E402
+from minimind.compare.table import Comparison, curve_key  # noqa: E402
 
 X_AXES = (("step", "step"), ("train/tokens", "tokens seen"), ("time/elapsed_s", "wall-clock (s)"))
 """The x axes of the curves: optimizer step, tokens seen and training time, each as logged."""
@@ -198,10 +198,13 @@ def moe_load_figure(comparison: Comparison) -> Figure | None:
 def draw_all(comparison: Comparison) -> dict[str, Figure]:
     """Every figure that the data allows, by file stem (`curves_val_bpb`, `final`, ...), in
     the order a report shows them."""
-    curve_keys = list(dict.fromkeys(["train/loss", "val/bpb", comparison.metric]))
-    comparison.runset.fetch_histories([*curve_keys, *(k for k, _ in X_AXES[1:]), "moe/load_cv"])
+    # An exact val/* metric is logged once; its curve is the periodic estimate (`curve_key`).
+    keys = {
+        k: curve_key(comparison.runset, k) for k in ["train/loss", "val/bpb", comparison.metric]
+    }
+    comparison.runset.fetch_histories([*keys.values(), *(k for k, _ in X_AXES[1:]), "moe/load_cv"])
     figures = {
-        **{f"curves_{_stem(key)}": curves_figure(comparison, key) for key in curve_keys},
+        **{f"curves_{_stem(key)}": curves_figure(comparison, curve) for key, curve in keys.items()},
         "final": final_bar_figure(comparison),
         "pareto": pareto_figure(comparison),
         "moe_load": moe_load_figure(comparison),

@@ -93,6 +93,20 @@ def fmt_p(row: pd.Series, metric: str) -> str:
     return f"{p:.3g}" if _nan(p_adj) or p_adj == p else f"{p:.3g} ({p_adj:.3g})"
 
 
+def fmt_multiplier(row: pd.Series) -> str:
+    """'1.18× [1.09, 1.27]'; '≥ 2.1×' beyond the baseline's curve, '≤ 0.6×' before it."""
+    value = row.get("compute_x", np.nan)
+    if row["is_baseline"] or _nan(value):
+        return MISSING
+    where = row["compute_x_where"]
+    if where == "beyond":
+        return f"≥ {value:.3g}×"
+    if where == "before":
+        return f"≤ {value:.3g}×"
+    low, high = row["compute_x_low"], row["compute_x_high"]
+    return f"{value:.3g}×" if _nan(low) else f"{value:.3g}× [{low:.3g}, {high:.3g}]"
+
+
 def verdict(row: pd.Series, metric: str, maximize: bool) -> str:
     """'baseline', 'within noise (MDE <smallest detectable difference>)', 'better', 'worse', or
     why no interval could be given."""
@@ -133,6 +147,7 @@ def display_headers(comparison: Comparison) -> list[str]:
         group_header(comparison),
         "seeds",
         "params",
+        "non-emb",
         "active",
         "FLOPs/tok",
         *SPREAD_METRICS,
@@ -141,6 +156,7 @@ def display_headers(comparison: Comparison) -> list[str]:
         delta_header(comparison),
         "p (adj)",
         "verdict",
+        "compute ×",
         "tok/s",
         "peak mem",
         "MFU",
@@ -156,6 +172,8 @@ def display_rows(comparison: Comparison) -> list[list[str]]:
     rows = []
     for label, (_, r) in zip(labels, comparison.table.iterrows(), strict=True):
         seeds = str(r["n"]) + (f" (+{r['n_failed']} failed)" if r["n_failed"] else "")
+        if r["n"] and 0 < r.get("n_seeds", r["n"]) < r["n"]:  # reruns of a seed (A/A)
+            seeds += f" ({r['n_seeds']} distinct)"
         rows.append(
             [
                 label,
@@ -166,6 +184,7 @@ def display_rows(comparison: Comparison) -> list[list[str]]:
                 fmt_delta(r, m),
                 fmt_p(r, m),
                 verdict(r, m, comparison.maximize),
+                fmt_multiplier(r),
                 fmt_count(r["perf/tokens_per_s_median"]),
                 fmt_mem(r["sys/peak_mem_mb_max"]),
                 fmt_percent(r["perf/mfu_median"]),
@@ -210,9 +229,48 @@ def caption(comparison: Comparison) -> str:
         f"{', '.join(comparison.runset.experiments)}: {comparison.runset.selection}; "
         f"{len(comparison.runs)} runs grouped by {comparison.by}. "
         f"Objective {comparison.metric} ({direction} is better), final value mean ± std over "
-        f"seeds; Δ vs baseline {comparison.baseline} {ci}{_correction_note(comparison)}"
-        f"{_pairing_note(comparison)}."
+        f"seeds{_budget_note(comparison)}{_match_note(comparison)}; Δ vs baseline {comparison.baseline} {ci}"
+        f"{_correction_note(comparison)}"
+        f"{_pairing_note(comparison)}.{_compute_note(comparison)}"
     )
+
+
+def _compute_note(comparison: Comparison) -> str:
+    if "compute_x" not in comparison.table or comparison.table["compute_x"].isna().all():
+        return ""
+    return (
+        f" compute ×: the baseline's {comparison.compute_unit} to reach the variant's final "
+        f"{comparison.metric} on the baseline's mean validation curve, over the variant's "
+        "(geometric mean over seeds; ≥ beyond the curve's end, ≤ before its start)."
+    )
+
+
+BUDGETS = (("train.steps", "steps"), ("train.tokens", "tokens"), ("train.time_limit", "s"))
+
+
+def _budget_note(comparison: Comparison) -> str:
+    """The budget the runs shared: '; budget 600 steps', or each budget set when they differ."""
+    runs, parts = comparison.runset.runs, []
+    for key, unit in BUDGETS:
+        values = sorted(
+            {str(v) for v in runs.get(f"params.{key}", pd.Series(dtype=object)).dropna()}
+        )
+        if values:
+            parts.append(f"{' or '.join(values)} {unit}")
+    if len(parts) > 1:
+        return f"; budget {', '.join(parts)}, the first reached ends a run"
+    return f"; budget {parts[0]}" if parts else ""
+
+
+def _match_note(comparison: Comparison) -> str:
+    """Which size the variants were matched on (a spec's `match:`), when the runs say."""
+    runs = comparison.runset.runs
+    by, knob = (
+        runs.get(f"params.match.{k}", pd.Series(dtype=object)).dropna() for k in ("by", "knob")
+    )
+    if by.empty:
+        return ""
+    return f"; variants matched on {by.iloc[0]} by resizing {knob.iloc[0] if len(knob) else '?'}"
 
 
 def _correction_note(comparison: Comparison) -> str:

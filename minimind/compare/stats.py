@@ -180,10 +180,11 @@ def delta_ci(
     y = Sample.of(baseline, baseline_seeds)
     if len(x.values) == 0 or len(y.values) == 0:
         return DeltaCI(math.nan, math.nan, math.nan, "none")
-    pairs = _pairs(x, y, pairing) if method != "bootstrap" else "unpaired: bootstrap"
+    # The bootstrap resamples each side on its own: it never pairs, and says nothing of it.
+    pairs = _pairs(x, y, "off" if method == "bootstrap" else pairing)
     if isinstance(pairs, tuple):
         return paired_ci(*pairs, level)
-    note = pairs if pairing != "off" else ""
+    note = "" if pairing == "off" or method == "bootstrap" else pairs
     if min(len(x.values), len(y.values)) < 2:
         delta = float(np.mean(x.values) - np.mean(y.values))
         return DeltaCI(delta, math.nan, math.nan, "none", note=note)

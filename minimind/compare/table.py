@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from minimind.compare.compute import Multiplier, compute_multiplier
 from minimind.compare.runs import CompareError, RunSet
 from minimind.compare.stats import (
     CIMethod,
@@ -27,13 +28,19 @@ from minimind.compare.stats import (
     seed_values,
     seeds_for_power,
 )
-from minimind.record import FAILURE_REASON_TAG, RUN_METRICS, is_maximized
+from minimind.record import (
+    FAILURE_REASON_TAG,
+    RUN_METRICS,
+    SPEC_HASH_TAG,
+    curve_metric,
+    is_maximized,
+)
 
 MISSING_GROUP = "(missing)"
 """The group of runs that lack the `--by` param or tag."""
 
 
-SIZE_PARAMS = ("num_params", "num_active_params", "flops_per_token")
+SIZE_PARAMS = ("num_params", "num_non_embedding_params", "num_active_params", "flops_per_token")
 SPREAD_METRICS = ("val/loss", "val/bpb")
 """Final values reported as mean ± std over seeds."""
 
@@ -64,6 +71,8 @@ class Comparison:
     of every variant against the baseline), `unpaired` (from `noise`) and `paired` (from
     `paired_noise`, when there is one)."""
     power_alpha: float | None = None
+    compute_unit: str = "steps"
+    """What the compute multipliers count: `FLOPs`, `tokens` or `steps` (what the params allow)."""
 
     @property
     def maximize(self) -> bool:
@@ -123,6 +132,13 @@ def _wall_seconds(runs: pd.DataFrame) -> pd.Series:
     return _metric(runs, "time/elapsed_s").fillna(duration)
 
 
+def _groups(runs: pd.DataFrame, group_column: str) -> pd.Series:
+    """Each run's row: its `group_column` value; grouped by variant, runs whose configs differ
+    are never pooled (`split_unpoolable`)."""
+    group = runs[group_column].fillna(MISSING_GROUP).astype(str)
+    return split_unpoolable(runs, group) if group_column == "variant" and len(runs) else group
+
+
 def summarize_runs(runset: RunSet, metric: str, group_column: str) -> pd.DataFrame:
     """One row per run: identity, status, sizes and final/best/median metric values."""
     runs = runset.runs
@@ -134,7 +150,7 @@ def summarize_runs(runset: RunSet, metric: str, group_column: str) -> pd.DataFra
             "run_id": by_id,
             "run_name": runs["run_name"],
             "experiment_id": runs["experiment_id"],
-            "group": runs[group_column].fillna(MISSING_GROUP).astype(str),
+            "group": _groups(runs, group_column),
             "variant": runs["variant"],
             "seed": runs["seed"],
             "status": runs["status"],
@@ -153,6 +169,50 @@ def summarize_runs(runset: RunSet, metric: str, group_column: str) -> pd.DataFra
         }
     )
     return out.reset_index(drop=True)
+
+
+UNPOOLED_PARAMS = ("seed", "seeds", "name", "description", "extends")
+UNPOOLED_PREFIXES = ("tracking.", "sweep.", "power.", "train.checkpoint_dir", "data.cache_dir")
+"""Params that may differ between runs pooled in one row: the seed, and what names, records
+or plans a run without changing what it trains."""
+
+
+def _config_signature(runs: pd.DataFrame) -> pd.Series:
+    """Per run, the resolved config that trains it: its params but the `UNPOOLED_*` ones."""
+    columns = [
+        c
+        for c in runs.columns
+        if c.startswith("params.")
+        and c.removeprefix("params.") not in UNPOOLED_PARAMS
+        and not c.removeprefix("params.").startswith(UNPOOLED_PREFIXES)
+    ]
+    rows = runs[columns].itertuples(index=False)
+    return pd.Series(["|".join(map(str, row)) for row in rows], index=runs.index, dtype=object)
+
+
+def split_unpoolable(runs: pd.DataFrame, group: pd.Series) -> pd.Series:
+    """`group`, with the runs of a group whose resolved configs differ (other than in the seed)
+    split into rows of their own, named `<group> @<spec hash>` (the first 8 characters of the
+    `spec_hash` tag of the split's first run), or `<group> @config<k>` when the hashes do not
+    tell the configs apart."""
+    signature = _config_signature(runs)
+    out = group.copy()
+    for name in group.unique():
+        mine = group == name
+        kinds = list(dict.fromkeys(signature[mine]))
+        if len(kinds) < 2:
+            continue
+        column = f"tags.{SPEC_HASH_TAG}"
+        labels = []
+        for kind in kinds:
+            hashes = runs.loc[mine & (signature == kind)].get(column, pd.Series(dtype=object))
+            hashes = hashes.dropna()
+            labels.append(f"@{str(hashes.iloc[0])[:8]}" if len(hashes) else "")
+        if len(set(labels)) < len(labels):  # one spec, several configs (a sweep's trials)
+            labels = [f"@config{k}" for k in range(len(kinds))]
+        for kind, label in zip(kinds, labels, strict=True):
+            out[mine & (signature == kind)] = f"{name} {label}"
+    return out
 
 
 def _problem_reason(row: pd.Series, metric: str) -> str:
@@ -175,6 +235,7 @@ def _group_row(group: str, runs: pd.DataFrame, every_run: pd.DataFrame, metric: 
     """Statistics over `runs` (the group's finished runs); sizes from `every_run` of the group,
     since they are known before training."""
     row: dict = {"variant": group, "n": len(runs), "n_failed": len(every_run) - len(runs)}
+    row["n_seeds"] = runs["seed"].nunique()  # fewer than n when a seed was rerun
     for key in SIZE_PARAMS:
         values = every_run[key].dropna()
         row[key] = values.iloc[0] if len(values) else np.nan
@@ -192,6 +253,52 @@ def _group_row(group: str, runs: pd.DataFrame, every_run: pd.DataFrame, metric: 
     row["sys/peak_mem_mb_max"] = runs["sys/peak_mem_mb"].max()
     row["wall_s_mean"] = runs["wall_s"].mean()
     return row
+
+
+def curve_key(runset: RunSet, metric: str) -> str:
+    """The metric whose history is `metric`'s curve: its periodic estimate
+    (`record.curve_metric`) when the runs log one (the final `metric` is then exact), else
+    `metric` (runs recorded before the exact evaluation existed)."""
+    sampled = curve_metric(metric)
+    return sampled if f"metrics.{sampled}" in runset.runs.columns else metric
+
+
+def _compute_per_step(runs: pd.DataFrame) -> tuple[pd.Series, str]:
+    """Each run's compute per optimizer step, by run_id, and its unit: FLOPs (tokens per step
+    × FLOPs per token) when every run has both, else tokens, else 1 step."""
+    tokens = _param(runs, "train.batch_size") * _param(runs, "train.seq_len")
+    tokens = tokens * _param(runs, "train.grad_accum").fillna(1.0)
+    flops = tokens * _param(runs, "flops_per_token")
+    for values, unit in ((flops, "FLOPs"), (tokens, "tokens")):
+        if len(runs) and values.notna().all():
+            return pd.Series(values.to_numpy(), index=runs["run_id"]), unit
+    return pd.Series(1.0, index=runs["run_id"]), "steps"
+
+
+def _multipliers(
+    runset: RunSet, finished: pd.DataFrame, baseline: str, metric: str, level: float
+) -> tuple[dict[str, Multiplier], str]:
+    """Each group's effective compute multiplier against the baseline's mean validation curve
+    (the mean over its seeds at the steps they all evaluated)."""
+    per_step, unit = _compute_per_step(runset.runs)
+    if is_maximized(metric):  # throughput and MFU have no learning curve to read
+        return {}, unit
+    key = curve_key(runset, metric)
+    curves = {r: runset.history(r, key) for r in finished["run_id"]}
+    base_runs = [r for r in finished.loc[finished["group"] == baseline, "run_id"] if len(curves[r])]
+    if not base_runs:
+        return {}, unit
+    mean = pd.concat([curves[r] for r in base_runs], axis=1, join="inner").mean(axis=1)
+    curve_x = mean.index.to_numpy(dtype=float) * per_step[base_runs[0]]
+    out = {}
+    for group, runs in finished.groupby("group", sort=False):
+        ids = [r for r in runs["run_id"] if len(curves[r])]
+        finals = [curves[r].iloc[-1] for r in ids]
+        spent = [curves[r].index[-1] * per_step[r] for r in ids]
+        out[group] = compute_multiplier(
+            curve_x, mean.to_numpy(), finals, spent, maximize=is_maximized(metric), level=level
+        )
+    return out, unit
 
 
 def compare(
@@ -268,6 +375,15 @@ def compare(
         table[f"{metric}_p_adj"] = [c.p_adj for c in cis]
         table[f"{metric}_within_noise"] = [c.within_noise for c in cis]
         table[f"{metric}_mde"] = [c.mde for c in cis]
+        multipliers, unit = _multipliers(
+            runset, finished, baseline, metric, corrected_level(len(table) - 1, correction)
+        )
+        none = Multiplier(np.nan, np.nan, np.nan, "none", 0)
+        found = [multipliers.get(g, none) for g in table["variant"]]
+        table["compute_x"] = [m.value for m in found]
+        table["compute_x_low"] = [m.low for m in found]
+        table["compute_x_high"] = [m.high for m in found]
+        table["compute_x_where"] = [m.where for m in found]
         table = table.sort_values(
             f"{metric}_mean", ascending=not is_maximized(metric), na_position="last", kind="stable"
         ).reset_index(drop=True)
@@ -277,7 +393,7 @@ def compare(
         # Corrected for the comparisons the design will make: every variant against the baseline.
         alpha = family_alpha(len(table) - 1, correction)
         power_seeds = {"unpaired": seeds_for_power(power_delta, noise.sd, alpha)}
-        if paired_noise is not None:
+        if paired_noise is not None and paired_noise.df > 0:
             power_seeds["paired"] = seeds_for_power(
                 power_delta, paired_noise.sd, alpha, paired=True
             )
@@ -297,4 +413,5 @@ def compare(
         power_delta=power_delta,
         power_seeds=power_seeds,
         power_alpha=alpha,
+        compute_unit=unit if len(table) else "steps",
     )

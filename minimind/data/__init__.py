@@ -6,7 +6,7 @@ val = fixed_val_batches(data.val_tokens, batch_size=16, seq_len=128, n_batches=1
 bpb = bits_per_byte(mean_val_loss, len(data.val_tokens), data.val_bytes)
 """
 
-from minimind.data.batches import TrainBatches, document_ids, fixed_val_batches
+from minimind.data.batches import TrainBatches, document_ids, exact_val_windows, fixed_val_batches
 from minimind.data.bpb import bits_per_byte
 from minimind.data.config import DataConfig, TokenizerConfig
 from minimind.data.errors import DataError
@@ -20,6 +20,7 @@ __all__ = [
     "TrainBatches",
     "bits_per_byte",
     "document_ids",
+    "exact_val_windows",
     "fixed_val_batches",
     "prepare_data",
 ]

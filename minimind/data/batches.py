@@ -121,6 +121,35 @@ def document_ids(batch: torch.Tensor, eos_id: int) -> torch.Tensor:
     return torch.cumsum(is_eos, dim=1) - is_eos
 
 
+def exact_val_windows(
+    tokens: np.ndarray, seq_len: int, batch_size: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Every token of `tokens` but the first as a target exactly once: (inputs, targets) batches
+    of non-overlapping windows, inputs tokens[s : s + seq_len] and targets one to the right,
+    plus the tail (the last (N - 1) mod seq_len targets) as a batch of its own.
+
+    Each target is scored with the context its window gives it: the first target of a window
+    sees one token, the last seq_len. Shapes: [b, seq_len] each, the tail [1, r].
+    """
+    if len(tokens) < 2:
+        raise ValueError(f"the validation split has {len(tokens)} tokens, too few to score")
+    full = (len(tokens) - 1) // seq_len
+    starts = np.arange(full) * seq_len
+    batches = []
+    for i in range(0, full, batch_size):
+        chunk = starts[i : i + batch_size]
+        batches.append(
+            (_windows(tokens, chunk, seq_len, False), _windows(tokens, chunk + 1, seq_len, False))
+        )
+    tail = (len(tokens) - 1) % seq_len
+    if tail:
+        start = np.array([full * seq_len])
+        batches.append(
+            (_windows(tokens, start, tail, False), _windows(tokens, start + 1, tail, False))
+        )
+    return batches
+
+
 def _windows(tokens: np.ndarray, starts: np.ndarray, seq_len: int, pin: bool) -> torch.Tensor:
     """tokens[s : s + seq_len] for each start s, as a LongTensor [len(starts), seq_len]."""
     rows = tokens[starts[:, None] + np.arange(seq_len)].astype(np.int64)

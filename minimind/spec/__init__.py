@@ -12,6 +12,7 @@ Every problem is a `SpecError` whose `str` is one line `<field.path>: <message>`
 
 from minimind.spec.errors import SpecError
 from minimind.spec.loader import dump_spec, load_spec, parse_override
+from minimind.spec.matching import MatchConfig
 from minimind.spec.naming import BASE_VARIANT, variant_name
 from minimind.spec.schema import ModelSection, Spec, validate_spec
 from minimind.spec.sections import (
@@ -47,6 +48,7 @@ __all__ = [
     "SpecError",
     "SweepConfig",
     "TrackingConfig",
+    "MatchConfig",
     "PowerHint",
     "TrainConfig",
     "Variant",

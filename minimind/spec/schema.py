@@ -43,6 +43,7 @@ from minimind.spec.errors import (
     from_validation_error,
     suggest,
 )
+from minimind.spec.matching import MatchConfig, match_knob, size
 from minimind.spec.naming import variant_name
 from minimind.spec.sections import PowerHint, TrackingConfig, TrainConfig
 from minimind.spec.sweep_config import SweepConfig
@@ -114,6 +115,7 @@ class Spec(BaseModel):
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
     sweep: SweepConfig | None = None
     power: PowerHint | None = None
+    match: MatchConfig | None = None
     # Each ablation cell's assignments and its spec without `ablate` and `sweep`, as validated.
     _variants: list[tuple[dict[str, Any], Spec]] = PrivateAttr(default_factory=list)
 
@@ -198,6 +200,26 @@ class Spec(BaseModel):
                     path, message = outcome
                     field_error(("ablate",), f"variant {variant_name(combo)}: {path}: {message}")
                 self._variants.append((combo, outcome))
+        if self.match is not None:
+            self._match_variants(self.match)
+
+    def _match_variants(self, match: MatchConfig) -> None:
+        """Resize `match.knob` of every variant but the first (the baseline) to the first's
+        size (`minimind.spec.matching`); the variants keep their names."""
+        if len(self._variants) < 2:
+            field_error(("match",), "needs an ablation: variants to match to the first")
+        base = self.base_tree()
+        target = size(self._variants[0][1], match.by)
+        matched = [self._variants[0]]
+        for assignments, spec in self._variants[1:]:
+            if abs(size(spec, match.by) - target) <= match.tolerance * target:
+                matched.append((assignments, spec))
+                continue
+            outcome = match_knob(lambda a: try_validate(base, a), assignments, target, match)
+            if isinstance(outcome, str):
+                field_error(("match",), f"variant {variant_name(assignments)}: {outcome}")
+            matched.append((assignments, outcome[0]))
+        self._variants = matched
 
     def _check_sweep_params(self) -> None:
         """Both ends of each range and every choice must validate, in every variant."""

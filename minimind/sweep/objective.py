@@ -26,7 +26,14 @@ import optuna
 from minimind.data import DataConfig, PreparedData, prepare_data
 from minimind.device import autocast_dtype, resolve_device
 from minimind.plan import data_key
-from minimind.record import TRIAL_STATE_TAG, child_params, child_tags, trial_run_name, trial_tags
+from minimind.record import (
+    TRIAL_STATE_TAG,
+    child_params,
+    child_tags,
+    curve_metric,
+    trial_run_name,
+    trial_tags,
+)
 from minimind.spec import ReduceConfig, Spec, SpecError, SweepConfig, dump_spec, with_values
 from minimind.sweep.algorithms import is_pruning
 from minimind.sweep.liveness import record_worker
@@ -55,7 +62,8 @@ def reduce_values(values: Sequence[float], reduce: ReduceConfig) -> float:
 
 class TrialSink:
     """What a trial's `Trainer` logs to: forwards every point to the MLflow run, keeps the
-    objective metrics' values and, given a trial, reports the first objective for pruning.
+    objective metrics' values and, given a trial, reports the first objective for pruning (its
+    periodic estimate, `record.curve_metric`, for the exact `val/*` logged only at the end).
 
     The evaluation at `final_step` is reported but never pruned: the run has spent its budget,
     and its value is worth more to the sampler than a PRUNED mark."""
@@ -71,14 +79,18 @@ class TrialSink:
         self.sweep = sweep
         self.trial = trial
         self.final_step = final_step
-        self.history: dict[str, list[float]] = {metric: [] for metric in sweep.metrics}
+        # The exact val/* metrics are logged once, at the end: prune on their periodic estimate.
+        self.watched = curve_metric(sweep.metrics[0])
+        self.history: dict[str, list[float]] = {
+            metric: [] for metric in dict.fromkeys([*sweep.metrics, self.watched])
+        }
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         self.run.log_metrics(metrics, step)
         for metric, values in self.history.items():
             if metric in metrics:
                 values.append(float(metrics[metric]))
-        watched = self.sweep.metrics[0]
+        watched = self.watched
         if self.trial is not None and watched in metrics:
             value = reduce_values(self.history[watched], self.sweep.reduce)
             self.trial.report(value, step)
@@ -90,7 +102,7 @@ class TrialSink:
 
     def values(self) -> list[float]:
         """The reduced value of each objective; ValueError naming a metric never logged."""
-        missing = [metric for metric, values in self.history.items() if not values]
+        missing = [metric for metric in self.sweep.metrics if not self.history[metric]]
         if missing:
             raise ValueError(f"{', '.join(missing)} was never logged by the run")
         return [reduce_values(self.history[m], self.sweep.reduce) for m in self.sweep.metrics]

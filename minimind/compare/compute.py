@@ -1,0 +1,88 @@
+"""The effect of a variant in compute: its effective compute multiplier against the baseline.
+
+A variant's multiplier is the compute at which the baseline's validation curve reaches the
+variant's final objective, divided by the compute the variant spent: 1.2× means the baseline
+needs 20% more compute for the same result. docs/statistics.md gives the method and its limits.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy import stats
+
+Where = Literal["inside", "beyond", "before", "none"]
+
+
+@dataclass(frozen=True)
+class Multiplier:
+    """The geometric mean over seeds of the per-seed multipliers, with a t interval on their
+    logarithms at `level`. `where`: `inside` the baseline's curve; `beyond` it (the variant
+    ends better than the baseline ever got: the figures are lower bounds, the baseline's
+    whole budget over the variant's); `before` it (worse than the baseline's first
+    evaluation: upper bounds); `none` when nothing could be read."""
+
+    value: float
+    low: float
+    high: float
+    where: Where
+    n: int
+
+
+def reach(
+    curve_x: np.ndarray, curve_y: np.ndarray, target: float, maximize: bool = False
+) -> tuple[float, Where]:
+    """The first x at which the piecewise-linear curve (x increasing) reaches `target`.
+
+    Linear interpolation between the two evaluations that bracket the first crossing. A
+    target never reached gives the last x and `beyond`; one reached at the first point (the
+    curve starts there already) gives the first x and `before`, unless it is met exactly.
+    """
+    x, y = np.asarray(curve_x, dtype=float), np.asarray(curve_y, dtype=float)
+    sign = -1.0 if maximize else 1.0  # compare as a minimized objective
+    ys, t = sign * y, sign * target
+    reached = np.nonzero(ys <= t)[0]
+    if len(reached) == 0:
+        return float(x[-1]), "beyond"
+    i = int(reached[0])
+    if i == 0:
+        return float(x[0]), "inside" if ys[0] == t else "before"
+    x0, x1, y0, y1 = x[i - 1], x[i], ys[i - 1], ys[i]
+    return float(x0 + (t - y0) * (x1 - x0) / (y1 - y0)), "inside"
+
+
+def compute_multiplier(
+    curve_x: np.ndarray,
+    curve_y: np.ndarray,
+    finals: np.ndarray,
+    spent: np.ndarray,
+    *,
+    maximize: bool = False,
+    level: float = 0.95,
+) -> Multiplier:
+    """The multiplier of a variant whose seeds ended at `finals` after spending `spent` (same
+    unit as `curve_x`: FLOPs, tokens or steps), read off the baseline's curve."""
+    finals, spent = np.asarray(finals, dtype=float), np.asarray(spent, dtype=float)
+    keep = ~(np.isnan(finals) | np.isnan(spent))
+    if len(curve_x) == 0 or not keep.any():
+        return Multiplier(math.nan, math.nan, math.nan, "none", 0)
+    readings = [reach(curve_x, curve_y, f, maximize) for f in finals[keep]]
+    logs = np.log([x for x, _ in readings] / spent[keep])
+    wheres = {w for _, w in readings}
+    where: Where = "beyond" if "beyond" in wheres else "before" if "before" in wheres else "inside"
+    value = float(np.exp(logs.mean()))
+    if len(logs) < 2 or float(np.std(logs, ddof=1)) == 0.0:
+        return Multiplier(value, math.nan, math.nan, where, len(logs))
+    half = (
+        stats.t.ppf(0.5 + level / 2.0, len(logs) - 1) * np.std(logs, ddof=1) / math.sqrt(len(logs))
+    )
+    return Multiplier(
+        value,
+        float(np.exp(logs.mean() - half)),
+        float(np.exp(logs.mean() + half)),
+        where,
+        len(logs),
+    )
