@@ -3,9 +3,10 @@ sharded pipeline on corpora built here from the embedded text (nothing is downlo
 
 A corpus of N MB is `.jsonl` files of about 32 MB, each document a run of tinyshakespeare lines
 whose words are shuffled (seeded), so documents repeat no text verbatim at scale. Figures:
-- tokenization MB/s of `prepare_data` with 1 process and with every core, against a plain
-  single-process loop of `Tokenizer.encode_batch` over the same documents (its peer), all with one
-  already-trained tokenizer, on the smaller corpus;
+- tokenization MB/s of `prepare_data` with 1 process on 1 core and with a process per core,
+  against a plain single-process loop of `Tokenizer.encode_batch` (tokenizers' own threads on)
+  over the same documents (its peer), all with one already-trained tokenizer, on the smaller
+  corpus;
 - peak RSS of `minimind data prepare` (the sum over its process tree, sampled every 50 ms) at each
   size: it should stay flat as the corpus grows;
 - start-up of a run on the prepared corpus in a fresh process: `prepare_data` finding the cache,
@@ -22,6 +23,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -70,16 +73,16 @@ def run(ctx: BenchContext) -> list[Row]:
         rates = {"plain encode_batch loop": n_bytes / 1e6 / peer_s}
         for procs in dict.fromkeys((1, cores)):
             cfg = _config(small, root / f"cache-throughput-{procs}", tokenizer_path, procs)
-            seconds = _time(lambda cfg=cfg: prepare_data(cfg))
-            rates[f"prepare_data, {procs} process{'es' if procs > 1 else ''}"] = (
-                n_bytes / 1e6 / seconds
-            )
+            # One process on one core (tokenizers' own threads off), as each worker runs.
+            with _tokenizer_threads(procs > 1):
+                seconds = _time(lambda cfg=cfg: prepare_data(cfg))
+            rates[_pipeline(procs)] = n_bytes / 1e6 / seconds
         for name, rate in rates.items():
             rows.append(
                 Row(SUITE, f"tokenization {sizes[0]} MB: {name}", rate, "MB/s", detail="1 run")
             )
         if cores > 1:
-            scaling = rates[f"prepare_data, {cores} processes"] / rates["prepare_data, 1 process"]
+            scaling = rates[_pipeline(cores)] / rates[_pipeline(1)]
             rows.append(
                 Row(
                     SUITE,
@@ -181,6 +184,25 @@ def _config(directory: Path, cache: Path, tokenizer: Path, procs: int | None) ->
         bos_align=True,
         cache_dir=str(cache),
     )
+
+
+def _pipeline(procs: int) -> str:
+    return "prepare_data, 1 process on 1 core" if procs == 1 else f"prepare_data, {procs} processes"
+
+
+@contextmanager
+def _tokenizer_threads(enabled: bool) -> Iterator[None]:
+    """tokenizers' thread pool on or off (it reads TOKENIZERS_PARALLELISM at every call)."""
+    before = os.environ.get("TOKENIZERS_PARALLELISM")
+    if not enabled:
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = before
 
 
 def _time(call) -> float:

@@ -18,6 +18,8 @@ import os
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -228,10 +230,19 @@ def _run(jobs: list[ShardJob], processes: int) -> Iterator[tuple[int, dict]]:
             yield job.index, tokenize_piece(job)
         return
     # spawn: a fork would copy the parent's threads (tokenizers', torch's) in an unknown state.
+    # A worker that dies (killed, out of memory) breaks the pool with an error, never a hang.
     context = multiprocessing.get_context("spawn")
-    with context.Pool(processes, initializer=worker_init) as pool:
-        for job, counts in zip(jobs, pool.imap(tokenize_piece, jobs), strict=True):
-            yield job.index, counts
+    with ProcessPoolExecutor(processes, mp_context=context, initializer=worker_init) as pool:
+        futures = {pool.submit(tokenize_piece, job): job.index for job in jobs}
+        try:
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+        except BrokenProcessPool as e:
+            raise RuntimeError(
+                "a tokenization worker died (killed, out of memory, or started from a script "
+                "without `if __name__ == '__main__':`); the pieces done are kept, and "
+                "data.num_proc: 1 tokenizes in this process"
+            ) from e
 
 
 def _say(message: str) -> None:
