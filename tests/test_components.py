@@ -355,6 +355,9 @@ def test_dense_mlps_match_their_formulas():
     relu = registry.build("mlp", "relu", dim=16, dropout=0.0)
     assert relu.up_proj.out_features == 64
     torch.testing.assert_close(relu(x), relu.down_proj(torch.relu(relu.up_proj(x))))
+    relu2 = registry.build("mlp", "relu2", dim=16, dropout=0.0)
+    assert relu2.up_proj.out_features == 64
+    torch.testing.assert_close(relu2(x), relu2.down_proj(torch.relu(relu2.up_proj(x)) ** 2))
     gelu = registry.build("mlp", {"name": "gelu", "approximate": "tanh"}, dim=16, dropout=0.0)
     up = gelu.up_proj(x)
     tanh_gelu = 0.5 * up * (1 + torch.tanh(math.sqrt(2 / math.pi) * (up + 0.044715 * up**3)))
@@ -362,7 +365,7 @@ def test_dense_mlps_match_their_formulas():
     swiglu = registry.build("mlp", "swiglu", dim=16, dropout=0.0)
     gated = F.silu(swiglu.gate_proj(x)) * swiglu.up_proj(x)
     torch.testing.assert_close(swiglu(x), swiglu.down_proj(gated))
-    for module in (relu, gelu, swiglu):
+    for module in (relu, relu2, gelu, swiglu):
         assert module.aux_loss.item() == 0 and module.aux_loss.dim() == 0
         assert module.expert_load is None
 
@@ -383,6 +386,8 @@ def test_swiglu_hidden_default():
     "spec, expected",
     [
         ("relu", 2 * 16 * 64),
+        ("relu2", 2 * 16 * 64),
+        ({"name": "relu2", "hidden": 10, "bias": True}, 2 * 16 * 10 + 10 + 16),
         ({"name": "gelu", "hidden": 10, "bias": True}, 2 * 16 * 10 + 10 + 16),
         ("swiglu", 3 * 16 * 64),
         ({"name": "swiglu", "hidden": 24, "bias": True}, 3 * 16 * 24 + 2 * 24 + 16),
