@@ -113,6 +113,9 @@ class ModelConfig(BaseModel):
     block: Component = "prenorm"
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
     tie_embeddings: bool = True
+    logit_softcap: float | None = Field(
+        None, gt=0, description="cap·tanh(logits / cap) on the logits (null: off)"
+    )
     pad_vocab_multiple: int = Field(
         64,
         ge=1,

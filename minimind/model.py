@@ -2,6 +2,9 @@
 
     tokens -> embed_tokens -> position.embed -> dropout -> blocks -> norm -> lm_head -> logits
 
+With `logit_softcap` set, the logits are cap·tanh(logits / cap) (Gemma 2, modded-nanogpt) for the
+loss and for generation alike. `z_loss` is the auxiliary term the trainer may add (PaLM, OLMo).
+
 Each block is built from the config's block, attention, mlp and norm; attention rotates q and k
 with the `rotate` of `position.rotation(positions)`. The model never asks which kind of component
 it holds: position modules offer `embed` and `rotation`, every mlp offers `aux_loss` and
@@ -31,6 +34,28 @@ class LMOutput:
     logits: torch.Tensor  # [B, T, padded_vocab_size]; ids >= config.vocab_size are never targets
     loss: torch.Tensor | None  # 0-dim mean cross-entropy over non-ignored targets, or None
     aux_loss: torch.Tensor  # 0-dim sum of the mlps' auxiliary losses (already scaled); 0 if dense
+
+
+def soft_cap(logits: torch.Tensor, cap: float) -> torch.Tensor:
+    """cap·tanh(logits / cap): any shape; smooth, near the identity for |logits| << cap."""
+    return cap * torch.tanh(logits / cap)
+
+
+def shifted_targets(labels: torch.Tensor) -> torch.Tensor:
+    """labels [B, T] -> the target of each position [B, T]: the next label, -100 at the end."""
+    # Shift the labels, not the logits: slicing logits[:, :-1] would copy the largest
+    # activation of the step (and its gradient); the last position simply has no target.
+    return F.pad(labels[:, 1:], (0, 1), value=-100)
+
+
+def z_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean of logsumexp(logits)² over the positions with a target (PaLM's z-loss, unscaled).
+
+    logits [B, T, V], labels [B, T] as `MiniMindLM.forward` takes them -> 0-dim float32. It pulls
+    the softmax normaliser towards 1, which keeps the logits from drifting in low precision.
+    """
+    has_target = shifted_targets(labels) != -100
+    return logits.float().logsumexp(dim=-1)[has_target].square().mean()
 
 
 class KVCache:
@@ -118,13 +143,12 @@ class MiniMindLM(nn.Module):
             layer_cache = cache.layers[i] if cache is not None else None
             x = layer(x, rotate, layer_cache)
         logits = self.lm_head(self.norm(x))
+        if self.config.logit_softcap is not None:
+            logits = soft_cap(logits, self.config.logit_softcap)
         loss = None
         if labels is not None:
-            # Shift the labels, not the logits: slicing logits[:, :-1] would copy the largest
-            # activation of the step (and its gradient); the last position simply has no target.
-            targets = F.pad(labels[:, 1:], (0, 1), value=-100)
             loss = F.cross_entropy(
-                logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100
+                logits.flatten(0, 1).float(), shifted_targets(labels).flatten(), ignore_index=-100
             )
         aux_loss = sum((layer.mlp.aux_loss for layer in self.layers), logits.new_zeros(()))
         return LMOutput(logits=logits, loss=loss, aux_loss=aux_loss)

@@ -49,6 +49,7 @@ TRIAL_STATE_TAG = "state"  # `complete`, `pruned` or `failed`
 RUN_METRICS: tuple[str, ...] = (
     "train/loss",
     "train/aux_loss",
+    "train/z_loss",
     "val/loss",
     "val/bpb",
     "opt/lr",

@@ -46,7 +46,7 @@ from minimind.metrics import (
     peak_memory_mb,
     reset_peak_memory,
 )
-from minimind.model import MiniMindLM
+from minimind.model import MiniMindLM, z_loss
 from minimind.optim import build_optimizer, build_schedule
 
 if TYPE_CHECKING:
@@ -160,6 +160,7 @@ class Trainer:
         self.history: dict[str, list[tuple[int, float]]] = {"train/loss": [], "val/loss": []}
         self._loss_sum = torch.zeros((), device=self.device)
         self._aux_sum = torch.zeros((), device=self.device)
+        self._z_sum = torch.zeros((), device=self.device)
         self._window_steps = 0
         self._lr = 0.0
         self._grad_norm: torch.Tensor | None = None
@@ -236,7 +237,12 @@ class Trainer:
             with distributed.gradient_sync(self.forward, micro == accum - 1):
                 with autocast(self.device, self.amp_dtype):
                     out = self.forward(x, labels=x)
-                ((out.loss + out.aux_loss) / accum).backward()
+                objective = out.loss + out.aux_loss
+                if self.cfg.z_loss:
+                    z = self.cfg.z_loss * z_loss(out.logits, x)
+                    objective = objective + z
+                    self._z_sum += z.detach()
+                (objective / accum).backward()
             self._loss_sum += out.loss.detach()
             self._aux_sum += out.aux_loss.detach()
         self._window_steps += 1
@@ -277,10 +283,11 @@ class Trainer:
             else self._loss_sum.new_full((), math.nan)
         )
         # Means over ranks: the global batch's losses; the grad norm is the same on every rank.
-        window = torch.stack([self._loss_sum, self._aux_sum, grad_norm])
-        loss_sum, aux_sum, norm = distributed.mean_across_ranks(window).tolist()
+        window = torch.stack([self._loss_sum, self._aux_sum, self._z_sum, grad_norm])
+        loss_sum, aux_sum, z_sum, norm = distributed.mean_across_ranks(window).tolist()
         self._loss_sum.zero_()
         self._aux_sum.zero_()
+        self._z_sum.zero_()
         self._window_steps = 0
         self._grad_norm = None
         loss, aux = loss_sum / n, aux_sum / n
@@ -289,6 +296,8 @@ class Trainer:
         tokens_per_s, step_ms = self.meter.window()
         metrics["train/loss"] = loss
         metrics["train/aux_loss"] = aux
+        if self.cfg.z_loss:
+            metrics["train/z_loss"] = z_sum / n
         metrics["opt/lr"] = self._lr
         if not math.isnan(norm):  # NaN: not measured (no clipping, and not a planned log step)
             metrics["opt/grad_norm"] = norm

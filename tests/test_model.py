@@ -9,6 +9,8 @@ from pydantic import ValidationError
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from minimind import MiniMindLM, ModelConfig
+from minimind.generation import GREEDY
+from minimind.model import soft_cap, z_loss
 
 SMALL = dict(vocab_size=61, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, max_seq_len=32)
 
@@ -377,3 +379,51 @@ def test_minimind_26m_is_unchanged_by_padding():
         config = ModelConfig.preset(name)
         assert config.padded_vocab_size == config.vocab_size
     assert MiniMindLM(ModelConfig.preset("minimind-26m")).num_params() == 25_829_888
+
+
+# --- logit soft-capping and z-loss ---------------------------------------------------------------
+
+
+def test_softcap_caps_the_logits_in_the_loss_and_in_generation():
+    torch.manual_seed(0)
+    plain = MiniMindLM(ModelConfig(vocab_size=50, dim=32, n_layers=1, n_heads=4))
+    capped = MiniMindLM(plain.config.replace(logit_softcap=0.5))
+    capped.load_state_dict(plain.state_dict())
+    ids = torch.randint(0, 50, (2, 9))
+    raw = plain(ids).logits.detach().requires_grad_()
+    out = capped(ids, labels=ids)
+    expected = 0.5 * torch.tanh(raw / 0.5)
+    torch.testing.assert_close(out.logits, expected, rtol=0, atol=1e-6)
+    assert out.logits.abs().max() < 0.5
+    # the loss and its gradient through the cap, against the written-out derivatives:
+    # d CE / d capped = (softmax - onehot) / n, d capped / d raw = 1 - tanh²(raw / cap)
+    targets = torch.cat([ids[:, 1:], ids[:, :1]], dim=1)  # the last position has no target
+    loss = F.cross_entropy(soft_cap(raw, 0.5)[:, :-1].flatten(0, 1), targets[:, :-1].flatten())
+    assert loss.item() == pytest.approx(out.loss.item(), rel=1e-6)
+    loss.backward()
+    onehot = F.one_hot(targets, raw.size(-1)).float()
+    grad = (expected.softmax(-1) - onehot) / (2 * 8) * (1 - torch.tanh(raw / 0.5) ** 2)
+    grad[:, -1] = 0
+    torch.testing.assert_close(raw.grad, grad, rtol=0, atol=1e-7)
+    # generation reads the capped logits: greedy decoding picks their argmax
+    with torch.no_grad():
+        step = capped.generate(ids[:, :4], 1, GREEDY)[:, -1]
+        assert torch.equal(step, capped(ids[:, :4]).logits[:, -1].argmax(-1))
+
+
+def test_z_loss_is_mean_squared_logsumexp_over_positions_with_a_target():
+    torch.manual_seed(0)
+    logits = (torch.randn(2, 5, 7) * 3).requires_grad_()
+    labels = torch.randint(0, 7, (2, 5))
+    labels[1, 3] = -100  # the target of position (1, 2)
+    value = z_loss(logits, labels)
+    # logsumexp written out, over the positions that have a target: 2·4 - 1 = 7 of them
+    lse = torch.log(torch.exp(logits.detach()).sum(-1))
+    has_target = torch.ones(2, 5, dtype=torch.bool)
+    has_target[:, -1] = False
+    has_target[1, 2] = False
+    assert value.item() == pytest.approx((lse[has_target] ** 2).sum().item() / 7, rel=1e-6)
+    value.backward()
+    # d/dz mean(lse²) = 2 · lse · softmax(z) / n on the counted positions, 0 elsewhere
+    expected = 2 * lse[..., None] * logits.detach().softmax(-1) / 7 * has_target[..., None]
+    torch.testing.assert_close(logits.grad, expected, rtol=0, atol=1e-6)
