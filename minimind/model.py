@@ -26,7 +26,8 @@ from minimind.config import ModelConfig
 from minimind.generation import RANDOM_SAMPLING, SamplingOptions, generate_tokens
 
 RESIDUAL_OUTPUTS = ("o_proj.weight", "down_proj.weight")
-"""Output projections into the residual stream; their init std is 0.02 / sqrt(2·n_layers)."""
+"""Output projections into the residual stream: their init std is scaled by 1/sqrt(2·n_layers),
+or they start at zero (`model.init`, `minimind.config.InitConfig`)."""
 
 
 @dataclass
@@ -94,22 +95,36 @@ class MiniMindLM(nn.Module):
         )
         self.norm = norm() if type(self.layers[0]).final_norm else nn.Identity()
         self.lm_head = nn.Linear(config.dim, config.padded_vocab_size, bias=False)
-        self.apply(self._init_weights)
-        residual_std = 0.02 / math.sqrt(2 * config.n_layers)
-        for name, param in self.named_parameters():
-            if name.endswith(RESIDUAL_OUTPUTS):
-                nn.init.normal_(param, mean=0.0, std=residual_std)
+        self._init_weights()
         if config.tie_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
 
-    @staticmethod
-    def _init_weights(module: nn.Module) -> None:
-        if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+    @torch.no_grad()
+    def _init_weights(self) -> None:
+        """`config.init`'s scheme (see `minimind.config.InitConfig`), before the head is tied."""
+        init = self.config.init
+        if init.scheme != "torch_default":
+
+            def std(linear: nn.Linear) -> float:
+                return 0.02 if init.scheme == "normal" else linear.in_features**-0.5
+
+            for module in self.modules():
+                if isinstance(module, nn.Linear):
+                    module.weight.normal_(0.0, std(module))
+                    if module.bias is not None:
+                        module.bias.zero_()
+                elif isinstance(module, nn.Embedding):
+                    module.weight.normal_(0.0, 0.02)
+            # drawn again, after everything else: the random stream of a seed stays what it was
+            # before the schemes existed, so old runs reproduce
+            depth_scale = 1 / math.sqrt(2 * self.config.n_layers)
+            for name, module in self.named_modules():
+                if f"{name}.weight".endswith(RESIDUAL_OUTPUTS):
+                    module.weight.normal_(0.0, std(module) * depth_scale)
+        if init.zero_out_proj:
+            for name, param in self.named_parameters():
+                if name.endswith(RESIDUAL_OUTPUTS):
+                    param.zero_()
 
     def new_cache(self) -> KVCache:
         """An empty KV cache for incremental decoding with `forward(..., cache=...)`."""

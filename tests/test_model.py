@@ -274,6 +274,47 @@ def test_init_scales_residual_output_projections():
     assert torch.equal(layer.attn_norm.weight, torch.ones(256))
 
 
+@pytest.mark.parametrize("zero_out_proj", [False, True])
+@pytest.mark.parametrize("scheme", ["fan_in", "torch_default"])
+def test_init_schemes_and_zero_output_projections(scheme, zero_out_proj):
+    torch.manual_seed(0)
+    n_layers, dim = 2, 256
+    init = {"scheme": scheme, "zero_out_proj": zero_out_proj}
+    config = ModelConfig(
+        vocab_size=64, dim=dim, n_layers=n_layers, n_heads=4, mlp="relu", init=init
+    )
+    model = MiniMindLM(config)
+    layer = model.layers[1]
+    # fan_in: N(0, 1/fan_in); torch_default: nn.Linear's U(±1/sqrt(fan_in)), std 1/sqrt(3·fan_in)
+    factor = 1.0 if scheme == "fan_in" else 3**-0.5
+    residual = 1 / math.sqrt(2 * n_layers) if scheme == "fan_in" else 1.0
+    cases = [
+        (layer.attn.q_proj.weight, factor / math.sqrt(dim)),
+        (layer.mlp.up_proj.weight, factor / math.sqrt(dim)),
+        (model.embed_tokens.weight, 0.02 if scheme == "fan_in" else 1.0),
+    ]
+    if not zero_out_proj:
+        cases += [
+            (layer.attn.o_proj.weight, residual * factor / math.sqrt(dim)),
+            (layer.mlp.down_proj.weight, residual * factor / math.sqrt(4 * dim)),
+        ]
+    for weight, std in cases:
+        assert weight.std().item() == pytest.approx(std, rel=0.05)
+    if scheme == "torch_default":
+        bound = 1 / math.sqrt(dim)
+        assert layer.attn.q_proj.weight.abs().max() <= bound
+    if zero_out_proj:
+        for name, param in model.named_parameters():
+            assert (param.count_nonzero() == 0) == name.endswith(
+                ("o_proj.weight", "down_proj.weight")
+            )
+
+
+def test_init_scheme_is_validated():
+    loc, message = error_of(init={"scheme": "xavier"})
+    assert loc == ("init", "scheme") and "normal" in message
+
+
 def test_moe_expert_down_projections_are_scaled_too():
     torch.manual_seed(0)
     config = ModelConfig(
