@@ -7,7 +7,7 @@ Everything is counted from the config alone, before any weights exist.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -82,6 +82,25 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+class InitConfig(BaseModel):
+    """How `MiniMindLM` initialises its weights (`model.init`).
+
+    - `normal` (default; GPT-2, nanoGPT): linear and embedding weights N(0, 0.02), biases 0, and
+      the residual output projections (o_proj, down_proj) N(0, 0.02 / sqrt(2·n_layers)).
+    - `fan_in`: linear weights N(0, 1 / fan_in), the output projections' std further divided by
+      sqrt(2·n_layers); embeddings N(0, 0.02), biases 0.
+    - `torch_default`: what the torch modules are built with (nn.Linear's Kaiming-uniform,
+      nn.Embedding's N(0, 1)); MiniMind2's own model trains from this.
+    `zero_out_proj` (modded-nanogpt) then zeroes the output projections, so each block starts as
+    the identity on the residual stream.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    scheme: Literal["normal", "fan_in", "torch_default"] = "normal"
+    zero_out_proj: bool = False
+
+
 class ModelConfig(BaseModel):
     """A decoder-only LM assembled from registry components; frozen (use `replace` to change it).
 
@@ -113,6 +132,10 @@ class ModelConfig(BaseModel):
     block: Component = "prenorm"
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
     tie_embeddings: bool = True
+    init: InitConfig = Field(default_factory=InitConfig)
+    logit_softcap: float | None = Field(
+        None, gt=0, description="cap·tanh(logits / cap) on the logits (null: off)"
+    )
     pad_vocab_multiple: int = Field(
         64,
         ge=1,

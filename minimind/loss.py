@@ -25,13 +25,41 @@ IGNORE_INDEX = -100
 """Targets equal to it add nothing to the loss (the last position, padding)."""
 
 LossSum = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-"""(logits [n, V] float32, targets [n]) -> 0-dim sum of the n tokens' losses."""
+"""(logits [n, V] float32, targets [n]) -> the n tokens' losses summed: 0-dim, or [k] for k terms
+summed apart (`loss_sums`)."""
+
+
+def soft_cap(logits: torch.Tensor, cap: float) -> torch.Tensor:
+    """cap·tanh(logits / cap): any shape; smooth, near the identity for |logits| << cap."""
+    return cap * torch.tanh(logits / cap)
 
 
 def token_loss_sum(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Cross-entropy summed over tokens: logits [n, V] (float32), targets [n] with IGNORE_INDEX
     skipped -> 0-dim."""
     return F.cross_entropy(logits, targets, ignore_index=IGNORE_INDEX, reduction="sum")
+
+
+def loss_sums(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    softcap: float | None = None,
+    with_z_loss: bool = False,
+) -> torch.Tensor:
+    """logits [n, V] (float32), targets [n] -> [2]: the cross-entropy and logsumexp(logits)² (the
+    z-loss, PaLM; 0 unless `with_z_loss`), each summed over the targets that are not IGNORE_INDEX.
+
+    `softcap` caps the logits first (`soft_cap`); the z-loss reads the capped logits, the ones the
+    softmax sees. It pulls the softmax normaliser towards 1, which keeps logits from drifting.
+    """
+    if softcap is not None:
+        logits = soft_cap(logits, softcap)
+    cross_entropy = token_loss_sum(logits, targets)
+    if not with_z_loss:
+        return torch.stack([cross_entropy, cross_entropy.new_zeros(())])
+    has_target = targets != IGNORE_INDEX
+    z_sum = logits[has_target].logsumexp(dim=-1).square().sum()
+    return torch.stack([cross_entropy, z_sum])
 
 
 def _chunk(
@@ -49,7 +77,7 @@ def chunked_loss_sum(
 ) -> torch.Tensor:
     """`loss_sum(F.linear(hidden, weight).float(), targets)` computed `chunk_tokens` tokens at a
     time, each chunk checkpointed: hidden [N, D], weight [V, D] (the LM head), targets [N] ->
-    0-dim float32.
+    0-dim float32 (or [k] when `loss_sum` returns k sums).
 
     The gradient reaches `hidden` and `weight` as through the full computation.
     """
@@ -64,4 +92,4 @@ def chunked_loss_sum(
         else _chunk(h, weight, t, loss_sum)
         for h, t in chunks
     ]
-    return torch.stack(parts).sum()
+    return torch.stack(parts).sum(dim=0)

@@ -2,6 +2,9 @@
 
     tokens -> embed_tokens -> position.embed -> dropout -> blocks -> norm -> lm_head -> logits
 
+With `logit_softcap` set, the logits are cap·tanh(logits / cap) (Gemma 2, modded-nanogpt) for the
+loss and for generation alike. `z_loss` is the auxiliary term the trainer may add (PaLM, OLMo).
+
 Each block is built from the config's block, attention, mlp and norm; attention rotates q and k
 with the `rotate` of `position.rotation(positions)`. The model never asks which kind of component
 it holds: position modules offer `embed` and `rotation`, every mlp offers `aux_loss` and
@@ -10,6 +13,7 @@ it holds: position modules offer `embed` and `rotation`, every mlp offers `aux_l
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,10 +25,11 @@ from torch import nn
 import registry
 from minimind.config import ModelConfig
 from minimind.generation import RANDOM_SAMPLING, SamplingOptions, generate_tokens
-from minimind.loss import IGNORE_INDEX, chunked_loss_sum, token_loss_sum
+from minimind.loss import IGNORE_INDEX, chunked_loss_sum, loss_sums, soft_cap
 
 RESIDUAL_OUTPUTS = ("o_proj.weight", "down_proj.weight")
-"""Output projections into the residual stream; their init std is 0.02 / sqrt(2·n_layers)."""
+"""Output projections into the residual stream: their init std is scaled by 1/sqrt(2·n_layers),
+or they start at zero (`model.init`, `minimind.config.InitConfig`)."""
 
 
 @dataclass
@@ -34,6 +39,8 @@ class LMOutput:
     logits: torch.Tensor | None
     loss: torch.Tensor | None  # 0-dim mean cross-entropy over non-ignored targets, or None
     aux_loss: torch.Tensor  # 0-dim sum of the mlps' auxiliary losses (already scaled); 0 if dense
+    # 0-dim mean of logsumexp(logits)² over the targets (PaLM's z-loss, unscaled), when asked for
+    z_loss: torch.Tensor | None = None
 
 
 def _positions(past: int, length: int, max_len: int, device: torch.device) -> torch.Tensor:
@@ -86,22 +93,36 @@ class MiniMindLM(nn.Module):
         )
         self.norm = norm() if type(self.layers[0]).final_norm else nn.Identity()
         self.lm_head = nn.Linear(config.dim, config.padded_vocab_size, bias=False)
-        self.apply(self._init_weights)
-        residual_std = 0.02 / math.sqrt(2 * config.n_layers)
-        for name, param in self.named_parameters():
-            if name.endswith(RESIDUAL_OUTPUTS):
-                nn.init.normal_(param, mean=0.0, std=residual_std)
+        self._init_weights()
         if config.tie_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
 
-    @staticmethod
-    def _init_weights(module: nn.Module) -> None:
-        if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+    @torch.no_grad()
+    def _init_weights(self) -> None:
+        """`config.init`'s scheme (see `minimind.config.InitConfig`), before the head is tied."""
+        init = self.config.init
+        if init.scheme != "torch_default":
+
+            def std(linear: nn.Linear) -> float:
+                return 0.02 if init.scheme == "normal" else linear.in_features**-0.5
+
+            for module in self.modules():
+                if isinstance(module, nn.Linear):
+                    module.weight.normal_(0.0, std(module))
+                    if module.bias is not None:
+                        module.bias.zero_()
+                elif isinstance(module, nn.Embedding):
+                    module.weight.normal_(0.0, 0.02)
+            # drawn again, after everything else: the random stream of a seed stays what it was
+            # before the schemes existed, so old runs reproduce
+            depth_scale = 1 / math.sqrt(2 * self.config.n_layers)
+            for name, module in self.named_modules():
+                if f"{name}.weight".endswith(RESIDUAL_OUTPUTS):
+                    module.weight.normal_(0.0, std(module) * depth_scale)
+        if init.zero_out_proj:
+            for name, param in self.named_parameters():
+                if name.endswith(RESIDUAL_OUTPUTS):
+                    param.zero_()
 
     def new_cache(self) -> KVCache:
         """An empty KV cache for incremental decoding with `forward(..., cache=...)`."""
@@ -129,6 +150,7 @@ class MiniMindLM(nn.Module):
         cache: KVCache | registry.StaticKVCache | None = None,
         doc_ids: torch.Tensor | None = None,
         loss_chunk_tokens: int | None = None,
+        with_z_loss: bool = False,
     ) -> LMOutput:
         """input_ids [B, T]; labels [B, T] aligned with the inputs (shifted here, -100 ignored).
 
@@ -138,7 +160,8 @@ class MiniMindLM(nn.Module):
         `minimind.data.document_ids`), attention does not cross documents; positions still count
         from the window's start.
         With labels and `loss_chunk_tokens`, the LM head and the loss run that many tokens at a
-        time (`minimind.loss.chunked_loss_sum`) and no logits are returned.
+        time (`minimind.loss.chunked_loss_sum`) and no logits are returned. `model.logit_softcap`
+        caps the logits for the loss and for generation; `with_z_loss` adds the z-loss term.
         """
         length = input_ids.size(1)
         if cache is None:
@@ -154,20 +177,28 @@ class MiniMindLM(nn.Module):
             layer_cache = cache.layers[i] if cache is not None else None
             x = layer(x, rotate, layer_cache, doc_mask)
         hidden = self.norm(x)
+        cap = self.config.logit_softcap
         chunked = labels is not None and loss_chunk_tokens is not None
-        logits = None if chunked else self.lm_head(hidden)
-        loss = None
+        logits = None
+        if not chunked:
+            logits = self.lm_head(hidden)
+            logits = soft_cap(logits, cap) if cap is not None else logits
+        loss = z_loss_mean = None
         if labels is not None:
             targets = self._targets(labels)
-            if loss_chunk_tokens is not None:
-                loss_sum = chunked_loss_sum(
-                    hidden.flatten(0, 1), self.lm_head.weight, targets, loss_chunk_tokens
+            if chunked:
+                # the cap goes inside each chunk, which is all the chunked path ever holds
+                terms = functools.partial(loss_sums, softcap=cap, with_z_loss=with_z_loss)
+                sums = chunked_loss_sum(
+                    hidden.flatten(0, 1), self.lm_head.weight, targets, loss_chunk_tokens, terms
                 )
             else:
-                loss_sum = token_loss_sum(logits.flatten(0, 1).float(), targets)
-            loss = loss_sum / (targets != IGNORE_INDEX).sum()
+                sums = loss_sums(logits.flatten(0, 1).float(), targets, with_z_loss=with_z_loss)
+            scored = (targets != IGNORE_INDEX).sum()
+            loss = sums[0] / scored
+            z_loss_mean = sums[1] / scored if with_z_loss else None
         aux_loss = sum((layer.mlp.aux_loss for layer in self.layers), x.new_zeros(()))
-        return LMOutput(logits=logits, loss=loss, aux_loss=aux_loss)
+        return LMOutput(logits=logits, loss=loss, aux_loss=aux_loss, z_loss=z_loss_mean)
 
     @staticmethod
     def _targets(labels: torch.Tensor) -> torch.Tensor:

@@ -52,6 +52,7 @@ TRIAL_STATE_TAG = "state"  # `complete`, `pruned` or `failed`
 RUN_METRICS: tuple[str, ...] = (
     "train/loss",
     "train/aux_loss",
+    "train/z_loss",
     "val/loss",  # exact: every held-out token, at the end of the run
     "val/bpb",
     "val/loss_sampled",  # the periodic estimate over `train.eval_batches` fixed batches

@@ -177,6 +177,7 @@ class Trainer:
         self.history: dict[str, list[tuple[int, float]]] = {"train/loss": [], "val/loss": []}
         self._loss_sum = torch.zeros((), device=self.device)
         self._aux_sum = torch.zeros((), device=self.device)
+        self._z_sum = torch.zeros((), device=self.device)
         self._window_steps = 0
         self._lr = 0.0
         self._grad_norm: torch.Tensor | None = None
@@ -262,8 +263,14 @@ class Trainer:
                         labels=x,
                         doc_ids=self._doc_ids(x),
                         loss_chunk_tokens=self.cfg.loss_chunk_tokens,
+                        with_z_loss=bool(self.cfg.z_loss),
                     )
-                ((out.loss + out.aux_loss) / accum).backward()
+                objective = out.loss + out.aux_loss
+                if self.cfg.z_loss:
+                    z = self.cfg.z_loss * out.z_loss
+                    objective = objective + z
+                    self._z_sum += z.detach()
+                (objective / accum).backward()
             self._loss_sum += out.loss.detach()
             self._aux_sum += out.aux_loss.detach()
         self._window_steps += 1
@@ -310,10 +317,11 @@ class Trainer:
             else self._loss_sum.new_full((), math.nan)
         )
         # Means over ranks: the global batch's losses; the grad norm is the same on every rank.
-        window = torch.stack([self._loss_sum, self._aux_sum, grad_norm])
-        loss_sum, aux_sum, norm = distributed.mean_across_ranks(window).tolist()
+        window = torch.stack([self._loss_sum, self._aux_sum, self._z_sum, grad_norm])
+        loss_sum, aux_sum, z_sum, norm = distributed.mean_across_ranks(window).tolist()
         self._loss_sum.zero_()
         self._aux_sum.zero_()
+        self._z_sum.zero_()
         self._window_steps = 0
         self._grad_norm = None
         loss, aux = loss_sum / n, aux_sum / n
@@ -322,6 +330,8 @@ class Trainer:
         tokens_per_s, step_ms = self.meter.window()
         metrics["train/loss"] = loss
         metrics["train/aux_loss"] = aux
+        if self.cfg.z_loss:
+            metrics["train/z_loss"] = z_sum / n
         metrics["opt/lr"] = self._lr
         if not math.isnan(norm):  # NaN: not measured (no clipping, and not a planned log step)
             metrics["opt/grad_norm"] = norm

@@ -2,7 +2,7 @@
 
     import registry
     norm = registry.build("norm", {"name": "rmsnorm", "eps": 1e-6}, dim=64)
-    registry.choices("mlp")            # ['gelu', 'moe', 'relu', 'swiglu']
+    registry.choices("mlp")            # ['gelu', 'moe', 'relu', 'relu2', 'swiglu']
     registry.describe("position", "rope")
 
 The built-in components register themselves when this package is imported; user code registers

@@ -8,17 +8,23 @@ K/V are never repeated in memory. Decoding with a cache attends with the mask th
 A `DocumentMask` confines attention to each token's own document within a packed window
 (block-causal): a boolean mask for SDPA, or FlexAttention's block mask on CUDA, which skips the
 blocks across documents.
+
+`qk_norm` (`none|rmsnorm|layernorm`, OLMo-core, modded-nanogpt): q and k are normalised per head,
+over head_dim, before the rotation, by a registry norm of width head_dim shared by the heads
+(`q_norm`, `k_norm`). It bounds the attention logits, which keeps high learning rates stable.
+Keys enter the cache already normalised, so decoding needs nothing more.
 """
 
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from registry.core import register
+from registry.core import build, count_params, register
 from registry.kv_cache import CacheLayer, causal_mask
 from registry.position import Rotate
 
@@ -106,6 +112,7 @@ class CausalSelfAttention(nn.Module):
     @dataclass(frozen=True)
     class Options:
         bias: bool = False
+        qk_norm: Literal["none", "rmsnorm", "layernorm"] = "none"
 
     @staticmethod
     def kv_heads(n_heads: int, n_kv_heads: int | None) -> int:
@@ -128,6 +135,9 @@ class CausalSelfAttention(nn.Module):
         self.k_proj = nn.Linear(dim, self.n_kv_heads * head_dim, bias=options.bias)
         self.v_proj = nn.Linear(dim, self.n_kv_heads * head_dim, bias=options.bias)
         self.o_proj = nn.Linear(n_heads * head_dim, dim, bias=options.bias)
+        qk_norm = options.qk_norm != "none"
+        self.q_norm = build("norm", options.qk_norm, dim=head_dim) if qk_norm else nn.Identity()
+        self.k_norm = build("norm", options.qk_norm, dim=head_dim) if qk_norm else nn.Identity()
         self.resid_dropout = nn.Dropout(dropout)
 
     @classmethod
@@ -150,7 +160,10 @@ class CausalSelfAttention(nn.Module):
         q_width, kv_width = n_heads * head_dim, cls.kv_heads(n_heads, n_kv_heads) * head_dim
         weights = 2 * dim * q_width + 2 * dim * kv_width
         biases = q_width + 2 * kv_width + dim
-        return weights + (biases if options.bias else 0)
+        norms = 0
+        if options.qk_norm != "none":
+            norms = 2 * count_params("norm", options.qk_norm, dim=head_dim)
+        return weights + (biases if options.bias else 0) + norms
 
     def forward(
         self,
@@ -166,7 +179,7 @@ class CausalSelfAttention(nn.Module):
         q = self.q_proj(x).view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        q, k = rotate(q, k)
+        q, k = rotate(self.q_norm(q), self.k_norm(k))
         if doc_mask is not None:
             if cache is not None:
                 raise ValueError("a document mask is for training windows, not cached decoding")

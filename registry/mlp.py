@@ -1,7 +1,7 @@
-"""mlp slot, dense kinds: `relu`, `gelu` and `swiglu` (the mixture of experts is in `moe.py`).
+"""mlp slot, dense kinds: `relu`, `relu2`, `gelu` and `swiglu` (the mixture of experts is in `moe.py`).
 
 Every mlp takes `hidden`, its inner width; the defaults make the kinds comparable at equal size:
-4·dim for relu and gelu, and 8/3·dim rounded up to a multiple of 64 for swiglu (three matrices
+4·dim for relu, relu2 and gelu, and 8/3·dim rounded up to a multiple of 64 for swiglu (three matrices
 instead of two). Every mlp exposes `aux_loss` (0-dim) and `expert_load` ([n_experts] or None)
 after forward, so the model reads them without knowing which kind it has. The residual output
 projection is named `down_proj`; the model scales its init by 1/sqrt(2·n_layers).
@@ -117,6 +117,14 @@ class GeluMLP(ReluMLP):
 
     def activation(self, x: torch.Tensor) -> torch.Tensor:
         return F.gelu(x, approximate=self.approximate)
+
+
+@register("mlp", "relu2")
+class Relu2MLP(ReluMLP):
+    """down(relu(up(x))²): squared ReLU (So et al. 2021, Primer; modded-nanogpt, nanochat)."""
+
+    def activation(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(x).square()
 
 
 @register("mlp", "swiglu")

@@ -219,10 +219,10 @@ def test_learned_positions_and_none():
 # --- 4. attention ------------------------------------------------------------------------------
 
 
-def attention(name, dim=32, n_heads=4, n_kv_heads=2, bias=False):
+def attention(name, dim=32, n_heads=4, n_kv_heads=2, bias=False, qk_norm="none"):
     return registry.build(
         "attention",
-        {"name": name, "bias": bias},
+        {"name": name, "bias": bias, "qk_norm": qk_norm},
         dim=dim,
         n_heads=n_heads,
         n_kv_heads=n_kv_heads,
@@ -231,13 +231,28 @@ def attention(name, dim=32, n_heads=4, n_kv_heads=2, bias=False):
     )
 
 
-def reference_attention(module, x, rotate):
+def per_head_norm(kind, x, norm, eps=1e-5):
+    """The qk-norm formula over head_dim: RMSNorm x / sqrt(mean x² + eps) · w, LayerNorm
+    (x - mean) / sqrt(var + eps) · w + b (biased variance)."""
+    if kind == "none":
+        return x
+    if kind == "rmsnorm":
+        return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * norm.weight
+    centred = x - x.mean(-1, keepdim=True)
+    return (
+        centred / torch.sqrt(centred.pow(2).mean(-1, keepdim=True) + eps) * norm.weight + norm.bias
+    )
+
+
+def reference_attention(module, x, rotate, qk_norm="none"):
     """Written out: repeated K/V heads, scores, masked_fill(-inf) above the diagonal, softmax."""
     batch, length, _ = x.shape
     heads, kv_heads, head_dim = module.n_heads, module.n_kv_heads, module.head_dim
     q = module.q_proj(x).view(batch, length, heads, head_dim).transpose(1, 2)
     k = module.k_proj(x).view(batch, length, kv_heads, head_dim).transpose(1, 2)
     v = module.v_proj(x).view(batch, length, kv_heads, head_dim).transpose(1, 2)
+    q = per_head_norm(qk_norm, q, module.q_norm)
+    k = per_head_norm(qk_norm, k, module.k_norm)
     q, k = rotate(q, k)
     k = k.repeat_interleave(heads // kv_heads, dim=1)
     v = v.repeat_interleave(heads // kv_heads, dim=1)
@@ -259,11 +274,27 @@ def test_sdpa_path_equals_explicit_attention(name, with_rope):
     torch.testing.assert_close(module(x, rotate), expected, rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("qk_norm", ["rmsnorm", "layernorm"])
+@pytest.mark.parametrize("name", ["mha", "gqa"])
+def test_qk_norm_matches_the_formula_before_rotation(name, qk_norm):
+    torch.manual_seed(0)
+    module = attention(name, qk_norm=qk_norm)
+    with torch.no_grad():  # gains and biases away from their init, so a misplaced norm shows
+        for param in [*module.q_norm.parameters(), *module.k_norm.parameters()]:
+            param.normal_()
+    x = torch.randn(2, 7, 32) * 3
+    rotate = rope("neox", 8).rotation(torch.arange(7))
+    expected = reference_attention(module, x, rotate, qk_norm)
+    torch.testing.assert_close(module(x, rotate), expected, rtol=0, atol=1e-5)
+    assert not torch.allclose(expected, reference_attention(module, x, rotate), atol=1e-3)
+
+
+@pytest.mark.parametrize("qk_norm", ["none", "rmsnorm"])
 @pytest.mark.parametrize("name", ["mha", "mqa", "gqa"])
-def test_cached_attention_uses_bottom_right_mask(name):
+def test_cached_attention_uses_bottom_right_mask(name, qk_norm):
     """Prefill 5 tokens, then 3 at once and 1 more: equal to the full causal pass."""
     torch.manual_seed(0)
-    module = attention(name)
+    module = attention(name, qk_norm=qk_norm)
     rotation = rope("gptj", 8).rotation
     x = torch.randn(2, 9, 32)
     full = module(x, rotation(torch.arange(9)))
@@ -303,13 +334,16 @@ def test_gqa_with_all_heads_equals_mha():
         ("mqa", None, True, 2 * 32 * 32 + 2 * 32 * 8 + 32 + 2 * 8 + 32),
     ],
 )
-def test_attention_heads_and_param_counts(name, n_kv_heads, bias, expected):
-    module = attention(name, n_kv_heads=n_kv_heads, bias=bias)
+@pytest.mark.parametrize("qk_norm, norm_params", [("none", 0), ("rmsnorm", 16), ("layernorm", 32)])
+def test_attention_heads_and_param_counts(name, n_kv_heads, bias, expected, qk_norm, norm_params):
+    expected += norm_params  # q_norm and k_norm: a gain (and a bias) of head_dim 8 each
+    module = attention(name, n_kv_heads=n_kv_heads, bias=bias, qk_norm=qk_norm)
     assert module.k_proj.out_features == module.n_kv_heads * 8
     assert module.n_kv_heads == {"mha": 4, "mqa": 1, "gqa": n_kv_heads}[name]
     assert sum(p.numel() for p in module.parameters()) == expected
     dims = dict(dim=32, n_heads=4, n_kv_heads=n_kv_heads, head_dim=8, dropout=0.0)
-    assert registry.count_params("attention", {"name": name, "bias": bias}, **dims) == expected
+    spec = {"name": name, "bias": bias, "qk_norm": qk_norm}
+    assert registry.count_params("attention", spec, **dims) == expected
 
 
 # --- dense mlps --------------------------------------------------------------------------------
@@ -321,6 +355,9 @@ def test_dense_mlps_match_their_formulas():
     relu = registry.build("mlp", "relu", dim=16, dropout=0.0)
     assert relu.up_proj.out_features == 64
     torch.testing.assert_close(relu(x), relu.down_proj(torch.relu(relu.up_proj(x))))
+    relu2 = registry.build("mlp", "relu2", dim=16, dropout=0.0)
+    assert relu2.up_proj.out_features == 64
+    torch.testing.assert_close(relu2(x), relu2.down_proj(torch.relu(relu2.up_proj(x)) ** 2))
     gelu = registry.build("mlp", {"name": "gelu", "approximate": "tanh"}, dim=16, dropout=0.0)
     up = gelu.up_proj(x)
     tanh_gelu = 0.5 * up * (1 + torch.tanh(math.sqrt(2 / math.pi) * (up + 0.044715 * up**3)))
@@ -328,7 +365,7 @@ def test_dense_mlps_match_their_formulas():
     swiglu = registry.build("mlp", "swiglu", dim=16, dropout=0.0)
     gated = F.silu(swiglu.gate_proj(x)) * swiglu.up_proj(x)
     torch.testing.assert_close(swiglu(x), swiglu.down_proj(gated))
-    for module in (relu, gelu, swiglu):
+    for module in (relu, relu2, gelu, swiglu):
         assert module.aux_loss.item() == 0 and module.aux_loss.dim() == 0
         assert module.expert_load is None
 
@@ -349,6 +386,8 @@ def test_swiglu_hidden_default():
     "spec, expected",
     [
         ("relu", 2 * 16 * 64),
+        ("relu2", 2 * 16 * 64),
+        ({"name": "relu2", "hidden": 10, "bias": True}, 2 * 16 * 10 + 10 + 16),
         ({"name": "gelu", "hidden": 10, "bias": True}, 2 * 16 * 10 + 10 + 16),
         ("swiglu", 3 * 16 * 64),
         ({"name": "swiglu", "hidden": 24, "bias": True}, 3 * 16 * 24 + 2 * 24 + 16),

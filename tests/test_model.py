@@ -9,6 +9,8 @@ from pydantic import ValidationError
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from minimind import MiniMindLM, ModelConfig
+from minimind.generation import GREEDY
+from minimind.loss import IGNORE_INDEX, loss_sums, soft_cap
 
 SMALL = dict(vocab_size=61, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, max_seq_len=32)
 
@@ -272,6 +274,47 @@ def test_init_scales_residual_output_projections():
     assert torch.equal(layer.attn_norm.weight, torch.ones(256))
 
 
+@pytest.mark.parametrize("zero_out_proj", [False, True])
+@pytest.mark.parametrize("scheme", ["fan_in", "torch_default"])
+def test_init_schemes_and_zero_output_projections(scheme, zero_out_proj):
+    torch.manual_seed(0)
+    n_layers, dim = 2, 256
+    init = {"scheme": scheme, "zero_out_proj": zero_out_proj}
+    config = ModelConfig(
+        vocab_size=64, dim=dim, n_layers=n_layers, n_heads=4, mlp="relu", init=init
+    )
+    model = MiniMindLM(config)
+    layer = model.layers[1]
+    # fan_in: N(0, 1/fan_in); torch_default: nn.Linear's U(±1/sqrt(fan_in)), std 1/sqrt(3·fan_in)
+    factor = 1.0 if scheme == "fan_in" else 3**-0.5
+    residual = 1 / math.sqrt(2 * n_layers) if scheme == "fan_in" else 1.0
+    cases = [
+        (layer.attn.q_proj.weight, factor / math.sqrt(dim)),
+        (layer.mlp.up_proj.weight, factor / math.sqrt(dim)),
+        (model.embed_tokens.weight, 0.02 if scheme == "fan_in" else 1.0),
+    ]
+    if not zero_out_proj:
+        cases += [
+            (layer.attn.o_proj.weight, residual * factor / math.sqrt(dim)),
+            (layer.mlp.down_proj.weight, residual * factor / math.sqrt(4 * dim)),
+        ]
+    for weight, std in cases:
+        assert weight.std().item() == pytest.approx(std, rel=0.05)
+    if scheme == "torch_default":
+        bound = 1 / math.sqrt(dim)
+        assert layer.attn.q_proj.weight.abs().max() <= bound
+    if zero_out_proj:
+        for name, param in model.named_parameters():
+            assert (param.count_nonzero() == 0) == name.endswith(
+                ("o_proj.weight", "down_proj.weight")
+            )
+
+
+def test_init_scheme_is_validated():
+    loc, message = error_of(init={"scheme": "xavier"})
+    assert loc == ("init", "scheme") and "normal" in message
+
+
 def test_moe_expert_down_projections_are_scaled_too():
     torch.manual_seed(0)
     config = ModelConfig(
@@ -377,3 +420,63 @@ def test_minimind_26m_is_unchanged_by_padding():
         config = ModelConfig.preset(name)
         assert config.padded_vocab_size == config.vocab_size
     assert MiniMindLM(ModelConfig.preset("minimind-26m")).num_params() == 25_829_888
+
+
+# --- logit soft-capping and z-loss ---------------------------------------------------------------
+
+
+def test_softcap_caps_the_logits_in_the_loss_and_in_generation():
+    torch.manual_seed(0)
+    plain = MiniMindLM(ModelConfig(vocab_size=50, dim=32, n_layers=1, n_heads=4))
+    capped = MiniMindLM(plain.config.replace(logit_softcap=0.5))
+    capped.load_state_dict(plain.state_dict())
+    ids = torch.randint(0, 50, (2, 9))
+    raw = plain(ids).logits.detach().requires_grad_()
+    out = capped(ids, labels=ids)
+    expected = 0.5 * torch.tanh(raw / 0.5)
+    torch.testing.assert_close(out.logits, expected, rtol=0, atol=1e-6)
+    assert out.logits.abs().max() < 0.5
+    # the loss and its gradient through the cap, against the written-out derivatives:
+    # d CE / d capped = (softmax - onehot) / n, d capped / d raw = 1 - tanh²(raw / cap)
+    targets = torch.cat([ids[:, 1:], ids[:, :1]], dim=1)  # the last position has no target
+    loss = F.cross_entropy(soft_cap(raw, 0.5)[:, :-1].flatten(0, 1), targets[:, :-1].flatten())
+    assert loss.item() == pytest.approx(out.loss.item(), rel=1e-6)
+    loss.backward()
+    onehot = F.one_hot(targets, raw.size(-1)).float()
+    grad = (expected.softmax(-1) - onehot) / (2 * 8) * (1 - torch.tanh(raw / 0.5) ** 2)
+    grad[:, -1] = 0
+    torch.testing.assert_close(raw.grad, grad, rtol=0, atol=1e-7)
+    # generation reads the capped logits: greedy decoding picks their argmax
+    with torch.no_grad():
+        step = capped.generate(ids[:, :4], 1, GREEDY)[:, -1]
+        assert torch.equal(step, capped(ids[:, :4]).logits[:, -1].argmax(-1))
+
+
+def test_z_loss_is_squared_logsumexp_summed_over_the_targets():
+    torch.manual_seed(0)
+    logits = (torch.randn(10, 7) * 3).requires_grad_()
+    targets = torch.randint(0, 7, (10,))
+    targets[3] = IGNORE_INDEX
+    cross_entropy, z_sum = loss_sums(logits, targets, with_z_loss=True)
+    # logsumexp written out, over the 9 tokens that have a target
+    lse = torch.log(torch.exp(logits.detach()).sum(-1))
+    has_target = targets != IGNORE_INDEX
+    assert z_sum.item() == pytest.approx((lse[has_target] ** 2).sum().item(), rel=1e-6)
+    expected_ce = F.cross_entropy(logits[has_target], targets[has_target], reduction="sum")
+    assert cross_entropy.item() == pytest.approx(expected_ce.item(), rel=1e-6)
+    z_sum.backward()
+    # d/dz Σ lse² = 2 · lse · softmax(z) on the counted tokens, 0 elsewhere
+    expected = 2 * lse[:, None] * logits.detach().softmax(-1) * has_target[:, None]
+    torch.testing.assert_close(logits.grad, expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("chunk", [None, 5])
+def test_the_model_reports_the_mean_z_loss_of_its_capped_logits(chunk):
+    torch.manual_seed(0)
+    model = MiniMindLM(ModelConfig(vocab_size=50, dim=32, n_layers=1, n_heads=4, logit_softcap=3.0))
+    ids = torch.randint(0, 50, (2, 9))
+    logits = model(ids).logits
+    out = model(ids, labels=ids, loss_chunk_tokens=chunk, with_z_loss=True)
+    lse = logits[:, :-1].float().logsumexp(-1)  # the last position has no target
+    assert out.z_loss.item() == pytest.approx((lse**2).mean().item(), rel=1e-5)
+    assert model(ids, labels=ids).z_loss is None

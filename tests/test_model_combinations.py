@@ -1,5 +1,5 @@
-"""Every combination of the built-in components (2 norms x 5 positions x 3 attentions x 4 mlps x
-2 blocks = 240 tiny models): causal, finite, every parameter trained, exact parameter count, and a
+"""Every combination of the built-in components (2 norms x 5 positions x 3 attentions x 5 mlps x
+2 blocks = 300 tiny models): causal, finite, every parameter trained, exact parameter count, and a
 KV cache equivalent to the full forward pass."""
 
 import itertools
@@ -14,7 +14,7 @@ from minimind.generation import GREEDY
 NORMS = ["layernorm", "rmsnorm"]
 POSITIONS = ["none", "learned", "sinusoidal", "rope-neox", "rope-gptj"]
 ATTENTIONS = ["mha", "mqa", "gqa"]
-MLPS = ["relu", "gelu", "swiglu", "moe"]
+MLPS = ["relu", "relu2", "gelu", "swiglu", "moe"]
 BLOCKS = ["prenorm", "postnorm"]
 COMBINATIONS = list(itertools.product(NORMS, POSITIONS, ATTENTIONS, MLPS, BLOCKS))
 VOCAB, LENGTH = 61, 10
@@ -55,7 +55,7 @@ def test_the_combinations_cover_every_registered_component():
         ("block", BLOCKS),
     ):
         assert set(names) == set(registry.choices(slot)), slot
-    assert len(COMBINATIONS) == 240
+    assert len(COMBINATIONS) == 300
 
 
 @pytest.mark.parametrize("combination", COMBINATIONS, ids="-".join)

@@ -46,6 +46,7 @@ def naive_moe(module, x):
         {"n_experts": 5, "top_k": 1},
         {"n_experts": 3, "top_k": 3, "n_shared": 2, "expert": "gelu", "hidden": 12},
         {"n_experts": 6, "top_k": 2, "balance": "bias"},
+        {"n_experts": 4, "top_k": 2, "n_shared": 1, "expert": "relu2", "hidden": 24},
     ],
 )
 def test_grouped_dispatch_equals_per_token_reference(options):
@@ -223,6 +224,7 @@ NEVER_CHOSEN = -10.0  # a load-balancing bias that keeps an expert from ever bei
         {"n_experts": 4, "top_k": 1, "expert": "gelu", "balance": "bias", "empty": 2},
         {"n_experts": 4, "top_k": 2, "n_shared": 1, "balance": "bias", "empty": 3},
         {"n_experts": 4, "top_k": 2, "expert": "relu", "balance": "bias", "empty": 0},
+        {"n_experts": 4, "top_k": 2, "n_shared": 1, "expert": "relu2", "hidden": 24},
     ],
     ids=[
         "swiglu-shared",
@@ -231,6 +233,7 @@ NEVER_CHOSEN = -10.0  # a load-balancing bias that keeps an expert from ever bei
         "gelu-top1-empty",
         "swiglu-empty",
         "relu-empty",
+        "relu2-shared",
     ],
 )
 def test_grouped_mm_dispatch_equals_loop_in_outputs_and_gradients(options):

@@ -29,7 +29,7 @@ def test_slots_and_choices():
     assert registry.choices("norm") == ["layernorm", "rmsnorm"]
     assert registry.choices("position") == ["learned", "none", "rope", "sinusoidal"]
     assert registry.choices("attention") == ["gqa", "mha", "mqa"]
-    assert registry.choices("mlp") == ["gelu", "moe", "relu", "swiglu"]
+    assert registry.choices("mlp") == ["gelu", "moe", "relu", "relu2", "swiglu"]
     assert registry.choices("block") == ["postnorm", "prenorm"]
     assert registry.aliases("position", "rope") == {
         "rope-gptj": {"style": "gptj"},

@@ -188,6 +188,16 @@ def test_moe_logs_expert_balance(make):
     assert 0 <= sink.points["moe/load_cv"][3] <= math.sqrt(3)
 
 
+def test_z_loss_is_logged_and_trained_on(make):
+    sink, plain = Recorder(), Recorder()
+    make(train={"steps": 3, "log_every": 1, "z_loss": 0.05}).fit(sink)
+    make(train={"steps": 3, "log_every": 1}).fit(plain)
+    assert "train/z_loss" in sink.points and "train/z_loss" not in plain.points
+    assert sink.points["train/z_loss"][1] > 0
+    assert sink.points["train/loss"][1] == plain.points["train/loss"][1]  # same first batch
+    assert sink.points["train/loss"][3] != plain.points["train/loss"][3]  # a different objective
+
+
 def test_cpu_batches_are_not_pinned_even_where_cuda_exists(make):
     # Pinned by the run's device (`minimind.device.pins_memory`), not by whether CUDA exists.
     trainer = make(train={"device": "cpu"})

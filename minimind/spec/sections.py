@@ -67,6 +67,8 @@ class TrainConfig(_Section):
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
     grad_clip: float | None = Field(default=1.0, gt=0)
+    # coef · mean logsumexp(logits)² added to the objective (0: off); logged as train/z_loss
+    z_loss: float = Field(default=0.0, ge=0)
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     compile: bool = False
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
