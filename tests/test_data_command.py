@@ -2,6 +2,7 @@
 
 import pandas as pd
 import pytest
+import torch
 
 from minimind.cli import main
 from minimind.data import prepare_data
@@ -85,7 +86,13 @@ def test_run_with_document_masks_and_bos_aligned_windows(write_spec, tmp_path, m
     path = write_spec(data={**data, "bos_align": True})
     seen = []
     real = train_module.document_ids
-    monkeypatch.setattr(train_module, "document_ids", lambda x, eos: seen.append(x) or real(x, eos))
+
+    def training_document_ids(x, eos):
+        if torch.is_grad_enabled():  # a training batch, not an evaluation window
+            seen.append(x)
+        return real(x, eos)
+
+    monkeypatch.setattr(train_module, "document_ids", training_document_ids)
     assert main(["run", str(path)]) == 0
     prepared = prepare_data(load_spec(path).data)
     starts = set(prepared.train_tokens.doc_starts().tolist())

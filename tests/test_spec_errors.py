@@ -81,7 +81,7 @@ CASES: list[tuple[str, str, list[str], str]] = [
         "unknown-mlp",
         "name: x\nmodel: {mlp: swiglo}\n",
         [],
-        "model.mlp: unknown mlp 'swiglo'; choices: gelu, moe, relu, swiglu; did you mean 'swiglu'?",
+        "model.mlp: unknown mlp 'swiglo'; choices: gelu, moe, relu, relu2, swiglu; did you mean 'swiglu'?",
     ),
     (
         "unknown-model-field",
