@@ -168,7 +168,7 @@ class ModelConfig(BaseModel):
         """A copy with `changes`, validated again (unlike `model_copy(update=...)`)."""
         return type(self)(**{**self.model_dump(), **changes})
 
-    @field_validator(*registry.SLOTS, mode="plain", json_schema_input_type=Component)
+    @field_validator(*registry.MODEL_SLOTS, mode="plain", json_schema_input_type=Component)
     @classmethod
     def _known_component(cls, spec: Any, info: ValidationInfo) -> Component:
         # "plain": the registry checks the type too, so a bad value gives one error at the field
