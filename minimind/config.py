@@ -44,10 +44,18 @@ PRESETS: dict[str, dict[str, Any]] = {
     # The defaults: trains on a laptop CPU in seconds.
     "tiny": {},
     "minimind-26m": MINIMIND_26M,
-    # MiniMind2-MoE: the same with 4 routed experts (top-2) and 1 shared expert.
+    # MiniMind2-MoE: the same with 4 routed experts (top-2) and 1 shared expert, balanced as
+    # MiniMind2 balances them (aux_loss_alpha 0.1, seq_aux: the loss per sequence, averaged).
     "minimind-moe": {
         **MINIMIND_26M,
-        "mlp": {"name": "moe", "n_experts": 4, "top_k": 2, "n_shared": 1},
+        "mlp": {
+            "name": "moe",
+            "n_experts": 4,
+            "top_k": 2,
+            "n_shared": 1,
+            "aux_loss_coef": 0.1,
+            "aux_scope": "sequence",
+        },
     },
     # GPT-2 small with nanoGPT's padded vocabulary: 124.5M parameters.
     "gpt2-small": {
@@ -160,7 +168,7 @@ class ModelConfig(BaseModel):
         """A copy with `changes`, validated again (unlike `model_copy(update=...)`)."""
         return type(self)(**{**self.model_dump(), **changes})
 
-    @field_validator(*registry.SLOTS, mode="plain", json_schema_input_type=Component)
+    @field_validator(*registry.MODEL_SLOTS, mode="plain", json_schema_input_type=Component)
     @classmethod
     def _known_component(cls, spec: Any, info: ValidationInfo) -> Component:
         # "plain": the registry checks the type too, so a bad value gives one error at the field

@@ -1,9 +1,8 @@
 """The optimizer and the learning-rate schedule of a training run.
 
-Weight decay: parameters with fewer than two dimensions (norm gains, biases, the MoE router's
-scalars) and every embedding table (`nn.Embedding` modules, or any parameter whose name contains
-"embed") get no decay. Decaying them shrinks scales and lookup rows rather than regularising a
-linear map. A tied LM head shares its tensor with the token embedding, so it is not decayed either.
+The optimizer is the registry's `optimizer` slot (`registry/optimizer.py`: adamw, sgd, muon,
+plugins), built from the spec's `train.optimizer`; weight decay spares norms, biases and
+embeddings (`param_groups`).
 
 The schedule is a multiplier on the base lr, applied with `LambdaLR`, which writes Python floats
 into `param_group["lr"]`. That is fine in eager mode and with a compiled *model* (the optimizer step
@@ -14,12 +13,16 @@ new float value recompiles the step.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
+
+import registry
+from registry.optimizer import muon_split
 
 if TYPE_CHECKING:
     from minimind.spec.sections import OptimizerConfig, ScheduleConfig
@@ -27,48 +30,32 @@ if TYPE_CHECKING:
 SCHEDULES = ("cosine", "linear", "constant", "wsd")
 
 
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """Split the trainable parameters into a decayed group and a non-decayed group.
-
-    `named_parameters()` yields a shared (tied) tensor once, under its first name.
-    """
-    embedding_params = {
-        id(p) for m in model.modules() if isinstance(m, nn.Embedding) for p in m.parameters()
-    }
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        if p.ndim < 2 or id(p) in embedding_params or "embed" in name:
-            no_decay.append(p)
-        else:
-            decay.append(p)
-    return [
-        {"params": decay, "weight_decay": weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
-
-
 def build_optimizer(
     model: nn.Module, cfg: OptimizerConfig, fused: bool | None = None
 ) -> torch.optim.Optimizer:
-    """AdamW over `param_groups(model)` with the spec's `train.optimizer` settings.
+    """The optimizer `cfg.name` over `model`'s parameters with the spec's `train.optimizer`.
 
-    `fused`: one fused kernel for the whole update; by default on CUDA, where it saves a launch
-    per tensor. Otherwise the multi-tensor (foreach) path, the fastest on the CPU.
+    `fused`: AdamW's single fused kernel, by default on CUDA, where it saves a launch per tensor.
+    Otherwise the multi-tensor (foreach) path, the fastest on the CPU.
     """
-    if cfg.name != "adamw":
-        raise ValueError(f"train.optimizer.name: unknown optimizer {cfg.name!r}; choices: adamw")
-    if fused is None:
-        fused = next(model.parameters()).device.type == "cuda"
-    return torch.optim.AdamW(
-        param_groups(model, cfg.weight_decay),
-        lr=cfg.lr,
-        betas=tuple(cfg.betas),
-        eps=cfg.eps,
-        fused=True if fused else None,
-        foreach=None if fused else True,
+    spec = {"name": cfg.name, **cfg.options()}
+    return registry.build(
+        "optimizer", spec, model=model, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=fused
     )
+
+
+def describe_optimizer(model: nn.Module, cfg: OptimizerConfig) -> list[str]:
+    """Which parameters each side of `muon` takes, one line per side, layer and expert indices
+    written `*` (the dry run prints them); [] for the other optimizers, which take everything."""
+    if cfg.name != "muon":
+        return []
+    sizes = {name: p.numel() for name, p in model.named_parameters()}
+    lines = []
+    for side, names in zip(("muon", "adamw"), muon_split(model), strict=True):
+        patterns = dict.fromkeys(re.sub(r"\.\d+\.", ".*.", n) for n in names)
+        total = sum(sizes[n] for n in names)
+        lines.append(f"  {side}: {len(names)} tensors, {total:,} parameters: {', '.join(patterns)}")
+    return lines
 
 
 def lr_multiplier(step: int, cfg: ScheduleConfig, total_steps: int) -> float:

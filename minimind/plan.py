@@ -18,9 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from minimind import distributed
 from minimind.data import DataConfig, PreparedData, prepare_data
 from minimind.device import resolve_device
+from minimind.model import MiniMindLM
+from minimind.optim import describe_optimizer
 from minimind.plain_table import plain_table
 from minimind.spec import Spec, SpecError, Variant, expand, load_spec, spec_hash
 from minimind.train import planned_steps
@@ -114,4 +118,16 @@ def describe_plan(plan: Plan) -> str:
         f"{len(spec.seeds)} seed(s) = {plan.n_runs} run(s); tracking {spec.tracking.uri}, "
         f"experiment {spec.tracking.experiment}"
     )
-    return f"{summary}\n{plain_table(headers, rows)}"
+    return "\n".join([summary, plain_table(headers, rows), *_optimizer_groups(plan)])
+
+
+def _optimizer_groups(plan: Plan) -> list[str]:
+    """Each variant's optimizer grouping where it has one (muon), from a model on the meta device."""
+    lines = []
+    for variant in plan.variants:
+        with torch.device("meta"):
+            model = MiniMindLM(variant.spec.model_config_obj())
+        groups = describe_optimizer(model, variant.spec.train.optimizer)
+        if groups:
+            lines += [f"{variant.name}: optimizer {variant.spec.train.optimizer.name}", *groups]
+    return lines

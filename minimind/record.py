@@ -180,8 +180,8 @@ def component_tags(cfg: ModelConfig) -> dict[str, str]:
 
 
 def component_labels(cfg: ModelConfig) -> dict[str, str]:
-    """`component_label` of every slot of `cfg`, in `registry.SLOTS` order."""
-    return {slot: component_label(slot, *cfg.component(slot)) for slot in registry.SLOTS}
+    """`component_label` of every slot of `cfg`, in `registry.MODEL_SLOTS` order."""
+    return {slot: component_label(slot, *cfg.component(slot)) for slot in registry.MODEL_SLOTS}
 
 
 def component_label(slot: str, name: str, options: dict[str, Any]) -> str:

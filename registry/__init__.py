@@ -1,4 +1,5 @@
-"""The component registry: five slots of swappable `torch.nn` modules and the mechanism around them.
+"""The component registry: five slots of swappable `torch.nn` modules, the optimizer slot, and the
+mechanism around them.
 
     import registry
     norm = registry.build("norm", {"name": "rmsnorm", "eps": 1e-6}, dim=64)
@@ -9,9 +10,18 @@ The built-in components register themselves when this package is imported; user 
 more with the `register` decorator (see `registry.core`). Nothing here imports `minimind`.
 """
 
-from registry import attention, block, mlp, moe, norm, position  # noqa: F401  (registers built-ins)
+from registry import (  # noqa: F401  (registers built-ins)
+    attention,
+    block,
+    mlp,
+    moe,
+    norm,
+    optimizer,
+    position,
+)
 from registry.attention import DocumentMask
 from registry.core import (
+    MODEL_SLOTS,
     SLOTS,
     ComponentSpec,
     OptionInfo,
@@ -31,6 +41,7 @@ from registry.core import (
 from registry.kv_cache import KVCacheLayer, StaticKVCache, causal_mask
 
 __all__ = [
+    "MODEL_SLOTS",
     "SLOTS",
     "ComponentSpec",
     "DocumentMask",

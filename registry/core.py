@@ -36,7 +36,10 @@ from typing import Annotated, Any, Literal, TypeVar
 import torch
 from pydantic import TypeAdapter, ValidationError
 
-SLOTS: tuple[str, ...] = ("norm", "position", "attention", "mlp", "block")
+MODEL_SLOTS: tuple[str, ...] = ("norm", "position", "attention", "mlp", "block")
+"""The slots of the `model:` section; their components are `torch.nn` modules."""
+SLOTS: tuple[str, ...] = (*MODEL_SLOTS, "optimizer")
+"""Every slot: the model's, and `optimizer` (`torch.optim.Optimizer`s built from a model)."""
 
 ComponentSpec = str | Mapping[str, Any]
 """A bare name (`"rmsnorm"`) or a mapping with `name` plus options (`{"name": "rmsnorm", "eps": 1e-6}`)."""

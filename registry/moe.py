@@ -27,6 +27,9 @@ Balancing (`balance`):
 - `aux_loss` (Switch Transformer, MiniMind): aux = aux_loss_coef · n_experts · sum_i f_i · P_i,
   where f_i is the fraction of the N·top_k routed assignments that went to expert i (no gradient)
   and P_i is the mean router probability of expert i over the N tokens. It is 1·coef when balanced.
+  `aux_scope` says over which tokens f and P are taken: `batch` (Switch, Mixtral) over all N tokens
+  of the batch; `sequence` (MiniMind2-MoE's `seq_aux`, DeepSeek's sequence-wise balance loss) per
+  sequence of the batch, the B sequences' losses then averaged. The two agree at batch 1.
 - `bias` (DeepSeek-V3 loss-free balancing): a per-expert bias b, added to p for the choice of
   experts only, is updated after each training-mode forward by b += rate · sign(mean load − load).
   The auxiliary loss is then zero. Under DDP the load is per rank.
@@ -90,6 +93,7 @@ class MoE(nn.Module):
         expert: str = "swiglu"
         hidden: Hidden = None
         aux_loss_coef: Annotated[float, Ge(0)] = 0.01
+        aux_scope: Literal["batch", "sequence"] = "batch"
         balance: Literal["aux_loss", "bias"] = "aux_loss"
         bias_update_rate: Annotated[float, Gt(0)] = 1e-3
         dispatch: Literal["auto", "loop", "grouped_mm"] = "auto"
@@ -224,13 +228,34 @@ class MoE(nn.Module):
         load = counts.float() / experts.numel()
         self.expert_load = load.detach()
         if self.options.balance == "aux_loss":
-            n_experts = self.options.n_experts
-            self.aux_loss = self.options.aux_loss_coef * n_experts * (load * probs.mean(0)).sum()
+            self.aux_loss = self._balance_loss(probs, experts, load, x.shape[:-2].numel())
         else:
             self.aux_loss = probs.new_zeros(())
             if self.training:
                 self._update_bias(counts)
         return self.dropout(out.view_as(x).to(x.dtype))
+
+    def _balance_loss(
+        self, probs: torch.Tensor, experts: torch.Tensor, load: torch.Tensor, n_sequences: int
+    ) -> torch.Tensor:
+        """coef · E · Σ_i f_i · P_i over the batch, or its mean over the sequences (`aux_scope`).
+
+        probs [N, E], experts [N, k], load [E] (the batch's f), N = n_sequences · T -> 0-dim.
+        An input without a batch dimension is one sequence.
+        """
+        n_experts = self.options.n_experts
+        if self.options.aux_scope == "batch":
+            balance = (load * probs.mean(0)).sum()
+        else:
+            chosen = experts.view(n_sequences, -1)  # [B, T·k]
+            # scatter_add, not one_hot: one_hot reads the ids' range on the host
+            counts = probs.new_zeros(n_sequences, n_experts).scatter_add_(
+                1, chosen, torch.ones_like(chosen, dtype=probs.dtype)
+            )
+            seq_load = counts / chosen.size(1)  # [B, E]
+            seq_probs = probs.view(n_sequences, -1, n_experts).mean(1)  # [B, E]
+            balance = (seq_load * seq_probs).sum(-1).mean()
+        return self.options.aux_loss_coef * n_experts * balance
 
     @torch.no_grad()
     def _update_bias(self, counts: torch.Tensor) -> None:

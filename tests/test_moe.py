@@ -2,6 +2,7 @@
 loss-free bias balancing, experts that receive no tokens, and the grouped_mm dispatch against the
 per-expert loop (fp32 and CPU bf16 autocast; its CUDA-only constraints are not tested here)."""
 
+import math
 from dataclasses import dataclass
 
 import pytest
@@ -10,6 +11,7 @@ import torch.nn.functional as F
 
 import registry
 import registry.core
+from minimind import ModelConfig
 from registry.mlp import ReluMLP
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py: tiny ops, one thread
@@ -107,6 +109,58 @@ def test_aux_loss_equals_documented_formula():
     torch.nn.init.zeros_(module.router.weight)
     module(x)
     assert module.aux_loss.item() == pytest.approx(coef, rel=1e-6)
+
+
+def reference_balance_loss(weight, x, coef, top_k, scope):
+    """The balance loss written out with loops: per group of tokens (the whole batch, or each
+    sequence), E · Σ_i f_i · P_i with f_i the share of the group's top-k choices that went to
+    expert i and P_i the group's mean router probability; the groups' losses averaged."""
+    n_experts = weight.size(0)
+    groups = [x.reshape(-1, x.size(-1))] if scope == "batch" else list(x)
+    losses = []
+    for tokens in groups:
+        probs = torch.softmax(tokens @ weight.T, dim=-1)
+        f = torch.zeros(n_experts)
+        for row in probs.topk(top_k, dim=-1).indices.tolist():
+            for e in row:
+                f[e] += 1 / (len(tokens) * top_k)
+        losses.append(n_experts * sum(f[i] * probs[:, i].mean() for i in range(n_experts)))
+    return coef * sum(losses) / len(losses)
+
+
+@pytest.mark.parametrize("scope", ["batch", "sequence"])
+def test_aux_scopes_equal_their_formulas_in_value_and_router_gradient(scope):
+    torch.manual_seed(0)
+    coef, top_k = 0.1, 2
+    module = moe(n_experts=4, top_k=top_k, aux_loss_coef=coef, aux_scope=scope)
+    x = torch.randn(4, 6, 16)
+    module(x)
+    module.aux_loss.backward()
+    weight = module.router.weight.detach().clone().requires_grad_()
+    expected = reference_balance_loss(weight, x, coef, top_k, scope)
+    expected.backward()
+    assert module.aux_loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    torch.testing.assert_close(module.router.weight.grad, weight.grad, rtol=1e-5, atol=1e-7)
+
+
+def test_aux_scopes_agree_at_batch_one_and_differ_above():
+    torch.manual_seed(0)
+    batch_scope = moe(n_experts=4, top_k=2, aux_scope="batch")
+    sequence_scope = moe(n_experts=4, top_k=2, aux_scope="sequence")
+    sequence_scope.load_state_dict(batch_scope.state_dict())
+    x = torch.randn(4, 6, 16)
+    for inputs, equal in ((x[:1], True), (x, False)):
+        batch_scope(inputs)
+        sequence_scope(inputs)
+        same = math.isclose(
+            batch_scope.aux_loss.item(), sequence_scope.aux_loss.item(), rel_tol=1e-6
+        )
+        assert same == equal
+
+
+def test_the_minimind_moe_preset_balances_per_sequence_as_minimind2():
+    _, options = ModelConfig.preset("minimind-moe").component("mlp")
+    assert options["aux_scope"] == "sequence" and options["aux_loss_coef"] == 0.1
 
 
 def test_aux_loss_backpropagates_into_router_and_is_zero_for_bias_balance():

@@ -6,8 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from minimind.optim import build_optimizer, build_schedule, lr_multiplier, param_groups
+from minimind.optim import build_optimizer, build_schedule, lr_multiplier
 from minimind.spec.sections import OptimizerConfig, ScheduleConfig
+from registry.optimizer import param_groups
 
 
 def schedule(

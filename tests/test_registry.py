@@ -25,12 +25,14 @@ def scratch_registry(monkeypatch):
 
 
 def test_slots_and_choices():
-    assert registry.SLOTS == ("norm", "position", "attention", "mlp", "block")
+    assert registry.MODEL_SLOTS == ("norm", "position", "attention", "mlp", "block")
+    assert registry.SLOTS == (*registry.MODEL_SLOTS, "optimizer")
     assert registry.choices("norm") == ["layernorm", "rmsnorm"]
     assert registry.choices("position") == ["learned", "none", "rope", "sinusoidal"]
     assert registry.choices("attention") == ["gqa", "mha", "mqa"]
     assert registry.choices("mlp") == ["gelu", "moe", "relu", "relu2", "swiglu"]
     assert registry.choices("block") == ["postnorm", "prenorm"]
+    assert registry.choices("optimizer") == ["adamw", "muon", "sgd"]
     assert registry.aliases("position", "rope") == {
         "rope-gptj": {"style": "gptj"},
         "rope-neox": {"style": "neox"},

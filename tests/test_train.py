@@ -110,19 +110,23 @@ def test_same_seed_gives_the_same_curve_and_weights_bit_for_bit(make):
     assert oa.history["train/loss"] != oc.history["train/loss"]
 
 
-def test_resume_from_a_checkpoint_continues_bit_for_bit(make, tmp_path):
+@pytest.mark.parametrize(
+    "optimizer", [{"name": "adamw"}, {"name": "muon", "lr": 0.02}, {"name": "sgd", "lr": 0.1}]
+)
+def test_resume_from_a_checkpoint_continues_bit_for_bit(make, tmp_path, optimizer):
     path = tmp_path / "last.pt"
-    reference = make()
+    settings = {"train": {"optimizer": optimizer}}
+    reference = make(**settings)
     reference_sink = Recorder()
     reference_outcome = reference.fit(reference_sink)
 
-    crashed = make()
+    crashed = make(**settings)
     with pytest.raises(RuntimeError, match="crash at step 9"):
         crashed.fit(Recorder(crash_at=9), path, run_ids={"child": "abc"})
     state = load_checkpoint(path)  # weights_only=True
     assert state["step"] == 6 and state["run_ids"] == {"child": "abc"}
 
-    resumed = make()
+    resumed = make(**settings)
     resumed.load_state_dict(state)
     sink = Recorder()
     outcome = resumed.fit(sink, path)

@@ -315,7 +315,7 @@ def probe(tree: Mapping[str, Any], assignments: Mapping[str, Any]) -> tuple[str,
 
 def _preset_component(tree: dict[str, Any], parts: list[str]) -> dict[str, Any] | None:
     section = tree.get("model")
-    if len(parts) != 2 or parts[0] != "model" or parts[1] not in registry.SLOTS:
+    if len(parts) != 2 or parts[0] != "model" or parts[1] not in registry.MODEL_SLOTS:
         return None
     preset = section.get("preset", "tiny") if isinstance(section, dict) else "tiny"
     if preset not in ModelConfig.preset_names():

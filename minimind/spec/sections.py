@@ -5,10 +5,12 @@ Every field has a default that runs on a CPU, so a spec needs only a `name`.
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+import registry
 from minimind.paths import DEFAULT_TRACKING_URI
 from minimind.spec.errors import field_error
 
@@ -18,21 +20,30 @@ class _Section(BaseModel):
 
 
 class OptimizerConfig(_Section):
-    """AdamW; the runner exempts norms, biases and embeddings from weight decay."""
+    """The registry's `optimizer` slot: `name` (adamw, sgd, muon or a plugin's), the `lr` and
+    `weight_decay` every optimizer takes, and the named optimizer's own options (`minimind
+    registry optimizer` lists them), filled in with their defaults once validated."""
 
-    name: Literal["adamw"] = "adamw"
+    model_config = ConfigDict(extra="allow")
+
+    name: str = "adamw"
     lr: float = Field(default=3.0e-3, gt=0)
-    betas: tuple[float, float] = (0.9, 0.95)
     weight_decay: float = Field(default=0.1, ge=0)
-    eps: float = Field(default=1.0e-8, gt=0)
 
-    @field_validator("betas")
-    @classmethod
-    def _betas_in_unit_interval(cls, betas: tuple[float, float]) -> tuple[float, float]:
-        for i, beta in enumerate(betas):
-            if not 0.0 <= beta < 1.0:
-                field_error((i,), f"must be in [0, 1), got {beta}")
-        return betas
+    @model_validator(mode="after")
+    def _registered(self) -> OptimizerConfig:
+        options = dict(self.model_extra or {})
+        try:
+            self.name, resolved = registry.resolve("optimizer", {"name": self.name, **options})
+        except registry.RegistryError as err:
+            option = re.match(r"(?:unknown )?option '(\w+)'", str(err))
+            field_error((option[1],) if option else ("name",), str(err))
+        self.__pydantic_extra__ = resolved
+        return self
+
+    def options(self) -> dict[str, Any]:
+        """The named optimizer's own options (everything but name, lr and weight_decay)."""
+        return dict(self.model_extra or {})
 
 
 class ScheduleConfig(_Section):

@@ -59,7 +59,7 @@ def resolved_model(spec: Spec) -> dict[str, Any]:
     cfg = spec.model_config_obj()
     out: dict[str, Any] = {"preset": spec.model.preset}
     for field, value in cfg.model_dump(mode="json").items():
-        if field in registry.SLOTS:
+        if field in registry.MODEL_SLOTS:
             name, options = cfg.component(field)
             value = {"name": name, **options}
         out[field] = value
