@@ -103,3 +103,21 @@ def test_minimind_26m_is_gpu_sized() -> None:
     assert 25e6 < cfg.num_params() < 27e6
     assert (spec.train.seq_len, spec.train.precision) == (512, "bf16")
     assert spec.data.tokenizer.vocab_size == cfg.vocab_size
+
+
+def test_modern_ablates_optimizer_mlp_at_equal_parameters_and_qk_norm() -> None:
+    variants = expand(load_spec(EXPERIMENTS / "modern.yaml"))
+    assert len(variants) == 8
+    cells = {
+        (
+            v.spec.train.optimizer.name,
+            v.spec.model_config_obj().component("mlp")[0],
+            v.spec.model_config_obj().component("attention")[1]["qk_norm"],
+        ): v.spec.model_config_obj().num_params()
+        for v in variants
+    }
+    assert {k[0] for k in cells} == {"muon", "adamw"}
+    for optimizer in ("muon", "adamw"):
+        for qk_norm in ("rmsnorm", "none"):
+            assert cells[optimizer, "relu2", qk_norm] == cells[optimizer, "swiglu", qk_norm]
+    assert cells["muon", "relu2", "rmsnorm"] - cells["muon", "relu2", "none"] == 256
