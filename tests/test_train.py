@@ -88,8 +88,13 @@ def test_metrics_names_steps_and_values(make):
     assert [s for s, _ in outcome.history["train/loss"]] == [3, 6, 9, 12]
 
 
-def test_loss_falls_and_samples_are_text(make):
-    outcome = make(train={"steps": 30, "optimizer": {"lr": 1e-2}}).fit(Recorder())
+@pytest.mark.parametrize(
+    "optimizer",
+    [{"lr": 1e-2}, {"name": "muon", "lr": 0.05, "adamw_lr": 1e-2}],
+    ids=["adamw", "muon"],
+)
+def test_loss_falls_and_samples_are_text(make, optimizer):
+    outcome = make(train={"steps": 30, "optimizer": optimizer}).fit(Recorder())
     losses = [v for _, v in outcome.history["train/loss"]]
     assert losses[-1] < losses[0] - 0.5  # from about ln(320) = 5.8
     assert len(outcome.samples) == 3
