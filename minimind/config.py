@@ -87,6 +87,25 @@ PRESETS: dict[str, dict[str, Any]] = {
         "block": "prenorm",
         "tie_embeddings": False,
     },
+    # The choices of modded-nanogpt and nanochat at GPT-2-small size: RMSNorm, RoPE, QK-norm,
+    # ReLU², untied head, logit soft-capping at 30, zero-initialised output projections (train
+    # it with `train.optimizer.name: muon`, as experiments/modern.yaml does): 162.2M parameters.
+    "modern": {
+        "vocab_size": 50304,
+        "dim": 768,
+        "n_layers": 12,
+        "n_heads": 6,
+        "n_kv_heads": None,
+        "max_seq_len": 1024,
+        "norm": "rmsnorm",
+        "position": {"name": "rope", "style": "neox", "theta": 10000.0},
+        "attention": {"name": "mha", "qk_norm": "rmsnorm"},
+        "mlp": "relu2",
+        "block": "prenorm",
+        "tie_embeddings": False,
+        "logit_softcap": 30.0,
+        "init": {"scheme": "normal", "zero_out_proj": True},
+    },
 }
 
 

@@ -46,9 +46,11 @@ def llama_config(model: MiniMindLM) -> LlamaConfig:
     required = {
         "norm": slots["norm"][0] == "rmsnorm",
         "position": position == "rope" and rope["style"] == "neox" and rope["fraction"] == 1.0,
+        "attention": attention["qk_norm"] == "none",
         "mlp": mlp == "swiglu",
         "block": slots["block"][0] == "prenorm",
         "dropout": cfg.dropout == 0.0,
+        "logit_softcap": cfg.logit_softcap is None,
     }
     for field, ok in required.items():
         if not ok:

@@ -473,6 +473,7 @@ class Trainer:
             "window": {
                 "loss_sum": distributed.mean_across_ranks(self._loss_sum),
                 "aux_sum": distributed.mean_across_ranks(self._aux_sum),
+                "z_sum": distributed.mean_across_ranks(self._z_sum),
                 "steps": self._window_steps,
             },
             "val": list(self._val) if self._val is not None else None,
@@ -493,6 +494,8 @@ class Trainer:
         window = state["window"]
         self._loss_sum = window["loss_sum"].to(self.device)
         self._aux_sum = window["aux_sum"].to(self.device)
+        # checkpoints written before z-loss existed have no z_sum (their runs had none)
+        self._z_sum = window.get("z_sum", torch.zeros(())).to(self.device)
         self._window_steps = window["steps"]
         self._val = tuple(state["val"]) if state["val"] is not None else None
         self.history = {

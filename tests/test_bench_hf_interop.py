@@ -56,6 +56,8 @@ def test_llama_twin_gives_the_same_logits_and_loss(config):
         {"position": "learned"},
         {"position": {"name": "rope", "style": "gptj"}},
         {"dropout": 0.1},
+        {"attention": {"name": "gqa", "qk_norm": "rmsnorm"}},
+        {"logit_softcap": 30.0},
     ],
 )
 def test_llama_twin_refuses_a_different_architecture(change):

@@ -100,6 +100,7 @@ def test_preset_names_and_unknown_preset():
         "minimind-moe",
         "gpt2-small",
         "llama-like",
+        "modern",
     ]
     assert ModelConfig.preset("tiny") == ModelConfig()
     with pytest.raises(ValueError, match="did you mean 'gpt2-small'"):
@@ -132,6 +133,17 @@ def test_gpt2_small_by_hand():
     per_layer = (4 * d * d + 4 * d) + (8 * d * d + 4 * d + d) + 2 * (2 * d)
     expected = v * d + 1024 * d + layers * per_layer + 2 * d
     assert config.num_params() == expected == 124_475_904
+
+
+def test_modern_by_hand():
+    config = ModelConfig.preset("modern")
+    d, v, layers, head_dim = 768, 50304, 12, 128
+    attention = 4 * d * d + 2 * head_dim  # q, k, v, o and the q/k RMSNorm gains
+    per_layer = attention + 2 * d * 4 * d + 2 * d  # relu2 hidden 4·d, two block norms
+    expected = 2 * v * d + layers * per_layer + d  # untied embedding and head, final norm
+    assert config.num_params() == expected == 162_223_872
+    assert config.component("attention") == ("mha", {"bias": False, "qk_norm": "rmsnorm"})
+    assert config.logit_softcap == 30.0 and config.init.zero_out_proj
 
 
 def test_moe_active_params_by_hand():

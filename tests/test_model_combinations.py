@@ -1,6 +1,8 @@
 """Every combination of the built-in components (2 norms x 5 positions x 3 attentions x 5 mlps x
 2 blocks = 300 tiny models): causal, finite, every parameter trained, exact parameter count, and a
-KV cache equivalent to the full forward pass."""
+KV cache equivalent to the full forward pass. The options that change the model around its
+components (QK-norm, logit soft-capping, init schemes, the MoE's balance scope) each run with
+every position x attention pair, the other slots taking turns."""
 
 import itertools
 
@@ -18,13 +20,39 @@ MLPS = ["relu", "relu2", "gelu", "swiglu", "moe"]
 BLOCKS = ["prenorm", "postnorm"]
 COMBINATIONS = list(itertools.product(NORMS, POSITIONS, ATTENTIONS, MLPS, BLOCKS))
 VOCAB, LENGTH = 61, 10
+OPTIONS = {  # name -> (attention options, moe options, ModelConfig fields)
+    "qk-rmsnorm": ({"qk_norm": "rmsnorm"}, {}, {}),
+    "qk-layernorm": ({"qk_norm": "layernorm"}, {}, {}),
+    "softcap": ({}, {}, {"logit_softcap": 2.0}),
+    "fan-in-zero-out": ({}, {}, {"init": {"scheme": "fan_in", "zero_out_proj": True}}),
+    "torch-default-init": ({}, {}, {"init": {"scheme": "torch_default"}}),
+    "sequence-aux": ({}, {"aux_scope": "sequence"}, {}),
+}
+OPTION_CASES = [
+    (
+        option,
+        (
+            NORMS[i % 2],
+            position,
+            attention,
+            "moe" if option == "sequence-aux" else MLPS[i % len(MLPS)],
+            BLOCKS[i // 2 % 2],
+        ),
+    )
+    for option in OPTIONS
+    for i, (position, attention) in enumerate(itertools.product(POSITIONS, ATTENTIONS))
+]
+ALL_CASES = [(None, c) for c in COMBINATIONS] + OPTION_CASES
+CASE_IDS = ["-".join(c) if o is None else f"{o}:{'-'.join(c)}" for o, c in ALL_CASES]
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py: tiny ops, one thread
 
 
-def build(combination) -> MiniMindLM:
+def build(combination, option: str | None = None) -> MiniMindLM:
     norm, position, attention, mlp, block = combination
+    attention_options, moe_options, fields = OPTIONS[option] if option else ({}, {}, {})
+    moe = {"name": "moe", "n_experts": 4, "top_k": 2, "n_shared": 1, "hidden": 32, **moe_options}
     torch.manual_seed(0)
     config = ModelConfig(
         vocab_size=VOCAB,
@@ -35,11 +63,10 @@ def build(combination) -> MiniMindLM:
         max_seq_len=16,
         norm=norm,
         position=position,
-        attention=attention,
-        mlp={"name": "moe", "n_experts": 4, "top_k": 2, "n_shared": 1, "hidden": 32}
-        if mlp == "moe"
-        else mlp,
+        attention={"name": attention, **attention_options},
+        mlp=moe if mlp == "moe" else mlp,
         block=block,
+        **fields,
     )
     return MiniMindLM(config)
 
@@ -58,9 +85,15 @@ def test_the_combinations_cover_every_registered_component():
     assert len(COMBINATIONS) == 300
 
 
-@pytest.mark.parametrize("combination", COMBINATIONS, ids="-".join)
-def test_causal_finite_and_every_parameter_gets_a_gradient(combination):
-    model = build(combination)
+def test_every_option_meets_every_position_and_attention():
+    for option in OPTIONS:
+        pairs = {(c[1], c[2]) for o, c in OPTION_CASES if o == option}
+        assert pairs == set(itertools.product(POSITIONS, ATTENTIONS)), option
+
+
+@pytest.mark.parametrize("option, combination", ALL_CASES, ids=CASE_IDS)
+def test_causal_finite_and_every_parameter_gets_a_gradient(option, combination):
+    model = build(combination, option)
     assert model.config.num_params() == sum(p.numel() for p in model.parameters())
     generator = torch.Generator().manual_seed(1)
     ids = torch.randint(0, VOCAB, (2, LENGTH), generator=generator)
@@ -83,9 +116,9 @@ def test_causal_finite_and_every_parameter_gets_a_gradient(combination):
         assert torch.isfinite(param.grad).all(), f"{name} has a non-finite gradient"
 
 
-@pytest.mark.parametrize("combination", COMBINATIONS, ids="-".join)
-def test_kv_cache_equals_full_forward_and_generate_agrees(combination):
-    model = build(combination).eval()
+@pytest.mark.parametrize("option, combination", ALL_CASES, ids=CASE_IDS)
+def test_kv_cache_equals_full_forward_and_generate_agrees(option, combination):
+    model = build(combination, option).eval()
     generator = torch.Generator().manual_seed(2)
     ids = torch.randint(0, VOCAB, (2, LENGTH), generator=generator)
     caches = {"dynamic": model.new_cache, "static": lambda: model.new_static_cache(LENGTH + 3)}

@@ -7,13 +7,14 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+import torch.distributed.fsdp
 
 import registry
 import registry.core
 from minimind import MiniMindLM, ModelConfig
 from minimind.optim import build_optimizer, describe_optimizer
 from minimind.plan import describe_plan, plan_run
-from minimind.spec.sections import OptimizerConfig
+from minimind.spec.sections import OptimizerConfig, TrainConfig
 from registry.optimizer import NewtonSchulzMuon, zeropower_via_newtonschulz
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py: tiny ops, one thread
@@ -206,3 +207,10 @@ def test_the_dry_run_prints_muons_grouping(write_spec):
     assert lines[start + 1].startswith("  muon: ") and "layers.*.mlp.down_proj.weight" in text
     assert lines[start + 2].startswith("  adamw: ") and "embed_tokens.weight" in lines[start + 2]
     assert "optimizer adamw" not in text
+
+
+def test_muon_is_refused_under_fsdp():
+    if not hasattr(torch.distributed.fsdp, "fully_shard"):
+        pytest.skip("this torch has no FSDP2")
+    with pytest.raises(ValueError, match="muon does not run with parallel: fsdp"):
+        TrainConfig(parallel="fsdp", optimizer={"name": "muon"})

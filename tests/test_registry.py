@@ -240,11 +240,15 @@ def test_cli_lists_every_slot(capsys):
     assert main(["registry"]) == 0
     out = capsys.readouterr().out
     for slot in registry.SLOTS:
-        assert f"\n{slot}\n" in f"\n{out}"
+        assert f"\n{slot}\n" in f"\n{out}" or f"\n{slot}  (" in f"\n{out}"
         for name in registry.choices(slot):
             assert f"  {name}" in out
     assert "rope  (aliases: rope-gptj [style=gptj], rope-neox [style=neox])" in out
     assert "    theta: float > 0 = 10000.0" in out
+    assert "    qk_norm: none|rmsnorm|layernorm = 'none'" in out
+    assert "    aux_scope: batch|sequence = 'batch'" in out
+    assert "  relu2\n" in out and "    ns_steps: int > 0 < 100 = 5" in out
+    assert "optimizer  (each also takes lr and weight_decay)" in out
 
 
 def test_cli_lists_one_slot(capsys):

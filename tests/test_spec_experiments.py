@@ -115,3 +115,21 @@ def test_tinystories_gpu_reads_the_hub_dataset_with_its_validation_split() -> No
     )
     assert spec.train.precision == "bf16" and spec.train.compile
     assert spec.model_config_obj().vocab_size >= data.tokenizer.vocab_size
+
+
+def test_modern_ablates_optimizer_mlp_at_equal_parameters_and_qk_norm() -> None:
+    variants = expand(load_spec(EXPERIMENTS / "modern.yaml"))
+    assert len(variants) == 8
+    cells = {
+        (
+            v.spec.train.optimizer.name,
+            v.spec.model_config_obj().component("mlp")[0],
+            v.spec.model_config_obj().component("attention")[1]["qk_norm"],
+        ): v.spec.model_config_obj().num_params()
+        for v in variants
+    }
+    assert {k[0] for k in cells} == {"muon", "adamw"}
+    for optimizer in ("muon", "adamw"):
+        for qk_norm in ("rmsnorm", "none"):
+            assert cells[optimizer, "relu2", qk_norm] == cells[optimizer, "swiglu", qk_norm]
+    assert cells["muon", "relu2", "rmsnorm"] - cells["muon", "relu2", "none"] == 256

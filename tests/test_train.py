@@ -91,8 +91,13 @@ def test_metrics_names_steps_and_values(make):
     assert [s for s, _ in outcome.history["train/loss"]] == [3, 6, 9, 12]
 
 
-def test_loss_falls_and_samples_are_text(make):
-    outcome = make(train={"steps": 30, "optimizer": {"lr": 1e-2}}).fit(Recorder())
+@pytest.mark.parametrize(
+    "optimizer",
+    [{"lr": 1e-2}, {"name": "muon", "lr": 0.05, "adamw_lr": 1e-2}],
+    ids=["adamw", "muon"],
+)
+def test_loss_falls_and_samples_are_text(make, optimizer):
+    outcome = make(train={"steps": 30, "optimizer": optimizer}).fit(Recorder())
     losses = [v for _, v in outcome.history["train/loss"]]
     assert losses[-1] < losses[0] - 0.5  # from about ln(320) = 5.8
     assert len(outcome.samples) == 3
@@ -111,11 +116,17 @@ def test_same_seed_gives_the_same_curve_and_weights_bit_for_bit(make):
 
 
 @pytest.mark.parametrize(
-    "optimizer", [{"name": "adamw"}, {"name": "muon", "lr": 0.02}, {"name": "sgd", "lr": 0.1}]
+    "train",
+    [
+        {"optimizer": {"name": "adamw"}},
+        {"optimizer": {"name": "muon", "lr": 0.02}, "z_loss": 1e-3},
+        {"optimizer": {"name": "sgd", "lr": 0.1}},
+    ],
+    ids=["adamw", "muon-z_loss", "sgd"],
 )
-def test_resume_from_a_checkpoint_continues_bit_for_bit(make, tmp_path, optimizer):
+def test_resume_from_a_checkpoint_continues_bit_for_bit(make, tmp_path, train):
     path = tmp_path / "last.pt"
-    settings = {"train": {"optimizer": optimizer}}
+    settings = {"train": train}
     reference = make(**settings)
     reference_sink = Recorder()
     reference_outcome = reference.fit(reference_sink)
@@ -131,7 +142,8 @@ def test_resume_from_a_checkpoint_continues_bit_for_bit(make, tmp_path, optimize
     sink = Recorder()
     outcome = resumed.fit(sink, path)
     assert sorted(sink.points["train/loss"]) == [9, 12]
-    for key in ("train/loss", "opt/lr", "opt/grad_norm", "val/loss", "val/bpb"):
+    keys = ["train/loss", "opt/lr", "opt/grad_norm", "val/loss", "val/bpb"]
+    for key in keys + (["train/z_loss"] if "z_loss" in train else []):
         for step, value in sink.points[key].items():
             assert value == reference_sink.points[key][step], (key, step)
     assert outcome.history == reference_outcome.history

@@ -10,7 +10,8 @@ from minimind.exit_codes import EXIT_OK, fail
 
 def format_slot(slot: str) -> list[str]:
     """Lines describing every component of `slot`: name, aliases, then `option: type = default`."""
-    lines = [slot]
+    # lr and weight_decay are train.optimizer's own fields, passed to whichever optimizer
+    lines = [slot + ("  (each also takes lr and weight_decay)" if slot == "optimizer" else "")]
     for name in registry.choices(slot):
         aliases = registry.aliases(slot, name)
         alias_text = ", ".join(

@@ -118,6 +118,14 @@ class TrainConfig(_Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _muon_unsharded(self) -> TrainConfig:
+        # Muon orthogonalises whole matrices and its composite state is not a torch.distributed
+        # checkpoint state dict: neither holds for FSDP's sharded parameters
+        if self.parallel == "fsdp" and self.optimizer.name == "muon":
+            field_error(("optimizer", "name"), "muon does not run with parallel: fsdp; use ddp")
+        return self
+
     @property
     def tokens_per_step(self) -> int:
         return self.batch_size * self.grad_accum * self.seq_len
