@@ -661,6 +661,30 @@ def test_noise_and_power_in_table_and_json(store, capsys) -> None:
     }
 
 
+def test_compute_multiplier_reads_each_seed_off_the_baseline_run_of_that_seed(mlflow_uri) -> None:
+    """Baseline seed 0 runs 5 - 0.01·step, seed 1 is 0.2 higher throughout; each variant seed
+    ends 0.5 below its own baseline seed's value at step 100, which that seed's curve reaches
+    at step 150: 1.5× for both seeds. The mean baseline curve would give 1.6× and 1.4×."""
+    client = MlflowClient(mlflow_uri)
+    exp = client.create_experiment("paired_compute")
+    parent = _parent(client, exp, "paired_compute", T0)
+    start = T0 + 1000
+    for variant in ("a", "b"):
+        for seed, offset in ((0, 0.0), (1, 0.2)):
+            steps = list(range(10, 210 if variant == "a" else 110, 10))
+            values = [5 + offset - 0.01 * s for s in steps]
+            if variant == "b":
+                values[-1] = 5 + offset - 0.01 * 150
+            metrics = [
+                Metric("val/bpb", v, start + s, s) for s, v in zip(steps, values, strict=True)
+            ]
+            _child(client, exp, parent, variant, seed, start, params={}, metrics=metrics)
+            start += 1000
+    row = _row(compare(load_runs(mlflow_uri, ["paired_compute"])), "b")
+    assert row["compute_x"] == pytest.approx(1.5, rel=1e-6)
+    assert math.isnan(row["compute_x_low"])  # no spread between the paired seeds
+
+
 def test_compute_multiplier_in_flops_from_the_baseline_curve(mlflow_uri, capsys) -> None:
     """Baseline val/bpb 5 - 0.01·step over 200 steps; the variant ends at step 100 where the
     baseline is at step 150 (seed 0) and 130 (seed 1), with half the FLOPs per token: 3.0×

@@ -31,7 +31,7 @@ def test_power_law_curve_gives_the_known_multiplier() -> None:
     loss = 2.0 + 10.0 * compute**-0.5
     spent = np.array([2e4, 3e4, 5e4])
     finals = 2.0 + 10.0 * (1.5 * spent) ** -0.5
-    m = compute_multiplier(compute, loss, finals, spent)
+    m = compute_multiplier([(compute, loss)] * len(finals), finals, spent)
     assert m.where == "inside" and m.value == pytest.approx(1.5, rel=1e-4)
 
 
@@ -39,7 +39,7 @@ def test_interval_is_a_t_interval_of_the_log_multipliers() -> None:
     y = 5.0 - 0.01 * STEPS
     true = np.array([1.2, 1.5, 1.4, 1.1])  # per seed, each variant seed spent 100 steps
     finals = 5.0 - 0.01 * 100 * true
-    m = compute_multiplier(STEPS, y, finals, np.full(4, 100.0), level=0.9)
+    m = compute_multiplier([(STEPS, y)] * 4, finals, np.full(4, 100.0), level=0.9)
     logs = np.log(true)
     half = stats.t.ppf(0.95, 3) * logs.std(ddof=1) / 2
     assert m.value == pytest.approx(math.exp(logs.mean()))
@@ -51,8 +51,8 @@ def test_interval_is_a_t_interval_of_the_log_multipliers() -> None:
 
 def test_outside_the_curve_is_said_and_bounded() -> None:
     y = 5.0 - 0.01 * STEPS
-    better = compute_multiplier(STEPS, y, [1.0, 1.1], [100.0, 100.0])
+    better = compute_multiplier([(STEPS, y)] * 2, [1.0, 1.1], [100.0, 100.0])
     assert better.where == "beyond" and better.value == pytest.approx(2.0)  # 200 / 100: a bound
-    worse = compute_multiplier(STEPS, y, [9.0, 9.5], [100.0, 100.0])
+    worse = compute_multiplier([(STEPS, y)] * 2, [9.0, 9.5], [100.0, 100.0])
     assert worse.where == "before" and worse.value == pytest.approx(0.1)
-    assert compute_multiplier(STEPS[:0], y[:0], [1.0], [1.0]).where == "none"
+    assert compute_multiplier([(STEPS[:0], y[:0])], [1.0], [1.0]).where == "none"

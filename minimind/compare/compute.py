@@ -8,6 +8,7 @@ needs 20% more compute for the same result. docs/statistics.md gives the method 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -55,8 +56,7 @@ def reach(
 
 
 def compute_multiplier(
-    curve_x: np.ndarray,
-    curve_y: np.ndarray,
+    curves: Sequence[tuple[np.ndarray, np.ndarray]],
     finals: np.ndarray,
     spent: np.ndarray,
     *,
@@ -64,12 +64,18 @@ def compute_multiplier(
     level: float = 0.95,
 ) -> Multiplier:
     """The multiplier of a variant whose seeds ended at `finals` after spending `spent` (same
-    unit as `curve_x`: FLOPs, tokens or steps), read off the baseline's curve."""
+    unit as the curves' x: FLOPs, tokens or steps), each read off its own baseline curve
+    (`curves[i]` = (x, y) for `finals[i]`): the same seed's curve when the baseline ran it, so
+    that the interval carries the baseline's seed noise as well as the variant's."""
     finals, spent = np.asarray(finals, dtype=float), np.asarray(spent, dtype=float)
-    keep = ~(np.isnan(finals) | np.isnan(spent))
-    if len(curve_x) == 0 or not keep.any():
+    keep = [
+        i
+        for i in range(len(finals))
+        if len(curves[i][0]) and not np.isnan([finals[i], spent[i]]).any()
+    ]
+    if not keep:
         return Multiplier(math.nan, math.nan, math.nan, "none", 0)
-    readings = [reach(curve_x, curve_y, f, maximize) for f in finals[keep]]
+    readings = [reach(*curves[i], finals[i], maximize) for i in keep]
     logs = np.log([x for x, _ in readings] / spent[keep])
     wheres = {w for _, w in readings}
     where: Where = "beyond" if "beyond" in wheres else "before" if "before" in wheres else "inside"

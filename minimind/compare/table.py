@@ -278,25 +278,35 @@ def _compute_per_step(runs: pd.DataFrame) -> tuple[pd.Series, str]:
 def _multipliers(
     runset: RunSet, finished: pd.DataFrame, baseline: str, metric: str, level: float
 ) -> tuple[dict[str, Multiplier], str]:
-    """Each group's effective compute multiplier against the baseline's mean validation curve
-    (the mean over its seeds at the steps they all evaluated)."""
+    """Each group's effective compute multiplier against the baseline's validation curves: each
+    run's final read off the baseline run of its seed, or off the baseline's mean curve (over
+    its seeds, at the steps they all evaluated) where the baseline did not run that seed."""
     per_step, unit = _compute_per_step(runset.runs)
     if is_maximized(metric):  # throughput and MFU have no learning curve to read
         return {}, unit
     key = curve_key(runset, metric)
     curves = {r: runset.history(r, key) for r in finished["run_id"]}
+    seeds = finished.set_index("run_id")["seed"]
     base_runs = [r for r in finished.loc[finished["group"] == baseline, "run_id"] if len(curves[r])]
     if not base_runs:
         return {}, unit
+
+    def as_xy(curve: pd.Series, run: str) -> tuple[np.ndarray, np.ndarray]:
+        return curve.index.to_numpy(dtype=float) * per_step[run], curve.to_numpy(dtype=float)
+
     mean = pd.concat([curves[r] for r in base_runs], axis=1, join="inner").mean(axis=1)
-    curve_x = mean.index.to_numpy(dtype=float) * per_step[base_runs[0]]
+    mean_xy = as_xy(mean, base_runs[0])
+    base_of_seed = {seeds[r]: r for r in base_runs if pd.notna(seeds[r])}
     out = {}
     for group, runs in finished.groupby("group", sort=False):
         ids = [r for r in runs["run_id"] if len(curves[r])]
-        finals = [curves[r].iloc[-1] for r in ids]
-        spent = [curves[r].index[-1] * per_step[r] for r in ids]
+        own = [base_of_seed.get(seeds[r]) for r in ids]
         out[group] = compute_multiplier(
-            curve_x, mean.to_numpy(), finals, spent, maximize=is_maximized(metric), level=level
+            [mean_xy if b is None else as_xy(curves[b], b) for b in own],
+            [curves[r].iloc[-1] for r in ids],
+            [curves[r].index[-1] * per_step[r] for r in ids],
+            maximize=is_maximized(metric),
+            level=level,
         )
     return out, unit
 
