@@ -23,6 +23,7 @@ from minimind.data.config import DataConfig
 from minimind.data.corpus import CorpusSplit, read_corpus, split_corpus
 from minimind.data.tokenizer import load_tokenizer, special_ids, train_bpe
 from minimind.data.tokens import read_tokens, token_dtype, write_tokens
+from minimind.file_lock import creation_lock
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +53,19 @@ class PreparedData:
 
 
 def prepare_data(cfg: DataConfig) -> PreparedData:
-    """Tokenize `cfg.corpus`, training or loading the tokenizer; reuse the cache when it matches."""
+    """Tokenize `cfg.corpus`, training or loading the tokenizer; reuse the cache when it matches.
+
+    Processes preparing the same corpus at once (runs started together, sweep workers) take
+    turns under one lock per corpus, so that the tokenizer is trained and the tokens are written
+    once and the others reuse them.
+    """
     raw = read_corpus(cfg.corpus)
     corpus_sha = sha256_hex(raw)
+    with creation_lock(Path(cfg.cache_dir) / "locks" / corpus_sha[:16]):
+        return _prepare(cfg, raw, corpus_sha)
+
+
+def _prepare(cfg: DataConfig, raw: bytes, corpus_sha: str) -> PreparedData:
     split: CorpusSplit | None = None
 
     if cfg.tokenizer.path is not None:
