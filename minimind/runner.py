@@ -33,6 +33,7 @@ from minimind.record import (
     component_labels,
     device_tags,
     parent_tags,
+    process_tags,
 )
 from minimind.spec import SpecError, Variant, dump_spec, flatten
 from minimind.train import Trainer, TrainOutcome
@@ -103,6 +104,8 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
 def _open_parent(tracker: Tracker, plan: Plan, resume: bool) -> tuple[RunHandle, dict[str, Run]]:
     """The parent run (new, or reopened with `resume`) and its earlier children by name."""
     spec = plan.spec
+    for parent_id in tracker.close_dead_parents(parent_tags(plan.plan_hash)):
+        print(f"closed parent run {parent_id} of a dead earlier invocation as KILLED")
     if resume:
         found = tracker.find_parent(parent_tags(plan.plan_hash))
         if found is not None:
@@ -114,9 +117,11 @@ def _open_parent(tracker: Tracker, plan: Plan, resume: bool) -> tuple[RunHandle,
             for run in tracker.children(parent_id):  # newest first
                 children.setdefault(run.info.run_name, run)
             print(f"resuming parent run {parent_id} ({len(children)} earlier child runs)")
-            return tracker.resume_run(parent_id), children
+            parent = tracker.resume_run(parent_id)
+            parent.set_tags(process_tags())  # the process that owns it now
+            return parent, children
         print(f"no earlier run of spec {spec.name} ({plan.plan_hash}) to resume; starting anew")
-    parent = tracker.start_parent(spec.name, parent_tags(plan.plan_hash))
+    parent = tracker.start_parent(spec.name, {**parent_tags(plan.plan_hash), **process_tags()})
     parent.log_params(flatten(spec))
     parent.log_text(dump_spec(spec), "spec.yaml")
     return parent, {}
