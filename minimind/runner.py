@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from minimind import distributed
-from minimind.checkpoint import load_checkpoint
+from minimind.checkpoint import load_latest_checkpoint
 from minimind.data import DataError, PreparedData
 from minimind.device import autocast_dtype, resolve_device
 from minimind.exit_codes import EXIT_FAILED, EXIT_OK, fail
@@ -154,13 +154,12 @@ def run_child(
         if earlier is not None:  # where it trains from now on
             handle.set_tags(device_tags(device, amp_dtype))
         trainer = Trainer(model_cfg, spec.train, data[data_key(spec.data)], seed, device)
-        if earlier is not None and path.is_file():
-            # On the CPU: the RNG states must be CPU tensors, and load_state_dict moves the rest
-            # to the device of the parameters (and the trainer's tensors) it is loaded into.
-            state = load_checkpoint(path)
-            # A checkpoint of another invocation of the same spec is not this run's.
-            if state["run_ids"].get("child") == handle.run_id:
-                trainer.load_state_dict(state)
+        # On the CPU: the RNG states must be CPU tensors, and load_state_dict moves the rest
+        # to the device of the parameters (and the trainer's tensors) it is loaded into.
+        state = load_latest_checkpoint(path) if earlier is not None else None
+        # A checkpoint of another invocation of the same spec is not this run's.
+        if state is not None and state["run_ids"].get("child") == handle.run_id:
+            trainer.load_state_dict(state)
         handle.log_text(dump_spec(spec), "spec.yaml")
         handle.log_text(model_summary(trainer), "model_summary.txt")
         run_ids = {"parent": parent.run_id, "child": handle.run_id}
