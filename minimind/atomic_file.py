@@ -34,6 +34,9 @@ def atomic_open(path: str | Path) -> Iterator[IO[bytes]]:
     # mkstemp: a unique name, so parallel writers of one path (sweep workers) never share it.
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        # mkstemp makes the file 0600; the result must be as shared as any file the user makes
+        # (a results directory shared by a team, the nodes of a multi-node run).
+        os.chmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
@@ -55,6 +58,13 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     """Write `text` to `path` as UTF-8, atomically (see `atomic_open`)."""
     with atomic_open(path) as f:
         f.write(text.encode())
+
+
+def _umask() -> int:
+    # The only way to read the umask is to set it; put it straight back.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -8,7 +8,10 @@ tokens seen, the elapsed training time and the MLflow run ids. Everything in it 
 
 from __future__ import annotations
 
+import os
 import random
+import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +21,66 @@ import torch
 from minimind.atomic_file import atomic_write
 
 
+class CheckpointError(Exception):
+    """A checkpoint file that cannot be read; the message names the file."""
+
+
+def previous_path(path: str | Path) -> Path:
+    """Where the checkpoint before `path` is kept: `last.pt` -> `last.prev.pt`."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.prev{path.suffix}")
+
+
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
-    """Save `state` to `path` atomically (`minimind.atomic_file`)."""
+    """Save `state` to `path` atomically (`minimind.atomic_file`), keeping the checkpoint it
+    replaces as `previous_path(path)`: should the new file be damaged later (a full disk, a
+    truncated copy), a good one still exists to resume from."""
+    path = Path(path)
+    if path.is_file():
+        previous = previous_path(path)
+        try:  # a hard link keeps `path` in place meanwhile; os.replace then swaps atomically
+            staged = previous.with_name(f".{previous.name}.link")
+            staged.unlink(missing_ok=True)
+            os.link(path, staged)
+            os.replace(staged, previous)
+        except OSError:  # a filesystem without hard links: move it aside instead
+            os.replace(path, previous)
     atomic_write(path, lambda f: torch.save(state, f))
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Load a checkpoint written by `save_checkpoint`, refusing anything but plain data."""
-    return torch.load(path, map_location=map_location, weights_only=True)
+    """Load a checkpoint written by `save_checkpoint`, refusing anything but plain data;
+    `CheckpointError` naming the file when it cannot be read."""
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    # Not pickle.UnpicklingError: a file refused by weights_only must stop the run, not be
+    # passed over for an older one.
+    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile) as exc:
+        raise CheckpointError(f"{path}: not a readable checkpoint ({exc})") from exc
+
+
+def load_latest_checkpoint(
+    path: str | Path, map_location: str | torch.device = "cpu"
+) -> dict[str, Any] | None:
+    """The checkpoint at `path`, or, if that one is missing or unreadable, the previous one
+    (`previous_path`); None when there is neither. A damaged file is named on stderr; when both
+    are damaged, `CheckpointError` names both."""
+    errors = []
+    for candidate in (Path(path), previous_path(path)):
+        if not candidate.is_file():
+            continue
+        try:
+            state = load_checkpoint(candidate, map_location)
+        except CheckpointError as exc:
+            errors.append(str(exc))
+            print(f"minimind: checkpoint: {exc}", file=sys.stderr)
+            continue
+        if errors:
+            print(f"minimind: checkpoint: resuming from {candidate} instead", file=sys.stderr)
+        return state
+    if errors:
+        raise CheckpointError("; ".join(errors))
+    return None
 
 
 def capture_rng_state() -> dict[str, Any]:

@@ -20,6 +20,8 @@ a run's name.
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +50,9 @@ PRECISION_TAG = "precision"  # the autocast dtype used: `bf16`, or `fp32` withou
 STUDY_TAG = "study"
 TRIAL_NUMBER_TAG = "trial_number"
 TRIAL_STATE_TAG = "state"  # `complete`, `pruned` or `failed`
+# The process that owns a parent run, so that a later invocation can tell that it died.
+PID_TAG = "minimind.pid"
+HOST_TAG = "minimind.host"
 
 RUN_METRICS: tuple[str, ...] = (
     "train/loss",
@@ -105,6 +110,12 @@ def trial_run_name(number: int, seed: int, n_seeds: int) -> str:
     """The name of a sweep trial's run: `trial-<n>`, or `trial-<n>/seed<k>` with several seeds
     per trial."""
     return f"trial-{number}" if n_seeds == 1 else f"trial-{number}/seed{seed}"
+
+
+def process_tags() -> dict[str, str]:
+    """The tags naming this process (its id and host): a RUNNING run whose process is gone is
+    stale (`Tracker.close_dead_parents`)."""
+    return {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
 
 
 def parent_tags(plan_hash: str) -> dict[str, str]:

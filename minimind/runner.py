@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from minimind import distributed
-from minimind.checkpoint import load_checkpoint
+from minimind.checkpoint import load_latest_checkpoint
 from minimind.data import DataError, PreparedData
 from minimind.device import autocast_dtype, resolve_device
 from minimind.exit_codes import EXIT_FAILED, EXIT_OK, fail
@@ -33,6 +33,7 @@ from minimind.record import (
     component_labels,
     device_tags,
     parent_tags,
+    process_tags,
 )
 from minimind.spec import SpecError, Variant, dump_spec, flatten
 from minimind.train import Trainer, TrainOutcome
@@ -107,6 +108,8 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
 def _open_parent(tracker: Tracker, plan: Plan, resume: bool) -> tuple[RunHandle, dict[str, Run]]:
     """The parent run (new, or reopened with `resume`) and its earlier children by name."""
     spec = plan.spec
+    for parent_id in tracker.close_dead_parents(parent_tags(plan.plan_hash)):
+        print(f"closed parent run {parent_id} of a dead earlier invocation as KILLED")
     if resume:
         found = tracker.find_parent(parent_tags(plan.plan_hash))
         if found is not None:
@@ -118,9 +121,11 @@ def _open_parent(tracker: Tracker, plan: Plan, resume: bool) -> tuple[RunHandle,
             for run in tracker.children(parent_id):  # newest first
                 children.setdefault(run.info.run_name, run)
             print(f"resuming parent run {parent_id} ({len(children)} earlier child runs)")
-            return tracker.resume_run(parent_id), children
+            parent = tracker.resume_run(parent_id)
+            parent.set_tags(process_tags())  # the process that owns it now
+            return parent, children
         print(f"no earlier run of spec {spec.name} ({plan.plan_hash}) to resume; starting anew")
-    parent = tracker.start_parent(spec.name, parent_tags(plan.plan_hash))
+    parent = tracker.start_parent(spec.name, {**parent_tags(plan.plan_hash), **process_tags()})
     parent.log_params(flatten(spec))
     parent.log_text(dump_spec(spec), "spec.yaml")
     return parent, {}
@@ -156,13 +161,12 @@ def run_child(
         if earlier is not None:  # where it trains from now on
             handle.set_tags(device_tags(device, amp_dtype))
         trainer = Trainer(model_cfg, spec.train, data[data_key(spec.data)], seed, device)
-        if earlier is not None and path.is_file():
-            # On the CPU: the RNG states must be CPU tensors, and load_state_dict moves the rest
-            # to the device of the parameters (and the trainer's tensors) it is loaded into.
-            state = load_checkpoint(path)
-            # A checkpoint of another invocation of the same spec is not this run's.
-            if state["run_ids"].get("child") == handle.run_id:
-                trainer.load_state_dict(state)
+        # On the CPU: the RNG states must be CPU tensors, and load_state_dict moves the rest
+        # to the device of the parameters (and the trainer's tensors) it is loaded into.
+        state = load_latest_checkpoint(path) if earlier is not None else None
+        # A checkpoint of another invocation of the same spec is not this run's.
+        if state is not None and state["run_ids"].get("child") == handle.run_id:
+            trainer.load_state_dict(state)
         handle.log_text(dump_spec(spec), "spec.yaml")
         handle.log_text(model_summary(trainer), "model_summary.txt")
         run_ids = {"parent": parent.run_id, "child": handle.run_id}

@@ -58,13 +58,18 @@ import torch
 from minimind.allocator import keep_freed_memory
 from minimind.metrics import peak_memory_mb, reset_peak_memory
 assert keep_freed_memory()
+reset_peak_memory("cpu")
+before = peak_memory_mb("cpu")
 block = torch.ones(256 * 2**20 // 4)
 del block
 reset_peak_memory("cpu")
-print(peak_memory_mb("cpu"))
+print(before, peak_memory_mb("cpu"))
 """
     env = {k: v for k, v in os.environ.items() if k not in USER_SETTINGS}
     out = subprocess.run(
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
     )
-    assert float(out.stdout) < 250  # MiB: torch and the interpreter, without the 256 MiB block
+    before, after = map(float, out.stdout.split())
+    # Against the process's own size before the block (torch's build sets it: a CUDA build is
+    # hundreds of MiB larger), not a fixed figure: the 256 MiB block must not be counted.
+    assert after < before + 128

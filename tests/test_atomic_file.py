@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import stat
+from pathlib import Path
+
 import pytest
 
 from minimind.atomic_file import atomic_open, atomic_write_text
@@ -23,3 +27,17 @@ def test_atomic_write_text_replaces_the_file_as_utf8_and_creates_its_folder(tmp_
     atomic_write_text(path, "ünïcode ✓")
     assert path.read_bytes() == "ünïcode ✓".encode()
     assert [p.name for p in path.parent.iterdir()] == ["meta.json"]
+
+
+@pytest.mark.parametrize("mask", [0o002, 0o022, 0o077])
+def test_files_get_the_mode_of_the_user_s_umask(tmp_path: Path, mask: int) -> None:
+    """A file written atomically is as readable as one written with open(): 0666 minus the
+    umask (mkstemp alone gives 0600, which other users of a shared directory cannot read)."""
+    previous = os.umask(mask)
+    try:
+        atomic_write_text(tmp_path / "atomic.txt", "x")
+        (tmp_path / "plain.txt").write_text("x")
+    finally:
+        os.umask(previous)
+    mode = stat.S_IMODE((tmp_path / "atomic.txt").stat().st_mode)
+    assert mode == stat.S_IMODE((tmp_path / "plain.txt").stat().st_mode) == 0o666 & ~mask

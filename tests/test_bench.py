@@ -233,7 +233,9 @@ def test_quick_bench_of_every_suite_prints_and_writes_the_figures(tmp_path, monk
         assert row["case"] in printed
     targeted = {row["suite"] for row in rows if row["target"]}
     assert targeted == {"model", "moe", "overhead", "generate", "data"}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bench.json", "cache"]
+    # Nothing but the report and, where the device's peak is measured rather than known from a
+    # datasheet (the CPU, not a known GPU), the peak cache.
+    assert {p.name for p in tmp_path.iterdir()} - {"cache"} == {"bench.json"}
 
 
 def test_bench_rejects_bad_input(capsys):

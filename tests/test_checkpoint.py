@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import re
 import subprocess
 import sys
 import textwrap
@@ -16,8 +17,11 @@ import torch
 
 from minimind.atomic_file import atomic_write
 from minimind.checkpoint import (
+    CheckpointError,
     capture_rng_state,
     load_checkpoint,
+    load_latest_checkpoint,
+    previous_path,
     restore_rng_state,
     save_checkpoint,
 )
@@ -104,7 +108,8 @@ def test_failed_write_keeps_previous_checkpoint(tmp_path: Path) -> None:
         atomic_write(path, half_then_crash)
 
     assert_same(load_checkpoint(path), {"step": 1, "w": torch.ones(3)})
-    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
+    # no stray temporary file; the rotation's copy of the one it would have replaced
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.prev.pt", "last.pt"]
 
 
 def test_kill_during_write_keeps_previous_checkpoint(tmp_path: Path) -> None:
@@ -126,3 +131,32 @@ def test_kill_during_write_keeps_previous_checkpoint(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True)
     assert result.returncode == -9
     assert load_checkpoint(path) == {"step": 1}
+
+
+def test_a_truncated_checkpoint_is_named_and_resume_falls_back_to_the_previous_one(
+    tmp_path, capsys
+):
+    """`last.pt` cut short (a full disk, an interrupted copy): the error names the file, and the
+    checkpoint it replaced, kept by the rotation, is loaded instead."""
+    path = tmp_path / "run" / "last.pt"
+    first = {"step": 1, "weights": torch.arange(50_000, dtype=torch.float32)}
+    second = {"step": 2, "weights": torch.arange(50_000, dtype=torch.float32) * 2}
+    save_checkpoint(path, first)
+    save_checkpoint(path, second)
+    assert load_latest_checkpoint(path)["step"] == 2
+    with path.open("r+b") as f:
+        f.truncate(path.stat().st_size // 2)
+
+    with pytest.raises(CheckpointError, match=re.escape(str(path))):
+        load_checkpoint(path)
+    state = load_latest_checkpoint(path)
+    assert state["step"] == 1 and torch.equal(state["weights"], first["weights"])
+    err = capsys.readouterr().err
+    assert str(path) in err and str(previous_path(path)) in err
+
+    with previous_path(path).open("r+b") as f:  # both damaged: an error naming both
+        f.truncate(10)
+    with pytest.raises(CheckpointError) as caught:
+        load_latest_checkpoint(path)
+    assert str(path) in str(caught.value) and str(previous_path(path)) in str(caught.value)
+    assert load_latest_checkpoint(tmp_path / "none" / "last.pt") is None

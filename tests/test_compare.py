@@ -746,3 +746,31 @@ def test_all_pools_only_runs_whose_configs_differ_in_the_seed(mlflow_uri, capsys
     assert rows.loc["x @cccc3333", "n"] == 2
     code, out, _ = run_cli(capsys, "pooling", "--all", "--tracking-uri", mlflow_uri)
     assert code == 0 and re.search(r"^x @aaaa1111\s+4 \(3 distinct\)", out, re.M)
+
+
+def test_running_runs_are_shown_as_running_and_the_finished_ones_compared(
+    mlflow_uri, capsys
+) -> None:
+    """An invocation still training (or SIGKILLed): its parent and its first child are RUNNING,
+    with no end time. It is listed as RUNNING; once a sibling has finished, that one is compared."""
+    client = MlflowClient(mlflow_uri)
+    exp = client.create_experiment("training")
+    tags = {"minimind.role": "parent", "spec_hash": "abc123def456"}
+    parent = client.create_run(exp, start_time=T0, tags=tags, run_name="training").info.run_id
+    child_tags = {"mlflow.parentRunId": parent, "minimind.role": "child", "seed": "0"}
+    running = client.create_run(
+        exp, start_time=T0 + 1000, run_name=f"{LN}/seed0", tags={**child_tags, "variant": LN}
+    ).info.run_id
+    client.log_batch(running, metrics=[Metric("train/loss", 5.0, T0 + 1000, 1)])
+
+    code, out, err = run_cli(capsys, "training", "--tracking-uri", mlflow_uri)
+    assert code == 0, err
+    assert re.search(rf"{re.escape(LN)}/seed0.*RUNNING", out)
+
+    _child(
+        client, exp, parent, RMS, 0, T0 + 2000, params=_params(RMS, 0),
+        metrics=_curves(RMS, 0, T0),
+    )  # fmt: skip
+    c = compare(load_runs(mlflow_uri, ["training"]))
+    assert _row(c, RMS)["n"] == 1
+    assert list(c.problems["status"]) == ["RUNNING"]

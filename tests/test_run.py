@@ -339,3 +339,44 @@ def test_a_corpus_too_short_for_the_context_exits_2_before_mlflow(
     assert main(["run", str(path)]) == 2
     assert "train.seq_len: must be <= the" in capsys.readouterr().err
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "checkpoints").exists()
+
+
+def _running_children(uri: str) -> list:
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("tiny")
+    if experiment is None:
+        return []
+    runs = client.search_runs([experiment.experiment_id], "tags.`minimind.role` = 'child'")
+    return [run for run in runs if run.info.status == "RUNNING"]
+
+
+@pytest.mark.slow
+def test_a_new_invocation_closes_the_runs_of_a_sigkilled_one_as_killed(write_spec, mlflow_uri):
+    """SIGKILL leaves an invocation's runs RUNNING; a plain `minimind run` of the same spec
+    (no --resume) finds its process gone and ends them KILLED."""
+    path = write_spec(train={"steps": 300, "checkpoint_every": 100})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "minimind", "run", str(path)],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not _running_children(mlflow_uri):
+            assert process.poll() is None, "the run ended before it could be killed"
+            assert time.monotonic() < deadline, "no child run within 300 s"
+            time.sleep(0.1)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.kill()
+        process.wait()
+    (killed,) = _running_children(mlflow_uri)
+
+    assert main(["run", str(path)]) == 0
+    client, parents, children = runs_of(mlflow_uri, "tiny")
+    assert sorted(run.info.status for run in parents) == ["FINISHED", "KILLED"]
+    assert sorted(run.info.status for run in children) == ["FINISHED", "KILLED"]
+    closed = client.get_run(killed.info.run_id)
+    assert closed.info.status == "KILLED"
+    assert "process died" in closed.data.tags["failure_reason"]

@@ -123,6 +123,11 @@ def _label(df: pd.DataFrame) -> pd.DataFrame:
     `variant` tag (not written by minimind) is a variant of its own, named by its run name; one
     without a `seed` tag has no seed (NaN)."""
     df = df.copy()
+    # MLflow gives a column of only unfinished runs' end times (None) as tz-naive NaT beside
+    # tz-aware start times; one time zone for both keeps durations computable.
+    for column in ("start_time", "end_time"):
+        if column in df.columns:
+            df[column] = pd.to_datetime(df[column], utc=True)
     df["run_name"] = _tag(df, RUN_NAME_TAG).fillna(df["run_id"])
     df["variant"] = _tag(df, VARIANT_TAG).fillna(df["run_name"]).astype(str)
     df["seed"] = pd.to_numeric(_tag(df, SEED_TAG), errors="coerce")

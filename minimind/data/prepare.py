@@ -43,6 +43,7 @@ from minimind.data.tokens import (
     tokenize_piece,
     worker_init,
 )
+from minimind.file_lock import creation_lock
 
 # Bump when the cached files' meaning changes, so old entries are not reused.
 CACHE_VERSION = 2
@@ -76,8 +77,19 @@ class PreparedData:
 
 def prepare_data(cfg: DataConfig) -> PreparedData:
     """Tokenize `cfg.corpus` into shards, training or loading the tokenizer; reuse the cache when
-    it matches, and finish an interrupted preparation. Raises `DataError`."""
+    it matches, and finish an interrupted preparation. Raises `DataError`.
+
+    Processes preparing the same corpus at once (runs started together, sweep workers) take
+    turns under one lock per corpus, so that the tokenizer is trained and the tokens are written
+    once and the others reuse them.
+    """
     corpus = open_corpus(cfg)
+    lock = Path(cfg.cache_dir) / "locks" / cache_key({"corpus": corpus.identity})[:16]
+    with creation_lock(lock):
+        return _prepare(cfg, corpus)
+
+
+def _prepare(cfg: DataConfig, corpus: Corpus) -> PreparedData:
     if cfg.tokenizer.path is not None:
         tokenizer_path = Path(cfg.tokenizer.path).expanduser()
         tokenizer = load_tokenizer(tokenizer_path)

@@ -16,10 +16,12 @@ timeout only matters on a slow or overloaded disk.
 from __future__ import annotations
 
 import warnings
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import optuna
 
+from minimind.file_lock import creation_lock
 from minimind.spec import SpecError, SweepConfig
 from minimind.sweep.liveness import OrphanCallback
 
@@ -69,13 +71,15 @@ def open_storage(sweep: SweepConfig) -> optuna.storages.BaseStorage:
             backend = optuna.storages.journal.JournalFileBackend(str(path))
             return optuna.storages.journal.JournalStorage(backend)
         engine_kwargs = {}
+        lock: AbstractContextManager = nullcontext()
         if url.startswith("sqlite"):
             import sqlalchemy
 
-            database = sqlalchemy.engine.make_url(url).database
-            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            database = Path(sqlalchemy.engine.make_url(url).database).expanduser()
+            # Opening the storage creates its tables: once, whichever worker comes first.
+            lock = creation_lock(database)
             engine_kwargs = {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}
-        with warnings.catch_warnings():  # heartbeats are "experimental" since Optuna 2.9
+        with lock, warnings.catch_warnings():  # heartbeats are "experimental" since Optuna 2.9
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return optuna.storages.RDBStorage(
                 url,

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
+from minimind.file_lock import creation_lock
+
 # The harness does its own retrying (RetryClock), bounded by the outage limit and followed by the
 # fallback file. MLflow's default HTTP policy (7 retries with exponential backoff, 120 s timeout)
 # would block a single call for minutes and hide the outage from that clock. A user's explicit
@@ -23,14 +25,20 @@ def sqlite_db_path(uri: str) -> Path | None:
 
 
 def connect(uri: str) -> MlflowClient:
-    """A client for `uri`; creates the directory of a sqlite database file."""
+    """A client for `uri`; creates the directory of a sqlite database file.
+
+    Making the client opens the store, and opening a sqlite store creates or migrates its schema:
+    that happens under `creation_lock` of the database, so that processes started together do
+    not run the migrations twice (which leaves a half-migrated database).
+    """
     db = sqlite_db_path(uri)
-    if db is not None:
-        db.parent.mkdir(parents=True, exist_ok=True)
     if uri.startswith(("http://", "https://")):
         for name, value in _HTTP_ENV_DEFAULTS.items():
             os.environ.setdefault(name, value)
-    return MlflowClient(tracking_uri=uri)
+    if db is None:
+        return MlflowClient(tracking_uri=uri)
+    with creation_lock(db):
+        return MlflowClient(tracking_uri=uri)
 
 
 def default_artifact_location(uri: str) -> str | None:

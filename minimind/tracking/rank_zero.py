@@ -99,6 +99,9 @@ class RankZeroTracker:
     def fail_stale_runs(self, *args: Any, **kwargs: Any) -> Any:
         return main_answer(lambda: self._tracker.fail_stale_runs(*args, **kwargs))
 
+    def close_dead_parents(self, *args: Any, **kwargs: Any) -> Any:
+        return main_answer(lambda: self._tracker.close_dead_parents(*args, **kwargs))
+
 
 def make_tracker(uri: str, experiment: str) -> Tracker | RankZeroTracker:
     """A `Tracker` in one process, a `RankZeroTracker` on each rank of a DDP run."""

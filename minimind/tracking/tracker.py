@@ -8,6 +8,8 @@ and child runs tagged `minimind.role=child` with `mlflow.parentRunId`.
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -20,8 +22,10 @@ from minimind.record import (
     CHILD_ROLE,
     FAILURE_REASON_TAG,
     GIT_COMMIT_TAG,
+    HOST_TAG,
     PARENT_ROLE,
     PARENT_TAG,
+    PID_TAG,
     ROLE_TAG,
 )
 from minimind.tracking.backend import connect, default_artifact_location
@@ -201,6 +205,32 @@ class Tracker:
             )
             self._retry.call(lambda run_id=run_id: self.client.set_terminated(run_id, status))
         return stale
+
+    def close_dead_parents(self, tags: Mapping[str, str]) -> list[str]:
+        """End KILLED every RUNNING parent with `tags` whose process (tags `minimind.pid` and
+        `minimind.host`) is known dead, with its RUNNING children; returns the parents' ids.
+
+        A SIGKILLed invocation leaves its runs RUNNING; the next invocation of the same spec
+        closes them. A parent of another host, or without the tags, is left alone: its liveness
+        cannot be checked from here.
+        """
+        closed = []
+        for run in self.find_runs({ROLE_TAG: PARENT_ROLE, **tags}, ["RUNNING"]):
+            pid, host = run.data.tags.get(PID_TAG), run.data.tags.get(HOST_TAG)
+            if host == socket.gethostname() and pid is not None and not _alive(int(pid)):
+                self.fail_stale_runs(run.info.run_id)
+                closed.append(run.info.run_id)
+        return closed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
 
 
 def _quote(value: str) -> str:
