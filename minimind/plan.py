@@ -23,7 +23,6 @@ from minimind.data import DataConfig, PreparedData, prepare_data
 from minimind.device import resolve_device
 from minimind.plain_table import plain_table
 from minimind.spec import Spec, SpecError, Variant, expand, load_spec, spec_hash
-from minimind.train import planned_steps
 
 
 @dataclass(frozen=True)
@@ -93,11 +92,11 @@ def prepare_all(plan: Plan) -> dict[str, PreparedData]:
 def describe_plan(plan: Plan) -> str:
     """The `--dry-run` table: variants with parameter and FLOP counts and tokens per run."""
     spec = plan.spec
-    headers = ["variant", "params", "active", "FLOPs/token", "steps", "tokens/run"]
+    headers = ["variant", "params", "active", "FLOPs/token", "steps", "warmup", "tokens/run"]
     rows = []
     for variant in plan.variants:
         cfg, train = variant.spec.model_config_obj(), variant.spec.train
-        steps = planned_steps(train)
+        steps = train.planned_steps
         budget = [] if train.time_limit is None else [f"<= {train.time_limit:g} s"]
         rows.append(
             [
@@ -106,6 +105,8 @@ def describe_plan(plan: Plan) -> str:
                 f"{cfg.num_active_params():,}",
                 f"{cfg.flops_per_token(train.seq_len):.3g}",
                 " ".join([f"{steps:,}" if steps else "-", *budget]),
+                # A warm-up the spec did not set is derived from the steps: show which.
+                f"{train.warmup_steps}" + ("" if train.schedule.warmup is not None else " (auto)"),
                 f"{steps * train.tokens_per_step:,}" if steps else "-",
             ]
         )

@@ -93,14 +93,6 @@ class TrainOutcome:
     history: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
 
 
-def planned_steps(cfg: TrainConfig) -> int | None:
-    """Optimizer steps allowed by `steps` and `tokens` (the smaller), None if only time bounds."""
-    limits = [cfg.steps] if cfg.steps is not None else []
-    if cfg.tokens is not None:
-        limits.append(math.ceil(cfg.tokens / cfg.tokens_per_step))
-    return min(limits) if limits else None
-
-
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -149,10 +141,11 @@ class Trainer:
         # under FSDP these are the sharded parameters the optimizer holds (DDP wraps the model
         # without replacing them).
         self._params = list(self.model.parameters())
-        self.max_steps = planned_steps(cfg)
+        self.max_steps = cfg.planned_steps
         # With only a time limit, the schedule's horizon is re-estimated after every step.
-        self.horizon = self.max_steps or cfg.schedule.warmup + 1
-        self.scheduler = build_schedule(self.optimizer, cfg.schedule, lambda: self.horizon)
+        schedule = cfg.resolved_schedule
+        self.horizon = self.max_steps or schedule.warmup + 1
+        self.scheduler = build_schedule(self.optimizer, schedule, lambda: self.horizon)
         pin = pins_memory(self.device)
         self.batches = TrainBatches(
             data.train_tokens,

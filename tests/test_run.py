@@ -252,6 +252,15 @@ def test_dry_run_reports_tokens_per_run(write_spec, tmp_path, capsys):
     assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before
 
 
+def test_readme_short_run_dry_run_derives_the_warmup(tmp_path, monkeypatch, capsys):
+    # The README's example: 50 steps under base.yaml, which sets no warm-up of its own.
+    monkeypatch.chdir(tmp_path)
+    spec = str(REPO / "experiments" / "norm.yaml")
+    assert main(["run", spec, "-o", "train.steps=50", "-o", "model.dim=64", "--dry-run"]) == 0
+    assert "5 (auto)" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_resume_after_sigkill_matches_an_uninterrupted_run(write_spec, mlflow_uri, tmp_path):
     """`python -m minimind run` is killed with SIGKILL at a random step after its first checkpoint;
     `--resume` must end with the weights and metrics of an uninterrupted run, in the same runs."""
