@@ -13,6 +13,18 @@ from minimind.spec import SpecError, load_spec
 CASES: list[tuple[str, str, list[str], str]] = [
     ("yaml-syntax", "name: x\ntrain: [1,\n", [], "{spec}: invalid YAML"),
     ("not-a-mapping", "- name: x\n", [], "{spec}: must be a mapping"),
+    (
+        "duplicate-section",
+        "name: x\ntrain: {steps: 5}\ntrain: {steps: 9}\n",
+        [],
+        "train: duplicate key (lines 2 and 3)",
+    ),
+    (
+        "duplicate-nested-key",
+        "name: x\ntrain:\n  steps: 5\n  steps: 9\n",
+        [],
+        "train.steps: duplicate key (lines 3 and 4)",
+    ),
     ("missing-name", "description: hi\n", [], "name: required"),
     ("unsafe-name", "name: 'my run/1'\n", [], "name: must be"),
     ("unknown-section", "name: x\ntrian: {steps: 5}\n", [], "trian: unknown key"),
