@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     ValidationError,
@@ -21,6 +20,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 import registry
+from minimind.strict_model import StrictNumbers
 
 Component = str | dict[str, Any]
 
@@ -82,7 +82,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-class ModelConfig(BaseModel):
+class ModelConfig(StrictNumbers):
     """A decoder-only LM assembled from registry components; frozen (use `replace` to change it).
 
     `n_kv_heads` is used by `gqa` only (`mha` has n_heads key/value heads and `mqa` one), so one

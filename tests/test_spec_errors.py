@@ -14,6 +14,37 @@ CASES: list[tuple[str, str, list[str], str]] = [
     ("yaml-syntax", "name: x\ntrain: [1,\n", [], "{spec}: invalid YAML"),
     ("not-a-mapping", "- name: x\n", [], "{spec}: must be a mapping"),
     (
+        "lr-infinite",
+        "name: x\ntrain: {optimizer: {lr: .inf}}\n",
+        [],
+        "train.optimizer.lr: must be a finite number",
+    ),
+    (
+        "time-limit-infinite",
+        "name: x\ntrain: {time_limit: .inf}\n",
+        [],
+        "train.time_limit: must be a finite number",
+    ),
+    (
+        "eps-nan",
+        "name: x\ntrain: {optimizer: {eps: .nan}}\n",
+        [],
+        "train.optimizer.eps: must be a finite number",
+    ),
+    (
+        "steps-boolean",
+        "name: x\ntrain: {steps: true}\n",
+        [],
+        "train.steps: must be a number, not true",
+    ),
+    ("dim-boolean", "name: x\nmodel: {dim: true}\n", [], "model.dim: must be a number, not true"),
+    (
+        "steps-boolean-override",
+        "name: x\n",
+        ["train.steps=false"],
+        "train.steps: must be a number, not false",
+    ),
+    (
         "duplicate-section",
         "name: x\ntrain: {steps: 5}\ntrain: {steps: 9}\n",
         [],

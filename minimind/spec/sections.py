@@ -8,13 +8,14 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from minimind.paths import DEFAULT_TRACKING_URI
 from minimind.spec.errors import field_error
+from minimind.strict_model import StrictNumbers
 
 
-class _Section(BaseModel):
+class _Section(StrictNumbers):
     model_config = ConfigDict(extra="forbid")
 
 
