@@ -20,7 +20,7 @@ from pathlib import Path
 
 from minimind import distributed
 from minimind.data import DataConfig, PreparedData, prepare_data
-from minimind.device import resolve_device
+from minimind.device import TRAINING_BYTES_PER_PARAM, device_memory_bytes, resolve_device
 from minimind.plain_table import plain_table
 from minimind.spec import Spec, SpecError, Variant, expand, load_spec, spec_hash
 
@@ -115,4 +115,20 @@ def describe_plan(plan: Plan) -> str:
         f"{len(spec.seeds)} seed(s) = {plan.n_runs} run(s); tracking {spec.tracking.uri}, "
         f"experiment {spec.tracking.experiment}"
     )
-    return f"{summary}\n{plain_table(headers, rows)}"
+    return "\n".join([summary, plain_table(headers, rows), *_memory_warnings(plan)])
+
+
+def _memory_warnings(plan: Plan) -> list[str]:
+    """A line for each variant whose parameters and optimizer state alone exceed the memory of
+    the device it would run on."""
+    warnings = []
+    for variant in plan.variants:
+        device = resolve_device(variant.spec.train.device)
+        total = device_memory_bytes(device)
+        need = variant.spec.model_config_obj().num_params() * TRAINING_BYTES_PER_PARAM
+        if total is not None and need > total:
+            warnings.append(
+                f"warning: {variant.name}: parameters, gradients and AdamW state need "
+                f"{need / 2**30:,.1f} GiB; the {device.type} has {total / 2**30:,.1f} GiB"
+            )
+    return warnings

@@ -261,6 +261,15 @@ def test_readme_short_run_dry_run_derives_the_warmup(tmp_path, monkeypatch, caps
     assert list(tmp_path.iterdir()) == []
 
 
+def test_dry_run_warns_when_the_training_state_cannot_fit(write_spec, monkeypatch, capsys):
+    path = write_spec()
+    assert main(["run", str(path), "--dry-run"]) == 0
+    assert "warning:" not in capsys.readouterr().out
+    monkeypatch.setattr("minimind.plan.device_memory_bytes", lambda device: 1024)
+    assert main(["run", str(path), "--dry-run"]) == 0
+    assert "parameters, gradients and AdamW state need" in capsys.readouterr().out
+
+
 def test_resume_after_sigkill_matches_an_uninterrupted_run(write_spec, mlflow_uri, tmp_path):
     """`python -m minimind run` is killed with SIGKILL at a random step after its first checkpoint;
     `--resume` must end with the weights and metrics of an uninterrupted run, in the same runs."""
