@@ -205,8 +205,11 @@ class Trainer:
                 failure = self._report(sink, show, log_now or done, evaluate)
                 if failure is not None:
                     return self._outcome("FAILED", failure)
-                if checkpoint_path is not None and (
-                    done or (cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0)
+                every = cfg.checkpoint_every  # None: no checkpoints at all, not even the last
+                if (
+                    checkpoint_path is not None
+                    and every is not None
+                    and (done or self.step % every == 0)
                 ):
                     state = self.state_dict(run_ids or {})  # on every rank: it all-reduces
                     if distributed.is_main_process():

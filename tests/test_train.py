@@ -132,6 +132,12 @@ def test_resume_from_a_checkpoint_continues_bit_for_bit(make, tmp_path):
     assert load_checkpoint(path)["step"] == 12  # the final state is saved too
 
 
+def test_checkpoint_every_null_writes_no_checkpoint(make, tmp_path):
+    path = tmp_path / "last.pt"
+    make(train={"checkpoint_every": None}).fit(Recorder(), path)
+    assert not path.exists()
+
+
 def test_non_finite_loss_ends_the_run_failed(make):
     trainer = make()
     with torch.no_grad():

@@ -62,7 +62,9 @@ class TrainConfig(_Section):
     """The training loop. The run ends at the first of `steps`, `tokens` or `time_limit` (seconds).
 
     One optimizer step consumes `batch_size * grad_accum * seq_len` tokens.
-    `grad_clip` and `checkpoint_every` may be null to turn clipping and checkpoints off.
+    `grad_clip` and `checkpoint_every` may be null to turn clipping and checkpoints off; with
+    checkpoints off nothing is written, so `--resume` restarts an interrupted run from step 0
+    (keep `checkpoint_every` set on any run worth protecting).
     """
 
     steps: int | None = Field(default=300, gt=0)
