@@ -140,7 +140,9 @@ def test_an_exception_fails_its_run_and_the_others_go_on(write_spec, mlflow_uri,
     assert parent.info.status == "FAILED"
 
 
-def test_sigterm_ends_runs_killed_and_resume_finishes_them(write_spec, mlflow_uri, monkeypatch):
+def test_sigterm_ends_runs_killed_and_resume_finishes_them(
+    write_spec, mlflow_uri, monkeypatch, capsys
+):
     original = Trainer._train_step
     calls = []
 
@@ -160,7 +162,11 @@ def test_sigterm_ends_runs_killed_and_resume_finishes_them(write_spec, mlflow_ur
 
     calls.clear()
     monkeypatch.setattr(Trainer, "_train_step", original)
+    capsys.readouterr()
     assert main(["run", str(path), "--resume"]) == 0
+    out = capsys.readouterr().out
+    assert f"{child.info.run_name}: resumed at step 6 from " in out
+    assert out.split(": resumed at step 6 from ")[1].split()[0].endswith("last.pt")
     _, (parent2,), children = runs_of(mlflow_uri, "tiny")
     assert parent2.info.run_id == parent.info.run_id and parent2.info.status == "FINISHED"
     assert "failure_reason" not in parent2.data.tags
