@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     ValidationError,
@@ -21,6 +20,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 import registry
+from minimind.strict_model import StrictNumbers
 
 Component = str | dict[str, Any]
 
@@ -109,7 +109,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-class InitConfig(BaseModel):
+class InitConfig(StrictNumbers):
     """How `MiniMindLM` initialises its weights (`model.init`).
 
     - `normal` (default; GPT-2, nanoGPT): linear and embedding weights N(0, 0.02), biases 0, and
@@ -122,13 +122,13 @@ class InitConfig(BaseModel):
     the identity on the residual stream.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     scheme: Literal["normal", "fan_in", "torch_default"] = "normal"
     zero_out_proj: bool = False
 
 
-class ModelConfig(BaseModel):
+class ModelConfig(StrictNumbers):
     """A decoder-only LM assembled from registry components; frozen (use `replace` to change it).
 
     `n_kv_heads` is used by `gqa` only (`mha` has n_heads key/value heads and `mqa` one), so one

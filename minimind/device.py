@@ -12,6 +12,7 @@ its batches, the meters), so that every part of a run agrees on it.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -85,3 +86,20 @@ def pins_memory(device: torch.device) -> bool:
     """Whether host batches bound for `device` belong in pinned memory: on CUDA, where a pinned
     batch is copied with `non_blocking=True` while the GPU works; elsewhere pinning only costs."""
     return device.type == "cuda"
+
+
+# fp32 weights, their gradients and AdamW's two moments: the floor of a run's memory before
+# activations.
+TRAINING_BYTES_PER_PARAM = 16
+
+
+def device_memory_bytes(device: torch.device) -> int | None:
+    """Total memory of `device` (host RAM for the CPU), None where it cannot be read."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    if device.type == "cpu":
+        try:
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            return None
+    return None

@@ -66,20 +66,25 @@ def lr_multiplier(step: int, cfg: ScheduleConfig, total_steps: int) -> float:
     - constant: 1 after warmup;
     - wsd (warmup-stable-decay): 1 until the last `decay_fraction` of all steps, then linear
       down to min_lr_ratio at the final step.
+
+    `cfg.warmup` must be filled in (`TrainConfig.resolved_schedule`).
     """
-    if step < cfg.warmup:
-        return (step + 1) / cfg.warmup
+    warmup = cfg.warmup
+    if warmup is None:
+        raise ValueError("the schedule's warmup is unresolved; use TrainConfig.resolved_schedule")
+    if step < warmup:
+        return (step + 1) / warmup
     floor = cfg.min_lr_ratio
     if cfg.name == "constant":
         return 1.0
     if cfg.name == "wsd":
         decay_steps = max(1, round(cfg.decay_fraction * total_steps))
-        decay_start = max(cfg.warmup, total_steps - decay_steps)
+        decay_start = max(warmup, total_steps - decay_steps)
         if step < decay_start:
             return 1.0
         progress = min(1.0, (step - decay_start) / max(1, total_steps - 1 - decay_start))
         return 1.0 - (1.0 - floor) * progress
-    progress = min(1.0, (step - cfg.warmup) / max(1, total_steps - 1 - cfg.warmup))
+    progress = min(1.0, (step - warmup) / max(1, total_steps - 1 - warmup))
     if cfg.name == "cosine":
         return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
     if cfg.name == "linear":

@@ -22,12 +22,11 @@ import torch
 
 from minimind import distributed
 from minimind.data import DataConfig, PreparedData, prepare_data
-from minimind.device import resolve_device
+from minimind.device import TRAINING_BYTES_PER_PARAM, device_memory_bytes, resolve_device
 from minimind.model import MiniMindLM
 from minimind.optim import describe_optimizer
 from minimind.plain_table import plain_table
 from minimind.spec import Spec, SpecError, Variant, expand, load_spec, spec_hash
-from minimind.train import planned_steps
 
 
 @dataclass(frozen=True)
@@ -97,11 +96,11 @@ def prepare_all(plan: Plan) -> dict[str, PreparedData]:
 def describe_plan(plan: Plan) -> str:
     """The `--dry-run` table: variants with parameter and FLOP counts and tokens per run."""
     spec = plan.spec
-    headers = ["variant", "params", "active", "FLOPs/token", "steps", "tokens/run"]
+    headers = ["variant", "params", "active", "FLOPs/token", "steps", "warmup", "tokens/run"]
     rows = []
     for variant in plan.variants:
         cfg, train = variant.spec.model_config_obj(), variant.spec.train
-        steps = planned_steps(train)
+        steps = train.planned_steps
         budget = [] if train.time_limit is None else [f"<= {train.time_limit:g} s"]
         rows.append(
             [
@@ -110,6 +109,8 @@ def describe_plan(plan: Plan) -> str:
                 f"{cfg.num_active_params():,}",
                 f"{cfg.flops_per_token(train.seq_len):.3g}",
                 " ".join([f"{steps:,}" if steps else "-", *budget]),
+                # A warm-up the spec did not set is derived from the steps: show which.
+                f"{train.warmup_steps}" + ("" if train.schedule.warmup is not None else " (auto)"),
                 f"{steps * train.tokens_per_step:,}" if steps else "-",
             ]
         )
@@ -118,7 +119,9 @@ def describe_plan(plan: Plan) -> str:
         f"{len(spec.seeds)} seed(s) = {plan.n_runs} run(s); tracking {spec.tracking.uri}, "
         f"experiment {spec.tracking.experiment}"
     )
-    return "\n".join([summary, plain_table(headers, rows), *_optimizer_groups(plan)])
+    return "\n".join(
+        [summary, plain_table(headers, rows), *_memory_warnings(plan), *_optimizer_groups(plan)]
+    )
 
 
 def _optimizer_groups(plan: Plan) -> list[str]:
@@ -131,3 +134,19 @@ def _optimizer_groups(plan: Plan) -> list[str]:
         if groups:
             lines += [f"{variant.name}: optimizer {variant.spec.train.optimizer.name}", *groups]
     return lines
+
+
+def _memory_warnings(plan: Plan) -> list[str]:
+    """A line for each variant whose parameters and optimizer state alone exceed the memory of
+    the device it would run on."""
+    warnings = []
+    for variant in plan.variants:
+        device = resolve_device(variant.spec.train.device)
+        total = device_memory_bytes(device)
+        need = variant.spec.model_config_obj().num_params() * TRAINING_BYTES_PER_PARAM
+        if total is not None and need > total:
+            warnings.append(
+                f"warning: {variant.name}: parameters, gradients and AdamW state need "
+                f"{need / 2**30:,.1f} GiB; the {device.type} has {total / 2**30:,.1f} GiB"
+            )
+    return warnings

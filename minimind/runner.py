@@ -167,6 +167,12 @@ def run_child(
         # A checkpoint of another invocation of the same spec is not this run's.
         if state is not None and state["run_ids"].get("child") == handle.run_id:
             trainer.load_state_dict(state)
+        if earlier is not None and distributed.is_main_process():
+            print(
+                f"{name}: resumed at step {trainer.step} from {path}"
+                if trainer.step
+                else f"{name}: no checkpoint of this run at {path}; restarting at step 0"
+            )
         handle.log_text(dump_spec(spec), "spec.yaml")
         handle.log_text(model_summary(trainer), "model_summary.txt")
         run_ids = {"parent": parent.run_id, "child": handle.run_id}

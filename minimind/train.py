@@ -95,14 +95,6 @@ class TrainOutcome:
     history: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
 
 
-def planned_steps(cfg: TrainConfig) -> int | None:
-    """Optimizer steps allowed by `steps` and `tokens` (the smaller), None if only time bounds."""
-    limits = [cfg.steps] if cfg.steps is not None else []
-    if cfg.tokens is not None:
-        limits.append(math.ceil(cfg.tokens / cfg.tokens_per_step))
-    return min(limits) if limits else None
-
-
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -151,10 +143,11 @@ class Trainer:
         # under FSDP these are the sharded parameters the optimizer holds (DDP wraps the model
         # without replacing them).
         self._params = list(self.model.parameters())
-        self.max_steps = planned_steps(cfg)
+        self.max_steps = cfg.planned_steps
         # With only a time limit, the schedule's horizon is re-estimated after every step.
-        self.horizon = self.max_steps or cfg.schedule.warmup + 1
-        self.scheduler = build_schedule(self.optimizer, cfg.schedule, lambda: self.horizon)
+        schedule = cfg.resolved_schedule
+        self.horizon = self.max_steps or schedule.warmup + 1
+        self.scheduler = build_schedule(self.optimizer, schedule, lambda: self.horizon)
         pin = pins_memory(self.device)
         # The batch order: the run's seed unless the spec fixes it (`train.data_seed`).
         data_seed = seed if cfg.data_seed is None else cfg.data_seed
@@ -217,8 +210,11 @@ class Trainer:
                 failure = self._report(sink, show, log_now or done, evaluate, final=done)
                 if failure is not None:
                     return self._outcome("FAILED", failure)
-                if checkpoint_path is not None and (
-                    done or (cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0)
+                every = cfg.checkpoint_every  # None: no checkpoints at all, not even the last
+                if (
+                    checkpoint_path is not None
+                    and every is not None
+                    and (done or self.step % every == 0)
                 ):
                     state = self.state_dict(run_ids or {})  # on every rank: it all-reduces
                     if distributed.is_main_process():

@@ -143,7 +143,9 @@ def test_an_exception_fails_its_run_and_the_others_go_on(write_spec, mlflow_uri,
     assert parent.info.status == "FAILED"
 
 
-def test_sigterm_ends_runs_killed_and_resume_finishes_them(write_spec, mlflow_uri, monkeypatch):
+def test_sigterm_ends_runs_killed_and_resume_finishes_them(
+    write_spec, mlflow_uri, monkeypatch, capsys
+):
     original = Trainer._train_step
     calls = []
 
@@ -163,7 +165,11 @@ def test_sigterm_ends_runs_killed_and_resume_finishes_them(write_spec, mlflow_ur
 
     calls.clear()
     monkeypatch.setattr(Trainer, "_train_step", original)
+    capsys.readouterr()
     assert main(["run", str(path), "--resume"]) == 0
+    out = capsys.readouterr().out
+    assert f"{child.info.run_name}: resumed at step 6 from " in out
+    assert out.split(": resumed at step 6 from ")[1].split()[0].endswith("last.pt")
     _, (parent2,), children = runs_of(mlflow_uri, "tiny")
     assert parent2.info.run_id == parent.info.run_id and parent2.info.status == "FINISHED"
     assert "failure_reason" not in parent2.data.tags
@@ -267,6 +273,24 @@ def test_dry_run_states_the_seeds_a_power_hint_needs(write_spec, capsys):
     path = write_spec(power={"delta": 0.01, "sd": 0.0, "correction": "holm"})
     assert main(["run", str(path), "--dry-run"]) == 2
     assert "power.sd" in capsys.readouterr().err
+
+
+def test_readme_short_run_dry_run_derives_the_warmup(tmp_path, monkeypatch, capsys):
+    # The README's example: 50 steps under base.yaml, which sets no warm-up of its own.
+    monkeypatch.chdir(tmp_path)
+    spec = str(REPO / "experiments" / "norm.yaml")
+    assert main(["run", spec, "-o", "train.steps=50", "-o", "model.dim=64", "--dry-run"]) == 0
+    assert "5 (auto)" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_dry_run_warns_when_the_training_state_cannot_fit(write_spec, monkeypatch, capsys):
+    path = write_spec()
+    assert main(["run", str(path), "--dry-run"]) == 0
+    assert "warning:" not in capsys.readouterr().out
+    monkeypatch.setattr("minimind.plan.device_memory_bytes", lambda device: 1024)
+    assert main(["run", str(path), "--dry-run"]) == 0
+    assert "parameters, gradients and AdamW state need" in capsys.readouterr().out
 
 
 def test_resume_after_sigkill_matches_an_uninterrupted_run(write_spec, mlflow_uri, tmp_path):

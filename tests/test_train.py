@@ -12,7 +12,7 @@ from minimind.data import prepare_data
 from minimind.device import resolve_device
 from minimind.optim import lr_multiplier
 from minimind.spec import TrainConfig, validate_spec
-from minimind.train import Trainer, planned_steps
+from minimind.train import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -151,6 +151,12 @@ def test_resume_from_a_checkpoint_continues_bit_for_bit(make, tmp_path, train):
     assert load_checkpoint(path)["step"] == 12  # the final state is saved too
 
 
+def test_checkpoint_every_null_writes_no_checkpoint(make, tmp_path):
+    path = tmp_path / "last.pt"
+    make(train={"checkpoint_every": None}).fit(Recorder(), path)
+    assert not path.exists()
+
+
 def test_non_finite_loss_ends_the_run_failed(make):
     trainer = make()
     with torch.no_grad():
@@ -174,9 +180,9 @@ def test_budget_is_the_first_of_steps_tokens_and_time(make):
 
 def test_planned_steps():
     by_tokens = TrainConfig(steps=None, tokens=1000, batch_size=4, seq_len=32)  # 128 a step
-    assert planned_steps(by_tokens) == 8
-    assert planned_steps(by_tokens.model_copy(update={"steps": 5})) == 5
-    assert planned_steps(TrainConfig(steps=None, time_limit=60.0)) is None
+    assert by_tokens.planned_steps == 8
+    assert by_tokens.model_copy(update={"steps": 5}).planned_steps == 5
+    assert TrainConfig(steps=None, time_limit=60.0).planned_steps is None
 
 
 def test_grad_accum_and_no_clip(make):
@@ -300,3 +306,13 @@ def test_the_final_evaluation_scores_every_held_out_token(make):
     bpb = total / (math.log(2) * trainer.data.val_bytes)
     assert sink.points["val/bpb"][4] == pytest.approx(bpb, rel=1e-5)
     assert sink.points["val/loss_sampled"][4] != sink.points["val/loss"][4]
+
+
+def test_unset_warmup_follows_the_run_length():
+    # A default must not make a short run invalid: 20 steps get 2 warm-up steps, not 30.
+    assert TrainConfig(steps=20).warmup_steps == 2
+    assert TrainConfig(steps=20).resolved_schedule.warmup == 2
+    assert TrainConfig(steps=None, tokens=1000, batch_size=4, seq_len=32).warmup_steps == 0
+    assert TrainConfig(steps=10**6).warmup_steps == 1000  # capped
+    assert TrainConfig(steps=None, time_limit=60.0).warmup_steps == 30
+    assert TrainConfig(steps=20, schedule={"warmup": 7}).warmup_steps == 7  # as written

@@ -10,16 +10,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from minimind.data.files import EMBEDDED_CORPORA, HUB_PREFIX, local_corpus_files
+from minimind.strict_model import StrictNumbers
 
 # Byte-level BPE needs all 256 bytes plus the pad, bos and eos specials.
 MIN_VOCAB_SIZE = 256 + 3
 MAX_VOCAB_SIZE = 131_072
 
 
-class TokenizerConfig(BaseModel):
+class TokenizerConfig(StrictNumbers):
     """A byte-level BPE trained on a sample of the training split, or an existing
     `tokenizer.json`.
 
@@ -42,7 +43,7 @@ class TokenizerConfig(BaseModel):
         return path
 
 
-class DataConfig(BaseModel):
+class DataConfig(StrictNumbers):
     """Corpus, tokenizer, validation hold-out, window packing and where prepared data is cached.
 
     `corpus` is an embedded name, a `.txt`/`.jsonl`/`.json`/`.parquet` file (optionally

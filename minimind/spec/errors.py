@@ -12,17 +12,15 @@ import re
 import typing
 from collections.abc import Sequence
 from types import UnionType
-from typing import Any, NoReturn, Union
+from typing import Any, Union
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import PydanticCustomError
 
+from minimind.strict_model import FIELD_ERROR
+from minimind.strict_model import field_error as field_error  # its public home is here too
 from registry import suggest
 
 Loc = tuple[str | int, ...]
-
-# Error type of `field_error`: a validator that knows the exact path of the field it rejects.
-FIELD_ERROR = "spec_field"
 
 # Pydantic names union members in `loc` ('str', 'dict[str,any]', 'list[Objective]',
 # 'function-after[...]', a model class name) and marks a bad mapping key with '[key]';
@@ -55,14 +53,6 @@ def show(value: Any) -> str:
     """A short, one-line rendering of a user-supplied value for error messages."""
     text = repr(value) if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def field_error(path: Loc, message: str) -> NoReturn:
-    """Raise, from inside a validator, an error that `from_validation_error` puts at `path`.
-
-    `path` is relative to the model whose validator raises (pydantic prepends the outer loc).
-    """
-    raise PydanticCustomError(FIELD_ERROR, "{message}", {"message": message, "path": tuple(path)})
 
 
 def first_error(err: ValidationError, schema: type[BaseModel] | None = None) -> tuple[Loc, str]:
@@ -147,6 +137,7 @@ _TYPE_WORDS = {
     "int_from_float": "an integer",
     "float_type": "a number",
     "float_parsing": "a number",
+    "finite_number": "a finite number",
     "bool_type": "true or false",
     "bool_parsing": "true or false",
     "string_type": "a string",

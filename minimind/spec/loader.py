@@ -1,6 +1,6 @@
 """Reading specs from YAML files: `extends`, `-o` overrides, relative data paths, and dumping.
 
-Only `yaml.safe_load` reads spec text. Every problem, from a missing file to a bad value, is a
+Only `yaml.SafeLoader` (with duplicate keys rejected) reads spec text. Every problem, from a missing file to a bad value, is a
 one-line `SpecError`.
 """
 
@@ -22,6 +22,43 @@ from minimind.spec.variants import resolved_model
 
 # Spec keys whose values are file paths, resolved against the spec file that writes them.
 _PATH_KEYS = ("data.corpus", "data.tokenizer.path")
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """`yaml.SafeLoader` that rejects a mapping key written twice, which plain YAML loading
+    resolves silently as last-wins (the error that follows would name a value nobody wrote)."""
+
+    def get_single_data(self) -> Any:
+        node = self.get_single_node()
+        if node is None:
+            return None
+        _check_unique_keys(node, "")
+        return self.construct_document(node)
+
+
+def _check_unique_keys(node: yaml.Node, path: str) -> None:
+    if isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _check_unique_keys(item, f"{path}[{i}]")
+    elif isinstance(node, yaml.MappingNode):
+        first_line: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else id(key_node)
+            child = f"{path}.{key}" if path else str(key)
+            line = key_node.start_mark.line + 1
+            if key in first_line:
+                raise SpecError(child, f"duplicate key (lines {first_line[key]} and {line})")
+            first_line[key] = line
+            _check_unique_keys(value_node, child)
+
+
+def safe_load_unique(text: str) -> Any:
+    """`yaml.safe_load`, except that a duplicate mapping key is a `SpecError` naming it."""
+    loader = _UniqueKeyLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> Spec:
@@ -115,7 +152,7 @@ def _read(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as err:
         raise SpecError(str(path), f"cannot read: {err}") from None
     try:
-        tree = yaml.safe_load(text)
+        tree = safe_load_unique(text)
     except yaml.YAMLError as err:
         raise SpecError(str(path), f"invalid YAML: {_yaml_problem(err)}") from None
     if tree is None:

@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from typing import Annotated, Any
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -48,12 +47,13 @@ from minimind.spec.naming import variant_name
 from minimind.spec.sections import PowerHint, TrackingConfig, TrainConfig
 from minimind.spec.sweep_config import SweepConfig
 from minimind.spec.tree import assign, split_key
+from minimind.strict_model import StrictNumbers
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
-class ModelSection(BaseModel):
+class ModelSection(StrictNumbers):
     """`preset` plus any `ModelConfig` field, which overrides the preset's value."""
 
     model_config = ConfigDict(extra="allow")
@@ -93,7 +93,7 @@ class ModelSection(BaseModel):
 AblationValues = Annotated[list[Any], Field(min_length=1)]
 
 
-class Spec(BaseModel):
+class Spec(StrictNumbers):
     """An experiment: one model/data/train configuration, the seeds to run it with, the
     `ablate` axes that turn it into variants, and an optional Optuna `sweep`.
 

@@ -5,17 +5,19 @@ Every field has a default that runs on a CPU, so a spec needs only a `name`.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 import registry
 from minimind.paths import DEFAULT_TRACKING_URI
 from minimind.spec.errors import field_error
+from minimind.strict_model import StrictNumbers
 
 
-class _Section(BaseModel):
+class _Section(StrictNumbers):
     model_config = ConfigDict(extra="forbid")
 
 
@@ -46,15 +48,23 @@ class OptimizerConfig(_Section):
         return dict(self.model_extra or {})
 
 
+# A warm-up the spec leaves unset is a tenth of the planned steps (30 at the default 300 steps),
+# at most WARMUP_CAP; a run bounded only by time gets TIME_BOUND_WARMUP.
+WARMUP_CAP = 1000
+TIME_BOUND_WARMUP = 30
+
+
 class ScheduleConfig(_Section):
     """Learning-rate schedule: linear warmup over `warmup` steps, then the named decay.
 
     `min_lr_ratio` is the final lr as a fraction of `optimizer.lr` (cosine, linear, wsd).
     `decay_fraction` is the share of the run spent in wsd's final decay (warmup-stable-decay).
+    `warmup` left unset (null) follows the run's length (`TrainConfig.warmup_steps`), so a
+    default never makes a short run invalid.
     """
 
     name: Literal["cosine", "linear", "constant", "wsd"] = "cosine"
-    warmup: int = Field(default=30, ge=0)
+    warmup: int | None = Field(default=None, ge=0)
     min_lr_ratio: float = Field(default=0.1, ge=0, le=1)
     decay_fraction: float = Field(default=0.2, gt=0, le=1)
 
@@ -63,10 +73,12 @@ class TrainConfig(_Section):
     """The training loop. The run ends at the first of `steps`, `tokens` or `time_limit` (seconds).
 
     One optimizer step consumes `batch_size * grad_accum * seq_len` tokens.
-    `grad_clip` and `checkpoint_every` may be null to turn clipping and checkpoints off.
     `data_seed` fixes the order of the training batches; null (the default) takes the run's
     seed, so that seed k of every variant sees the same batches (what a paired comparison
     pairs). Set it to vary the initialisation alone across seeds.
+    `grad_clip` and `checkpoint_every` may be null to turn clipping and checkpoints off; with
+    checkpoints off nothing is written, so `--resume` restarts an interrupted run from step 0
+    (keep `checkpoint_every` set on any run worth protecting).
     """
 
     steps: int | None = Field(default=300, gt=0)
@@ -111,10 +123,10 @@ class TrainConfig(_Section):
     def _budget(self) -> TrainConfig:
         if self.steps is None and self.tokens is None and self.time_limit is None:
             field_error(("steps",), "set at least one of steps, tokens or time_limit")
-        if self.steps is not None and self.schedule.warmup >= self.steps:
+        warmup = self.schedule.warmup
+        if self.steps is not None and warmup is not None and warmup >= self.steps:
             field_error(
-                ("schedule", "warmup"),
-                f"must be < train.steps ({self.steps}), got {self.schedule.warmup}",
+                ("schedule", "warmup"), f"must be < train.steps ({self.steps}), got {warmup}"
             )
         return self
 
@@ -129,6 +141,27 @@ class TrainConfig(_Section):
     @property
     def tokens_per_step(self) -> int:
         return self.batch_size * self.grad_accum * self.seq_len
+
+    @property
+    def planned_steps(self) -> int | None:
+        """Optimizer steps allowed by `steps` and `tokens` (the smaller), None if only time bounds."""
+        limits = [self.steps] if self.steps is not None else []
+        if self.tokens is not None:
+            limits.append(math.ceil(self.tokens / self.tokens_per_step))
+        return min(limits) if limits else None
+
+    @property
+    def warmup_steps(self) -> int:
+        """The warm-up the run uses: as written, else a tenth of the planned steps (capped)."""
+        if self.schedule.warmup is not None:
+            return self.schedule.warmup
+        planned = self.planned_steps
+        return TIME_BOUND_WARMUP if planned is None else min(WARMUP_CAP, planned // 10)
+
+    @property
+    def resolved_schedule(self) -> ScheduleConfig:
+        """`schedule` with `warmup` filled in (`warmup_steps`), as the lr schedule needs it."""
+        return self.schedule.model_copy(update={"warmup": self.warmup_steps})
 
 
 class PowerHint(_Section):

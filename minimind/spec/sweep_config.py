@@ -9,10 +9,11 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from minimind.record import RUN_METRICS
 from minimind.spec.errors import field_error, show, suggest
+from minimind.strict_model import StrictNumbers
 
 # Metrics a trial can be scored on: those a training run logs.
 OBJECTIVE_METRICS: tuple[str, ...] = RUN_METRICS
@@ -23,7 +24,7 @@ Scalar = bool | int | float | str | None  # what Optuna's categorical distributi
 _DB_URL = re.compile(r"[A-Za-z][\w+.-]*://.*")
 
 
-class _Section(BaseModel):
+class _Section(StrictNumbers):
     model_config = ConfigDict(extra="forbid")
 
 

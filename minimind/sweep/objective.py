@@ -39,7 +39,7 @@ from minimind.sweep.algorithms import is_pruning
 from minimind.sweep.liveness import record_worker
 from minimind.sweep.space import suggest
 from minimind.tracking.lifecycle import describe_exit
-from minimind.train import Trainer, planned_steps
+from minimind.train import Trainer
 
 if TYPE_CHECKING:
     from minimind.tracking import RunHandle, Tracker
@@ -198,9 +198,7 @@ class TrialObjective:
                     spec.model_config_obj(), spec.train, ctx.data_for(spec.data), seed, device
                 )
                 run.log_text(dump_spec(spec), "spec.yaml")
-                sink = TrialSink(
-                    run, ctx.sweep, trial if prune else None, planned_steps(spec.train)
-                )
+                sink = TrialSink(run, ctx.sweep, trial if prune else None, spec.train.planned_steps)
                 outcome = trainer.fit(sink, label=name)
             except optuna.TrialPruned as pruned:
                 run.set_tags({TRIAL_STATE_TAG: "pruned"})
