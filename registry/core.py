@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
 import torch
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 MODEL_SLOTS: tuple[str, ...] = ("norm", "position", "attention", "mlp", "block")
 """The slots of the `model:` section; their components are `torch.nn` modules."""
@@ -69,6 +69,7 @@ class _Entry:
 
 _names: dict[str, dict[str, _Entry]] = {slot: {} for slot in SLOTS}  # name or alias -> entry
 _adapters: dict[tuple[type, str], TypeAdapter] = {}
+_FINITE = ConfigDict(allow_inf_nan=False)
 
 
 def _check_slot(slot: str) -> None:
@@ -167,7 +168,8 @@ def _option_types(cls: type) -> dict[str, Any]:
 def _adapter(cls: type, option: str) -> TypeAdapter:
     key = (cls, option)
     if key not in _adapters:
-        _adapters[key] = TypeAdapter(_option_types(cls)[option])
+        # options are numbers a spec writes: `.inf` and `.nan` are never meant
+        _adapters[key] = TypeAdapter(_option_types(cls)[option], config=_FINITE)
     return _adapters[key]
 
 

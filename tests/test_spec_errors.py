@@ -29,7 +29,8 @@ CASES: list[tuple[str, str, list[str], str]] = [
         "eps-nan",
         "name: x\ntrain: {optimizer: {eps: .nan}}\n",
         [],
-        "train.optimizer.eps: must be a finite number",
+        "train.optimizer.eps: option 'eps' of optimizer 'adamw' must be float > 0, got nan"
+        " (Input should be a finite number)",
     ),
     (
         "steps-boolean",
