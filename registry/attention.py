@@ -179,7 +179,11 @@ class CausalSelfAttention(nn.Module):
         q = self.q_proj(x).view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        q, k = rotate(self.q_norm(q), self.k_norm(k))
+        if not isinstance(self.q_norm, nn.Identity):
+            # in float32, as the block norms see the float32 residual stream: under autocast q, k
+            # are bf16 and the fused norm kernels need the input's dtype to match the gain's
+            q, k = self.q_norm(q.float()).to(q.dtype), self.k_norm(k.float()).to(k.dtype)
+        q, k = rotate(q, k)
         if doc_mask is not None:
             if cache is not None:
                 raise ValueError("a document mask is for training windows, not cached decoding")

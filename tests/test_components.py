@@ -397,3 +397,18 @@ def test_dense_mlp_param_counts(spec, expected):
     module = registry.build("mlp", spec, dim=16, dropout=0.0)
     assert sum(p.numel() for p in module.parameters()) == expected
     assert registry.count_params("mlp", spec, dim=16, dropout=0.0) == expected
+
+
+def test_qk_norm_under_bf16_autocast_runs_the_fused_norm_without_a_dtype_warning(recwarn):
+    from minimind.config import ModelConfig
+    from minimind.model import MiniMindLM
+
+    attention = {"name": "mha", "qk_norm": "rmsnorm"}
+    model = MiniMindLM(
+        ModelConfig(vocab_size=64, dim=32, n_layers=1, n_heads=4, attention=attention)
+    )
+    ids = torch.randint(0, 64, (2, 8))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(ids, labels=ids).loss
+    loss.backward()
+    assert not [w for w in recwarn if "Mismatch dtype" in str(w.message)]
