@@ -346,3 +346,15 @@ def test_a_corpus_too_short_for_the_context_exits_2_before_mlflow(
     assert main(["run", str(path)]) == 2
     assert "train.seq_len: must be <= the" in capsys.readouterr().err
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "checkpoints").exists()
+
+
+def test_help_does_not_import_torch():
+    # `minimind --help` must answer at once; importing torch alone takes seconds.
+    code = (
+        "import sys, contextlib, io\n"
+        "from minimind.cli import main\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['--help'])\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)

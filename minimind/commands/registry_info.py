@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-import registry
 from minimind.exit_codes import EXIT_OK, fail
 
 
 def format_slot(slot: str) -> list[str]:
     """Lines describing every component of `slot`: name, aliases, then `option: type = default`."""
+    import registry  # here, not at the top: it imports torch, which `minimind --help` avoids
+
     lines = [slot]
     for name in registry.choices(slot):
         aliases = registry.aliases(slot, name)
@@ -24,6 +25,8 @@ def format_slot(slot: str) -> list[str]:
 
 
 def handle(args: argparse.Namespace) -> int:
+    import registry
+
     try:
         registry.load_plugins(args.plugin)
         slots = [args.slot] if args.slot else list(registry.SLOTS)
@@ -42,7 +45,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "and every option's type and default.",
     )
     parser.add_argument(
-        "slot", nargs="?", metavar="SLOT", help=f"one of {', '.join(registry.SLOTS)}"
+        "slot",
+        nargs="?",
+        metavar="SLOT",
+        help="one slot (attention, mlp, ...; a wrong name lists them); all slots if left out",
     )
     parser.add_argument(
         "--plugin",
