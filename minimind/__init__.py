@@ -5,8 +5,29 @@ model = MiniMindLM(ModelConfig.preset("tiny", norm="layernorm"))
 out = model.generate(prompt, 32, SamplingOptions(temperature=0.8, top_k=50))
 """
 
-from minimind.config import ModelConfig
-from minimind.generation import SamplingOptions
-from minimind.model import KVCache, LMOutput, MiniMindLM
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from minimind.config import ModelConfig
+    from minimind.generation import SamplingOptions
+    from minimind.model import KVCache, LMOutput, MiniMindLM
+
+# Imported on first use, so that `minimind --help` and the CLI's start-up do not import torch.
+_HOMES = {
+    "KVCache": "minimind.model",
+    "LMOutput": "minimind.model",
+    "MiniMindLM": "minimind.model",
+    "ModelConfig": "minimind.config",
+    "SamplingOptions": "minimind.generation",
+}
 
 __all__ = ["KVCache", "LMOutput", "MiniMindLM", "ModelConfig", "SamplingOptions"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        return getattr(importlib.import_module(_HOMES[name]), name)
+    raise AttributeError(f"module 'minimind' has no attribute {name!r}")

@@ -15,11 +15,11 @@ from __future__ import annotations
 import importlib
 import traceback
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from minimind.bench.context import BenchContext
-from minimind.bench.results import Report, Row, Target, machine_info
+if TYPE_CHECKING:
+    from minimind.bench.context import BenchContext
+    from minimind.bench.results import Report, Row, Target
 
 SUITES = ("model", "moe", "overhead", "generate", "data", "mfu")
 
@@ -30,6 +30,10 @@ def run_suites(names: Sequence[str], ctx: BenchContext) -> Report:
     A suite that raises is recorded in `report.failures` (with its traceback printed through
     `ctx.log`) and the others still run.
     """
+    import torch
+
+    from minimind.bench.results import Report, machine_info
+
     unknown = sorted(set(names) - set(SUITES))
     if unknown:
         raise ValueError(f"unknown suite(s) {unknown}; choices: {', '.join(SUITES)}")
@@ -53,3 +57,17 @@ def run_suites(names: Sequence[str], ctx: BenchContext) -> Report:
 
 
 __all__ = ["SUITES", "BenchContext", "Report", "Row", "Target", "run_suites"]
+
+# Imported on first use: `SUITES` alone (the CLI's `--suite` choices) must not import torch.
+_HOMES = {
+    "BenchContext": "minimind.bench.context",
+    "Report": "minimind.bench.results",
+    "Row": "minimind.bench.results",
+    "Target": "minimind.bench.results",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        return getattr(importlib.import_module(_HOMES[name]), name)
+    raise AttributeError(f"module 'minimind.bench' has no attribute {name!r}")

@@ -10,9 +10,6 @@ from __future__ import annotations
 import argparse
 import os
 
-import torch
-
-from minimind.device import resolve_device
 from minimind.exit_codes import EXIT_FAILED, EXIT_OK, fail
 
 DEFAULT_ROUNDS, QUICK_ROUNDS = 5, 3
@@ -63,7 +60,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    import torch  # here, not at the top, so that `minimind --help` does not import torch
+
     from minimind.bench import SUITES, BenchContext, run_suites
+    from minimind.device import resolve_device
 
     rounds = args.rounds
     if rounds is None:

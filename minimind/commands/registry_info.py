@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-import registry
 from minimind.exit_codes import EXIT_OK, fail
 
 
 def format_slot(slot: str) -> list[str]:
     """Lines describing every component of `slot`: name, aliases, then `option: type = default`."""
+    import registry  # here, not at the top: it imports torch, which `minimind --help` avoids
+
     # lr and weight_decay are train.optimizer's own fields, passed to whichever optimizer
     lines = [slot + ("  (each also takes lr and weight_decay)" if slot == "optimizer" else "")]
     for name in registry.choices(slot):
@@ -25,6 +26,8 @@ def format_slot(slot: str) -> list[str]:
 
 
 def handle(args: argparse.Namespace) -> int:
+    import registry
+
     try:
         registry.load_plugins(args.plugin)
         slots = [args.slot] if args.slot else list(registry.SLOTS)
@@ -43,7 +46,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "and every option's type and default.",
     )
     parser.add_argument(
-        "slot", nargs="?", metavar="SLOT", help=f"one of {', '.join(registry.SLOTS)}"
+        "slot",
+        nargs="?",
+        metavar="SLOT",
+        help="one slot (attention, mlp, ...; a wrong name lists them); all slots if left out",
     )
     parser.add_argument(
         "--plugin",
