@@ -69,10 +69,14 @@ def run_spec(
 def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
     """Train every run of `plan` under one parent run, then print the comparison."""
     from minimind.compare import print_comparison
+    from minimind.tracking import TrackingUnreachable
     from minimind.tracking.rank_zero import make_tracker
 
     spec = plan.spec
-    tracker = make_tracker(spec.tracking.uri, spec.tracking.experiment)
+    try:
+        tracker = make_tracker(spec.tracking.uri, spec.tracking.experiment)
+    except TrackingUnreachable as err:
+        return fail(str(err))
     parent, earlier = _open_parent(tracker, plan, resume)
     failed: list[str] = []
     with parent:

@@ -363,3 +363,30 @@ def test_a_new_invocation_closes_the_runs_of_a_sigkilled_one_as_killed(write_spe
     closed = client.get_run(killed.info.run_id)
     assert closed.info.status == "KILLED"
     assert "process died" in closed.data.tags["failure_reason"]
+
+
+@pytest.mark.slow
+def test_an_unreachable_tracking_server_at_start_exits_2_at_once(write_spec):
+    """A server that does not answer when the run starts is a wrong or stopped tracking.uri:
+    one line naming it and exit 2, not minutes of retries and a traceback."""
+    path = write_spec()
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "minimind",
+            "run",
+            str(path),
+            "-o",
+            "tracking.uri=http://127.0.0.1:1",
+        ],
+        env={**os.environ, "MINIMIND_TRACKING_OUTAGE_S": "120"},
+        capture_output=True,
+        text=True,
+        timeout=110,  # below the outage limit: the old code retried for all of it
+    )
+    assert result.returncode == 2, result.stderr
+    assert "error: tracking.uri: the tracking server http://127.0.0.1:1 is unreachable" in (
+        result.stderr
+    )
+    assert "Traceback" not in result.stderr
