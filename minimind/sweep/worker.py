@@ -18,6 +18,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -38,6 +39,7 @@ from minimind.sweep.study import open_study, progress
 POLL_S = 2.0
 GIVE_UP_AFTER = 5
 STOP_GRACE_S = 20.0
+ORPHAN_POLL_S = 1.0  # how soon a worker notices that its driver died
 
 
 @dataclass(frozen=True)
@@ -133,11 +135,25 @@ def worker_main(job: WorkerJob) -> None:
 
     keep_freed_memory()  # a spawned process starts with glibc's defaults again
     install_termination_handlers()
+    _stop_when_orphaned(os.getppid())
     try:
         reason = work(job)
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the trial is FAIL, its run KILLED
         sys.exit(exit_code_for_signal(getattr(exc, "signum", signal.SIGINT)))
     print(f"worker {job.index} (pid {os.getpid()}): {reason}", flush=True)
+
+
+def _stop_when_orphaned(driver_pid: int) -> None:
+    """SIGTERM this worker once its driver is gone (its parent changes: a SIGKILLed driver has no
+    handler to stop its workers), so that it ends its trial and run instead of training on
+    unattended. A polling thread rather than Linux's PR_SET_PDEATHSIG: it works on every OS."""
+
+    def watch() -> None:
+        while os.getppid() == driver_pid:
+            time.sleep(ORPHAN_POLL_S)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="minimind-orphan-watch", daemon=True).start()
 
 
 def run_workers(
