@@ -13,7 +13,7 @@ import random
 import sys
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import torch
@@ -45,7 +45,38 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
             os.replace(staged, previous)
         except OSError:  # a filesystem without hard links: move it aside instead
             os.replace(path, previous)
-    atomic_write(path, lambda f: torch.save(state, f))
+    atomic_write(path, lambda f: _torch_save(state, f, path))
+
+
+class _KeepWriteError:
+    """A binary file that remembers the OSError of a failed write: torch's writer may report it
+    as its own `inline_container.cc` error, losing the cause (a full disk, a quota), and the
+    OSError itself names no file."""
+
+    def __init__(self, file: IO[bytes]) -> None:
+        self.file = file
+        self.error: OSError | None = None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.file.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def flush(self) -> None:
+        self.file.flush()
+
+
+def _torch_save(state: dict[str, Any], file: IO[bytes], path: Path) -> None:
+    sink = _KeepWriteError(file)
+    try:
+        torch.save(state, sink)
+    except (RuntimeError, OSError):
+        if sink.error is None:
+            raise
+        # e.g. "[Errno 28] No space left on device: '.../last.pt'"
+        raise OSError(sink.error.errno, sink.error.strerror, str(path)) from sink.error
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:

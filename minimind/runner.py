@@ -72,11 +72,14 @@ def run_spec(
 
 def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
     """Train every run of `plan` under one parent run, then print the comparison."""
-    from minimind.compare import print_comparison
+    from minimind.tracking import TrackingUnreachable
     from minimind.tracking.rank_zero import make_tracker
 
     spec = plan.spec
-    tracker = make_tracker(spec.tracking.uri, spec.tracking.experiment)
+    try:
+        tracker = make_tracker(spec.tracking.uri, spec.tracking.experiment)
+    except TrackingUnreachable as err:
+        return fail(str(err))
     parent, earlier = _open_parent(tracker, plan, resume)
     failed: list[str] = []
     with parent:
@@ -100,9 +103,28 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
         if failed:
             parent.end("FAILED", f"{len(failed)} of {plan.n_runs} runs failed: {', '.join(failed)}")
     if distributed.is_main_process():
-        print_comparison(tracker.uri, spec.tracking.experiment, parent.run_id)
+        _print_comparison_unless_unreachable(tracker.uri, spec.tracking.experiment, parent.run_id)
         print(f"\nbrowse the runs: mlflow ui --backend-store-uri {tracker.uri}")
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _print_comparison_unless_unreachable(uri: str, experiment: str, parent_run_id: str) -> None:
+    """The invocation's comparison; a tracking server gone by now does not fail a run that
+    trained and kept its records (sent, or in the fallback file): the comparison is skipped."""
+    from minimind.compare import print_comparison
+    from minimind.tracking.retry import first_line, is_transient
+    from minimind.tracking.run import DEFAULT_FALLBACK_DIR
+
+    try:
+        print_comparison(uri, experiment, parent_run_id)
+    except Exception as exc:
+        if not is_transient(exc):
+            raise
+        print(f"\ncomparison skipped: the tracking server {uri} did not answer ({first_line(exc)})")
+        print(
+            f"once it is back, import what was kept locally: minimind sync {DEFAULT_FALLBACK_DIR}/"
+            f"\nthen compare: minimind compare {experiment} --tracking-uri {uri}"
+        )
 
 
 def _open_parent(tracker: Tracker, plan: Plan, resume: bool) -> tuple[RunHandle, dict[str, Run]]:

@@ -3,6 +3,9 @@ restore exactly, and a write that fails or is killed leaves the previous checkpo
 
 from __future__ import annotations
 
+import errno
+import io
+import os
 import pickle
 import random
 import re
@@ -160,3 +163,33 @@ def test_a_truncated_checkpoint_is_named_and_resume_falls_back_to_the_previous_o
         load_latest_checkpoint(path)
     assert str(path) in str(caught.value) and str(previous_path(path)) in str(caught.value)
     assert load_latest_checkpoint(tmp_path / "none" / "last.pt") is None
+
+
+def test_a_full_disk_is_reported_as_such_with_the_path(tmp_path, monkeypatch):
+    """The disk fills while torch writes the checkpoint: the error is `No space left on device`
+    with the checkpoint's path, not torch's `inline_container.cc` message, and the previous
+    checkpoint stays."""
+    path = tmp_path / "last.pt"
+    save_checkpoint(path, {"step": 1})
+
+    class FullDisk(io.FileIO):
+        def write(self, data) -> int:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr("minimind.atomic_file.os.fdopen", FullDisk)
+    with pytest.raises(OSError, match=rf"No space left on device: '{re.escape(str(path))}'"):
+        save_checkpoint(path, {"step": 2, "w": torch.ones(10_000)})
+
+    real_save = torch.save
+
+    def save_as_torch_reports_it(state, file) -> None:  # torch's C++ writer wraps the OSError
+        try:
+            real_save(state, file)
+        except OSError as exc:
+            raise RuntimeError("[enforce fail at inline_container.cc:664] unexpected pos") from exc
+
+    monkeypatch.setattr(torch, "save", save_as_torch_reports_it)
+    with pytest.raises(OSError, match=rf"No space left on device: '{re.escape(str(path))}'"):
+        save_checkpoint(path, {"step": 2, "w": torch.ones(10_000)})
+    monkeypatch.undo()
+    assert load_checkpoint(path) == {"step": 1}

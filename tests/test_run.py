@@ -416,3 +416,30 @@ def test_help_does_not_import_torch():
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+@pytest.mark.slow
+def test_an_unreachable_tracking_server_at_start_exits_2_at_once(write_spec):
+    """A server that does not answer when the run starts is a wrong or stopped tracking.uri:
+    one line naming it and exit 2, not minutes of retries and a traceback."""
+    path = write_spec()
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "minimind",
+            "run",
+            str(path),
+            "-o",
+            "tracking.uri=http://127.0.0.1:1",
+        ],
+        env={**os.environ, "MINIMIND_TRACKING_OUTAGE_S": "120"},
+        capture_output=True,
+        text=True,
+        timeout=110,  # below the outage limit: the old code retried for all of it
+    )
+    assert result.returncode == 2, result.stderr
+    assert "error: tracking.uri: the tracking server http://127.0.0.1:1 is unreachable" in (
+        result.stderr
+    )
+    assert "Traceback" not in result.stderr

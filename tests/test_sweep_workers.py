@@ -107,6 +107,7 @@ def test_a_sigkilled_worker_does_not_stop_the_other_and_its_trial_is_retried(
     output, _ = process.communicate(timeout=SWEEP_TIMEOUT_S)
     assert process.returncode == 0, output
     assert "was killed by SIGKILL" in output
+    assert "starting worker 2 in its place" in output  # two workers to the end of the study
     number, pid, run_id = victim
     trials = optuna.load_study(study_name="tiny", storage=journal).get_trials()
     assert trials[number].state == TrialState.FAIL
@@ -119,3 +120,46 @@ def test_a_sigkilled_worker_does_not_stop_the_other_and_its_trial_is_retried(
     assert killed.info.status == "FAILED"
     assert f":{pid} died" in killed.data.tags["failure_reason"]
     assert not [s for runs in mlflow_statuses(mlflow_uri).values() for s in runs if s == "RUNNING"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in state  # a zombie has ended; only its reaping is left
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
+def test_workers_stop_when_their_driver_is_sigkilled(sweep_spec, tmp_path, mlflow_uri):
+    """SIGKILL of the driver leaves no handler to stop the workers: they notice that their parent
+    is gone and stop, rather than train on unattended to the end of the study."""
+    storage = f"journal:{tmp_path}/optuna.log"
+    train = {"steps": 100000, "eval_every": 1000, "log_every": 100, "sample_tokens": 0}
+    path = sweep_spec(storage, trials=20, train=train)
+    process = start_sweep(path, tmp_path)
+    journal = open_storage(SweepConfig(storage=storage))
+    workers: set[int] = set()
+    deadline = time.monotonic() + SWEEP_TIMEOUT_S
+    try:
+        while len(workers) < 2 and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            if "tiny" not in optuna.get_all_study_names(journal):
+                continue
+            study = optuna.load_study(study_name="tiny", storage=journal)
+            for trial in study.get_trials(states=(TrialState.RUNNING,)):
+                record = trial.user_attrs.get(WORKER_ATTR)
+                if record:
+                    workers.add(record["pid"])
+        assert len(workers) == 2, "the two workers were not seen training"
+    finally:
+        process.kill()
+        process.communicate()
+    deadline = time.monotonic() + 60
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    left = [pid for pid in workers if _alive(pid)]
+    for pid in left:  # do not leave them training after the test
+        os.kill(pid, signal.SIGKILL)
+    assert left == []

@@ -183,3 +183,24 @@ def _child_has_metrics(client) -> bool:
         return False
     children = client.search_runs([experiment.experiment_id], "tags.`minimind.role` = 'child'")
     return bool(children) and bool(children[0].data.metrics)
+
+
+def test_a_server_gone_before_the_comparison_skips_it_and_the_run_exits_0(
+    server: MlflowServer, write_spec, monkeypatch, capsys
+) -> None:
+    """The server stops after the runs trained and ended: the run exits 0, says the comparison
+    was skipped, and prints the `minimind sync` command, instead of a traceback and exit 1."""
+    import minimind.compare
+
+    path = write_spec(tracking={"uri": server.uri, "experiment": "gone"})
+    real = minimind.compare.print_comparison
+
+    def stop_then_compare(*args, **kwargs) -> None:
+        server.stop()
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(minimind.compare, "print_comparison", stop_then_compare)
+    assert cli_main(["run", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"comparison skipped: the tracking server {server.uri} did not answer" in out
+    assert "minimind sync results/tracking-fallback/" in out

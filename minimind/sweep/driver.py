@@ -81,10 +81,13 @@ def _sweep_all(
     data: dict[str, PreparedData],
     reports_dir: Path,
 ) -> int:
-    from minimind.tracking import Tracker
+    from minimind.tracking import Tracker, TrackingUnreachable
 
     spec = plan.spec
-    tracker = Tracker(spec.tracking.uri, spec.tracking.experiment)
+    try:
+        tracker = Tracker(spec.tracking.uri, spec.tracking.experiment)
+    except TrackingUnreachable as err:
+        return fail(str(err))
     ok = True
     best: dict[str, FrozenTrial] = {}
     for cell, study in zip(plan.cells, studies, strict=True):

@@ -18,6 +18,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -38,6 +39,8 @@ from minimind.sweep.study import open_study, progress
 POLL_S = 2.0
 GIVE_UP_AFTER = 5
 STOP_GRACE_S = 20.0
+REPLACEMENTS_PER_WORKER = 3  # a worker that keeps dying (OOM) is not replaced forever
+ORPHAN_POLL_S = 1.0  # how soon a worker notices that its driver died
 
 
 @dataclass(frozen=True)
@@ -133,11 +136,25 @@ def worker_main(job: WorkerJob) -> None:
 
     keep_freed_memory()  # a spawned process starts with glibc's defaults again
     install_termination_handlers()
+    _stop_when_orphaned(os.getppid())
     try:
         reason = work(job)
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the trial is FAIL, its run KILLED
         sys.exit(exit_code_for_signal(getattr(exc, "signum", signal.SIGINT)))
     print(f"worker {job.index} (pid {os.getpid()}): {reason}", flush=True)
+
+
+def _stop_when_orphaned(driver_pid: int) -> None:
+    """SIGTERM this worker once its driver is gone (its parent changes: a SIGKILLed driver has no
+    handler to stop its workers), so that it ends its trial and run instead of training on
+    unattended. A polling thread rather than Linux's PR_SET_PDEATHSIG: it works on every OS."""
+
+    def watch() -> None:
+        while os.getppid() == driver_pid:
+            time.sleep(ORPHAN_POLL_S)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="minimind-orphan-watch", daemon=True).start()
 
 
 def run_workers(
@@ -152,18 +169,19 @@ def run_workers(
         return [0]
     threads = max(1, (os.cpu_count() or 1) // n)
     context = multiprocessing.get_context("spawn")  # forking a process with threads is unsafe
-    processes = [
-        context.Process(
+
+    def start(index: int) -> multiprocessing.process.BaseProcess:
+        process = context.Process(
             target=worker_main,
-            args=(replace(job, index=i, threads=threads),),
-            name=f"sweep-worker-{i}",
+            args=(replace(job, index=index, threads=threads),),
+            name=f"sweep-worker-{index}",
         )
-        for i in range(n)
-    ]
-    for process in processes:
         process.start()
+        return process
+
+    processes = [start(i) for i in range(n)]
     try:
-        _wait_all(processes)
+        _wait_all(processes, start, max_replacements=REPLACEMENTS_PER_WORKER * n)
     except KeyboardInterrupt as exc:
         _stop(processes, getattr(exc, "signum", None))
         raise
@@ -173,9 +191,15 @@ def run_workers(
     return [process.exitcode for process in processes]
 
 
-def _wait_all(processes: list[multiprocessing.process.BaseProcess]) -> None:
+def _wait_all(
+    processes: list[multiprocessing.process.BaseProcess],
+    start: Callable[[int], multiprocessing.process.BaseProcess],
+    max_replacements: int,
+) -> None:
     """Join each worker as soon as it exits, so none lingers as a zombie that the others would
-    take for a live worker of its trial."""
+    take for a live worker of its trial. A worker killed by a signal (the OOM killer, a
+    `kill`) is replaced, so that the study goes on with as many workers as asked for; the
+    replacement finds the study done if it is. `processes` gets the replacements appended."""
     from multiprocessing.connection import wait
 
     pending = list(processes)
@@ -184,6 +208,16 @@ def _wait_all(processes: list[multiprocessing.process.BaseProcess]) -> None:
         for process in [p for p in pending if not p.is_alive()]:
             process.join()
             pending.remove(process)
+            if process.exitcode is not None and process.exitcode < 0 and max_replacements > 0:
+                max_replacements -= 1
+                index = len(processes)
+                print(
+                    f"worker (pid {process.pid}) {_describe_exit(process.exitcode)}; "
+                    f"starting worker {index} in its place",
+                    flush=True,
+                )
+                processes.append(start(index))
+                pending.append(processes[-1])
 
 
 def _stop(processes: list[multiprocessing.process.BaseProcess], signum: int | None) -> None:

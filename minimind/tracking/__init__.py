@@ -20,13 +20,14 @@ from minimind.tracking.lifecycle import (
     run_until_stopped,
 )
 from minimind.tracking.run import RunHandle
-from minimind.tracking.tracker import Tracker, git_commit
+from minimind.tracking.tracker import Tracker, TrackingUnreachable, git_commit
 
 __all__ = [
     "ReplayReport",
     "RunHandle",
     "Terminated",
     "Tracker",
+    "TrackingUnreachable",
     "git_commit",
     "install_termination_handlers",
     "replay",

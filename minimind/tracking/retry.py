@@ -88,7 +88,7 @@ class RetryClock:
                 if self._outage_since is None:
                     self._outage_since = now
                     notice(
-                        f"{self.label} unreachable ({_first_line(exc)}); buffering and retrying "
+                        f"{self.label} unreachable ({first_line(exc)}); buffering and retrying "
                         f"for up to {self.limit_s:g} s"
                     )
                 remaining = self.limit_s - (now - self._outage_since)
@@ -105,6 +105,7 @@ class RetryClock:
             return result
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's text (at most 200 characters), or its type's name."""
     text = str(exc).strip().splitlines()
     return text[0][:200] if text else type(exc).__name__

@@ -30,7 +30,7 @@ from minimind.record import (
 )
 from minimind.tracking.backend import connect, default_artifact_location
 from minimind.tracking.ops import logged_steps, tag_value
-from minimind.tracking.retry import RetryClock
+from minimind.tracking.retry import RetryClock, first_line, is_transient
 from minimind.tracking.run import DEFAULT_FALLBACK_DIR, RunHandle, outage_limit
 
 STALE_REASON = "the process died without ending the run (SIGKILL, OOM kill or power loss)"
@@ -53,10 +53,16 @@ def git_commit(directory: str | Path | None = None) -> str | None:
     return result.stdout.strip() or None
 
 
+class TrackingUnreachable(Exception):
+    """The tracking server did not answer when the command started; the message is one line
+    naming `tracking.uri`."""
+
+
 class Tracker:
     """An MLflow experiment at `uri` (created if absent) and the runs in it.
 
-    Synchronous calls (creating, finding, resuming runs) retry through a server outage of up to
+    A server must answer when the tracker is made (`TrackingUnreachable` otherwise). Later
+    synchronous calls (creating, finding, resuming runs) retry through a server outage of up to
     `outage_s` seconds (default `$MINIMIND_TRACKING_OUTAGE_S` or 300) and then raise; run handles
     use the same limit before they spill to `fallback_dir` (see `RunHandle`). New runs get the tag
     `git_commit` unless the caller gives one.
@@ -78,8 +84,25 @@ class Tracker:
         self.fallback_dir = Path(fallback_dir)
         self.flush_interval_s = flush_interval_s
         self._retry = RetryClock(self.outage_s, label=f"tracking server {uri}")
-        self.experiment_id: str = self._retry.call(self._ensure_experiment)
+        self.experiment_id: str = self._first_contact()
         self._git_commit = git_commit()
+
+    def _first_contact(self) -> str:
+        """The experiment's id. A server that does not answer now is a wrong or stopped
+        `tracking.uri`, not an outage to wait out: nothing has trained yet, so the command
+        stops at once (`TrackingUnreachable`) rather than retrying for the outage limit. A local
+        database keeps the retries (a lock held by another process passes)."""
+        if not self.uri.startswith(("http://", "https://")):
+            return self._retry.call(self._ensure_experiment)
+        try:
+            return self._ensure_experiment()
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            raise TrackingUnreachable(
+                f"tracking.uri: the tracking server {self.uri} is unreachable "
+                f"({first_line(exc)}); start it, or set tracking.uri to one that answers"
+            ) from None
 
     def _ensure_experiment(self) -> str:
         found = self.client.get_experiment_by_name(self.experiment)
