@@ -592,3 +592,12 @@ def test_report_in_a_headless_browser(report: Path, tmp_path: Path) -> None:
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert int.from_bytes(png[16:20], "big") == 1400 and int.from_bytes(png[20:24], "big") == 3000
     print(f"report screenshot: {screenshot}")
+
+
+def test_a_filter_that_matches_nothing_says_so(store, capsys) -> None:
+    filter_string = "tags.`component.mlp` = 'nosuch'"
+    code, out, err = run_cli(
+        capsys, "norm", "--filter", filter_string, "--tracking-uri", store["uri"]
+    )
+    assert code == 1 and out == ""
+    assert "no run matched the filter" in err and "holds no runs" not in err
