@@ -9,8 +9,8 @@ a run's name.
   `minimind sweep`, also tagged `study` and `variant`.
 - A child run per variant × seed, named `<variant>/seed<k>`, or per trial (and seed), named
   `trial-<n>` (`trial-<n>/seed<k>`). Tags: `minimind.role=child`, `mlflow.parentRunId`,
-  `variant`, `seed`, `spec_hash`, `component.<slot>`, the device it trained on (`device`,
-  `precision`, and `gpu_name` on CUDA) and `git_commit`; a trial's also `study`,
+  `variant`, `seed`, `spec_hash`, `component.<slot>` (and `component.<slot>.options`), the
+  device it trained on (`device`, `precision`, and `gpu_name` on CUDA) and `git_commit`; a trial's also `study`,
   `trial_number` and `state`; a run that did not finish, `failure_reason`. Params: the
   flattened resolved spec, `seed` and the model's size.
 - Metrics: `RUN_METRICS`, each minimized but those `is_maximized` names. `val/loss` and
@@ -186,8 +186,17 @@ def device_tags(device: torch.device, amp_dtype: torch.dtype | None) -> dict[str
 
 
 def component_tags(cfg: ModelConfig) -> dict[str, str]:
-    """`component.<slot>` -> `component_label`, for every slot."""
-    return {f"{COMPONENT_TAG_PREFIX}{slot}": label for slot, label in component_labels(cfg).items()}
+    """`component.<slot>` -> the component's name, for every slot, and
+    `component.<slot>.options` -> `k=v,...` where options differ from the defaults, so that a
+    filter `tags.`component.mlp` = 'moe'` matches every MoE run whatever its options."""
+    tags = {}
+    for slot in registry.SLOTS:
+        name, options = cfg.component(slot)
+        tags[f"{COMPONENT_TAG_PREFIX}{slot}"] = name
+        changed = _changed_options(slot, name, options)
+        if changed:
+            tags[f"{COMPONENT_TAG_PREFIX}{slot}.options"] = ",".join(changed)
+    return tags
 
 
 def component_labels(cfg: ModelConfig) -> dict[str, str]:
@@ -197,9 +206,14 @@ def component_labels(cfg: ModelConfig) -> dict[str, str]:
 
 def component_label(slot: str, name: str, options: dict[str, Any]) -> str:
     """`rope`, or `rope(style=gptj)` when options differ from the component's defaults."""
-    defaults = {o.name: o.default for o in registry.describe(slot, name)}
-    changed = [f"{k}={v}" for k, v in options.items() if defaults.get(k) != v]
+    changed = _changed_options(slot, name, options)
     return f"{name}({','.join(changed)})" if changed else name
+
+
+def _changed_options(slot: str, name: str, options: dict[str, Any]) -> list[str]:
+    """`k=v` for each option of the component that differs from its default."""
+    defaults = {o.name: o.default for o in registry.describe(slot, name)}
+    return [f"{k}={v}" for k, v in options.items() if defaults.get(k) != v]
 
 
 def checkpoint_path(

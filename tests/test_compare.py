@@ -774,3 +774,37 @@ def test_running_runs_are_shown_as_running_and_the_finished_ones_compared(
     c = compare(load_runs(mlflow_uri, ["training"]))
     assert _row(c, RMS)["n"] == 1
     assert list(c.problems["status"]) == ["RUNNING"]
+
+
+def test_a_filter_that_matches_nothing_says_so(store, capsys) -> None:
+    filter_string = "tags.`component.mlp` = 'nosuch'"
+    code, out, err = run_cli(
+        capsys, "norm", "--filter", filter_string, "--tracking-uri", store["uri"]
+    )
+    assert code == 1 and out == ""
+    assert "no run matched the filter" in err and "holds no runs" not in err
+
+
+def test_generated_reports_go_where_git_ignores_them() -> None:
+    from minimind.paths import REPORTS_DIR
+
+    repo = Path(__file__).resolve().parents[1]
+    probe = REPORTS_DIR / "quickstart" / "index.html"
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(probe)], cwd=repo)
+    assert ignored.returncode == 0, f"{probe} would be tracked by git"
+
+
+def test_report_figures_tokens_in_engineering_notation_and_no_truncated_bars(norm) -> None:
+    from matplotlib.patches import Rectangle
+    from matplotlib.ticker import EngFormatter
+
+    from minimind.compare.plots import curves_figure, final_bar_figure
+
+    curves = curves_figure(norm, "train/loss")
+    tokens_axis = curves.axes[1]
+    assert isinstance(tokens_axis.xaxis.get_major_formatter(), EngFormatter)
+    assert tokens_axis.xaxis.get_major_formatter().format_data(1_500_000) == "1.5M"
+    final = final_bar_figure(norm)
+    # No bar whose length encodes the value on an axis that does not start at zero.
+    assert not [p for p in final.axes[0].patches if isinstance(p, Rectangle)]
+    assert final.axes[0].lines  # the mean ± std intervals

@@ -14,6 +14,7 @@ from optuna.trial import TrialState
 
 from minimind.cli import main
 from minimind.device import resolve_device
+from minimind.paths import REPORTS_DIR
 from minimind.spec import load_spec
 from minimind.sweep import run_sweep
 from minimind.sweep.objective import TrialSink
@@ -26,7 +27,7 @@ LR = {"type": "float", "low": 1e-3, "high": 2e-2, "log": True}
 @pytest.fixture
 def sweep_spec(write_spec, tmp_path, monkeypatch):
     """`sweep_spec(sweep_changes, **spec_changes)`: a tiny spec with a random-sampler lr sweep."""
-    monkeypatch.chdir(tmp_path)  # results/reports/... lands here
+    monkeypatch.chdir(tmp_path)  # results/generated/... lands here
 
     def write(sweep: dict | None = None, **changes) -> Path:
         section = {
@@ -95,7 +96,7 @@ def test_a_sweep_logs_a_parent_and_child_per_trial_and_a_rerun_tops_it_up(
         assert child.data.metrics["trial/val/bpb"] == trial.value
     assert parent.data.metrics["best/val/bpb"] == min(t.value for t in study.trials)
     assert parent.data.tags["best_trial"] == str(study.best_trial.number)
-    reports = tmp_path / "results" / "reports" / "tiny"
+    reports = tmp_path / REPORTS_DIR / "tiny"
     for name in ("trials.csv", "summary.json", "history.png", "parallel_coordinate.png"):
         assert (reports / name).stat().st_size > 0, name
     summary = json.loads((reports / "summary.json").read_text())
@@ -218,7 +219,7 @@ def test_a_multi_objective_study_has_a_pareto_front(sweep_spec, tmp_path, mlflow
         assert trial.values == pytest.approx(
             [statistics.fmean(bpb[-3:]), statistics.fmean(speed[-3:])]
         )
-    reports = tmp_path / "results" / "reports" / "tiny"
+    reports = tmp_path / REPORTS_DIR / "tiny"
     for name in ("pareto_front.png", "history-val_bpb.png", "history-perf_tokens_per_s.png"):
         assert (reports / name).is_file(), name
     assert (
@@ -254,10 +255,8 @@ def test_each_ablation_cell_is_a_study_and_best_yaml_pairs_their_tuned_values(
         assert all(c.data.tags["component.norm"] == norm for c in children)
         per_seed = [c.data.metrics["trial/val/bpb"] for c in children]
         assert trial.value == pytest.approx(statistics.fmean(per_seed))  # the mean over seeds
-        assert (
-            tmp_path / "results" / "reports" / "tiny" / f"norm={norm}" / "summary.json"
-        ).is_file()
-    best_yaml = tmp_path / "results" / "reports" / "tiny" / "best.yaml"
+        assert (tmp_path / REPORTS_DIR / "tiny" / f"norm={norm}" / "summary.json").is_file()
+    best_yaml = tmp_path / REPORTS_DIR / "tiny" / "best.yaml"
     spec = load_spec(best_yaml)
     assert spec.ablate == {
         "tuned": [{"model.norm": norm, "train.optimizer.lr": lr} for norm, lr in best.items()]

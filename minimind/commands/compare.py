@@ -72,7 +72,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--report", action="store_true", help="write an HTML/markdown report")
     p.add_argument(
-        "--report-dir", type=Path, help="report folder (default: results/reports/<experiment>)"
+        "--report-dir",
+        type=Path,
+        help="report folder (default: results/generated/<experiment>, git-ignored)",
     )
     p.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="MLflow tracking URI")
     p.set_defaults(func=run_compare)

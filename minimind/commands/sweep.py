@@ -14,7 +14,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Run an Optuna study per ablation cell of a spec until it has sweep.trials "
         "finished (complete or pruned) trials; re-running tops it up. Each trial is an MLflow "
         "child run trial-<n> of the study's parent run; the summary, plots and importances go to "
-        "the parent run and results/reports/<study>/, the best values to best.yaml. Bad input "
+        "the parent run and results/generated/<study>/, the best values to best.yaml. Bad input "
         "exits with code 2. Watch a study with: optuna-dashboard sqlite:///results/optuna.db",
     )
     add_spec_arguments(parser, "experiment spec with a sweep section (YAML)", "sweep.trials=10")

@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import EngFormatter  # noqa: E402
 
 from minimind.compare.render import split_shared_key  # noqa: E402
 from minimind.compare.table import Comparison, curve_key  # noqa: E402
@@ -83,6 +84,8 @@ def curves_figure(comparison: Comparison, key: str) -> Figure | None:
             ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.2, lw=0)
     for ax, (x_key, x_label) in zip(axes, X_AXES, strict=True):
         ax.set_xlabel(x_label)
+        if x_key != "step":  # 100k, 1.5M: plain tick labels of token counts run together
+            ax.xaxis.set_major_formatter(EngFormatter(sep=""))
         ax.grid(alpha=0.3)
         if not ax.lines:
             ax.text(
@@ -95,7 +98,10 @@ def curves_figure(comparison: Comparison, key: str) -> Figure | None:
 
 
 def final_bar_figure(comparison: Comparison) -> Figure | None:
-    """Final objective per group: bar = mean, error bar = std, dots = seeds."""
+    """Final objective per group: a diamond at the mean with a ± std interval, dots = seeds.
+
+    Points, not bars: a bar's length reads as the value, so it would need an axis from zero,
+    which hides differences that are small next to the value; an interval needs no zero."""
     m = comparison.metric
     groups = [(g, label, ids) for g, label, ids in _groups(comparison) if ids]
     if not groups:
@@ -107,20 +113,20 @@ def final_bar_figure(comparison: Comparison) -> Figure | None:
     means = [v.mean() for v in values]
     stds = [v.std(ddof=1) if len(v) > 1 else 0.0 for v in values]
     x = np.arange(len(groups))
-    bars = ax.bar(x, means, yerr=stds, capsize=6, color=colors, alpha=0.75, edgecolor="black")
     for i, (g, _, _) in enumerate(groups):
-        if g == comparison.baseline:
-            bars[i].set_hatch("//")
+        baseline = g == comparison.baseline
+        ax.errorbar(
+            x[i], means[i], yerr=stds[i], fmt="D", ms=9, capsize=6, color=colors[i],
+            mfc="white" if baseline else colors[i], mew=2, zorder=2,
+        )  # fmt: skip
     jitter = np.random.default_rng(0)
     for i, v in enumerate(values):
         ax.scatter(i + jitter.uniform(-0.15, 0.15, len(v)), v, color="black", s=14, zorder=3)
-    low = min(np.min(v) for v in values) - max(max(stds), 1e-3) * 2
-    high = max(np.max(v) for v in values) + max(max(stds), 1e-3) * 2
-    ax.set_ylim(low, high)  # differences are small next to the value; zero would hide them
+    ax.set_xlim(-0.6, len(groups) - 0.4)
     ax.set_xticks(x, [label for _, label, _ in groups], rotation=20, ha="right")
     ax.set_ylabel(f"final {m}")
     ax.set_title(
-        f"final {m}: mean ± std over seeds\n(dots: seeds; hatched: baseline)", fontsize="medium"
+        f"final {m}: mean ± std over seeds\n(dots: seeds; hollow: baseline)", fontsize="medium"
     )
     ax.grid(axis="y", alpha=0.3)
     return fig

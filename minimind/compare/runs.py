@@ -157,7 +157,11 @@ def select_runs(
         return _label(children), parents, _invocation(parents.iloc[0], "invocation")
     df = _search(tracking_uri, experiments, filter_string)
     if df.empty:
-        return df, df, "the store holds no runs there"
+        return (
+            df,
+            df,
+            "no run matched the filter" if filter_string else "the store holds no runs there",
+        )
     is_parent = _tag(df, ROLE_TAG) == PARENT_ROLE
     children, parents = df[~is_parent], df[is_parent]
     if filter_string or all_runs or parents.empty:

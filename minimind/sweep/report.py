@@ -1,6 +1,6 @@
 """A study's summary: counts, best trial(s), parameter importances and plots.
 
-`write_report` fills `results/reports/<study>/` with `trials.csv`, `summary.json` and PNG plots
+`write_report` fills `results/generated/<study>/` with `trials.csv`, `summary.json` and PNG plots
 (optimization history and parallel coordinates per objective, parameter importances, the Pareto
 front of a multi-objective study, the intermediate values of a pruned one); `log_report` puts the
 same on the study's MLflow parent run: metrics `best/<metric>` and `importance/<param>` (step =
