@@ -155,7 +155,8 @@ def test_workers_stop_when_their_driver_is_sigkilled(sweep_spec, tmp_path, mlflo
         assert len(workers) == 2, "the two workers were not seen training"
     finally:
         process.kill()
-        process.communicate()
+        process.wait()
+        process.stdout.close()  # not communicate(): workers left alive hold the pipe open
     deadline = time.monotonic() + 60
     while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.5)
