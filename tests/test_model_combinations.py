@@ -130,7 +130,10 @@ def test_kv_cache_equals_full_forward_and_generate_agrees(option, combination):
             steps.append(model(ids[:, 4:6], cache=cache).logits)  # two at once: bottom-right mask
             steps += [model(ids[:, t : t + 1], cache=cache).logits for t in range(6, LENGTH)]
             assert len(cache) == LENGTH, kind
-            torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=0, atol=1e-5, msg=kind)
+            # rtol: torch_default init gives logits of ~40, where float32 rounding alone is ~1e-5
+            torch.testing.assert_close(
+                torch.cat(steps, dim=1), full, rtol=1e-6, atol=1e-5, msg=kind
+            )
 
     prompt = ids[:, :5]
     uncached = model.generate(prompt, 6, GREEDY, cache="none")
