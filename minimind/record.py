@@ -190,7 +190,7 @@ def component_tags(cfg: ModelConfig) -> dict[str, str]:
     `component.<slot>.options` -> `k=v,...` where options differ from the defaults, so that a
     filter `tags.`component.mlp` = 'moe'` matches every MoE run whatever its options."""
     tags = {}
-    for slot in registry.SLOTS:
+    for slot in registry.MODEL_SLOTS:
         name, options = cfg.component(slot)
         tags[f"{COMPONENT_TAG_PREFIX}{slot}"] = name
         changed = _changed_options(slot, name, options)
