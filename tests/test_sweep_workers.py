@@ -49,7 +49,26 @@ def start_sweep(path: Path, cwd: Path, *args: str) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        # as from a terminal: a background job of a non-interactive shell would ignore SIGINT
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
+
+
+def running_workers(process: subprocess.Popen, storage: str) -> set[int]:
+    """The pids of the workers seen training a trial of study `tiny` (both, or none on time)."""
+    journal = open_storage(SweepConfig(storage=storage))
+    workers: set[int] = set()
+    deadline = time.monotonic() + SWEEP_TIMEOUT_S
+    while len(workers) < 2 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        if "tiny" not in optuna.get_all_study_names(journal):
+            continue
+        study = optuna.load_study(study_name="tiny", storage=journal)
+        for trial in study.get_trials(states=(TrialState.RUNNING,)):
+            record = trial.user_attrs.get(WORKER_ATTR)
+            if record:
+                workers.add(record["pid"])
+    return workers
 
 
 def mlflow_statuses(uri: str) -> dict[str, list[str]]:
@@ -139,19 +158,8 @@ def test_workers_stop_when_their_driver_is_sigkilled(sweep_spec, tmp_path, mlflo
     train = {"steps": 100000, "eval_every": 1000, "log_every": 100, "sample_tokens": 0}
     path = sweep_spec(storage, trials=20, train=train)
     process = start_sweep(path, tmp_path)
-    journal = open_storage(SweepConfig(storage=storage))
-    workers: set[int] = set()
-    deadline = time.monotonic() + SWEEP_TIMEOUT_S
     try:
-        while len(workers) < 2 and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-            if "tiny" not in optuna.get_all_study_names(journal):
-                continue
-            study = optuna.load_study(study_name="tiny", storage=journal)
-            for trial in study.get_trials(states=(TrialState.RUNNING,)):
-                record = trial.user_attrs.get(WORKER_ATTR)
-                if record:
-                    workers.add(record["pid"])
+        workers = running_workers(process, storage)
         assert len(workers) == 2, "the two workers were not seen training"
     finally:
         process.kill()
@@ -164,3 +172,30 @@ def test_workers_stop_when_their_driver_is_sigkilled(sweep_spec, tmp_path, mlflo
     for pid in left:  # do not leave them training after the test
         os.kill(pid, signal.SIGKILL)
     assert left == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
+def test_sigint_to_the_driver_alone_stops_the_workers_in_one_line(sweep_spec, tmp_path, mlflow_uri):
+    """`kill -INT <driver pid>` (the workers do not get it: they have their own process group,
+    as they do not from a terminal's Ctrl-C either): the driver passes it on, and the sweep ends
+    130 with one line, its trials FAIL and their runs KILLED, no Optuna traceback."""
+    storage = f"journal:{tmp_path}/optuna.log"
+    train = {"steps": 100000, "eval_every": 1000, "log_every": 100, "sample_tokens": 0}
+    path = sweep_spec(storage, trials=20, train=train)
+    process = start_sweep(path, tmp_path)
+    try:
+        workers = running_workers(process, storage)
+        assert len(workers) == 2, "the two workers were not seen training"
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=SWEEP_TIMEOUT_S)
+    finally:
+        process.kill()
+    assert process.returncode == 130, output
+    assert output.rstrip().endswith("interrupted; run the same command to resume"), output
+    assert "Traceback" not in output and "failed with" not in output, output
+    assert [pid for pid in workers if _alive(pid)] == []
+    study = optuna.load_study(study_name="tiny", storage=open_storage(SweepConfig(storage=storage)))
+    assert {t.state for t in study.trials} == {TrialState.FAIL}
+    statuses = mlflow_statuses(mlflow_uri)
+    assert "RUNNING" not in {status for runs in statuses.values() for status in runs}, statuses

@@ -71,6 +71,7 @@ def work(job: WorkerJob, data: Mapping[str, PreparedData] | None = None) -> str:
     spec = validate_spec(job.spec_tree)
     sweep = spec.sweep
     assert sweep is not None
+    _quiet_optuna_once_interrupted()
     storage = open_storage(sweep)
     study = open_study(storage, job.study, sweep, job.cell_hash, pruner=build_pruner(sweep))
     seed = worker_seed(sweep.sampler.seed, job.index, len(study.get_trials(deepcopy=False)))
@@ -88,6 +89,25 @@ def work(job: WorkerJob, data: Mapping[str, PreparedData] | None = None) -> str:
         )
     )
     return run_trials(study, objective, job.target, job.deadline, sweep.retries)
+
+
+def _quiet_optuna_once_interrupted() -> None:
+    """Silence Optuna once this process gets Ctrl-C or SIGTERM: it would log the interrupted
+    trial's traceback and failure, while the trial is FAIL, its run KILLED, and the sweep
+    reports the interrupt in one line. The handlers in place are kept and called after."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # only the main thread handles signals
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        previous = signal.getsignal(signum)
+        if not callable(previous) or getattr(previous, "quiets_optuna", False):
+            continue
+
+        def handler(received: int, frame: Any, previous: Callable[..., Any] = previous) -> None:
+            optuna.logging.set_verbosity(optuna.logging.ERROR)
+            previous(received, frame)
+
+        handler.quiets_optuna = True  # type: ignore[attr-defined]
+        signal.signal(signum, handler)
 
 
 def run_trials(
@@ -134,6 +154,10 @@ def worker_main(job: WorkerJob) -> None:
     from minimind.allocator import keep_freed_memory
     from minimind.tracking import install_termination_handlers
 
+    if hasattr(os, "setpgid"):
+        # A process group of its own: a terminal's Ctrl-C reaches the driver alone, which passes
+        # one SIGINT on to each worker (`_stop`), as it does for a `kill -INT` of its pid.
+        os.setpgid(0, 0)
     keep_freed_memory()  # a spawned process starts with glibc's defaults again
     install_termination_handlers()
     _stop_when_orphaned(os.getppid())
@@ -221,12 +245,12 @@ def _wait_all(
 
 
 def _stop(processes: list[multiprocessing.process.BaseProcess], signum: int | None) -> None:
-    """Stop the workers after this process was interrupted: give them time to mark their trials
-    and end their runs, pass SIGTERM on, and kill what is left."""
-    if signum is not None:  # SIGTERM or SIGHUP reached only this process
-        for process in processes:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signum)
+    """Stop the workers after this process was interrupted: pass the signal on (SIGINT for a
+    Ctrl-C, which reaches only this process: the workers have their own process group), give
+    them time to mark their trials and end their runs, then SIGTERM and kill what is left."""
+    for process in processes:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGINT if signum is None else signum)
     for step in (signal.SIGTERM, signal.SIGKILL):
         deadline = time.monotonic() + STOP_GRACE_S
         for process in processes:
