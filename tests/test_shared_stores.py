@@ -37,7 +37,7 @@ def _prepare_tokens(cache: Path, corpus: Path) -> None:
 
     cfg = DataConfig(corpus=str(corpus), cache_dir=str(cache), tokenizer={"vocab_size": 320})
     data = prepare_data(cfg)
-    assert data.train_tokens.size > 0
+    assert len(data.train_tokens) > 0
 
 
 OPENERS = {"mlflow": _open_mlflow, "optuna": _open_optuna, "tokens": _prepare_tokens}
