@@ -46,8 +46,9 @@ def loss_sums(
     softcap: float | None = None,
     with_z_loss: bool = False,
 ) -> torch.Tensor:
-    """logits [n, V] (float32), targets [n] -> [2]: the cross-entropy and logsumexp(logits)² (the
-    z-loss, PaLM; 0 unless `with_z_loss`), each summed over the targets that are not IGNORE_INDEX.
+    """logits [n, V] (float32), targets [n] -> the cross-entropy summed over the targets that
+    are not IGNORE_INDEX (0-dim); with `with_z_loss`, [2]: that and logsumexp(logits)² summed
+    over the same targets (the z-loss, PaLM).
 
     `softcap` caps the logits first (`soft_cap`); the z-loss reads the capped logits, the ones the
     softmax sees. It pulls the softmax normaliser towards 1, which keeps logits from drifting.
@@ -56,9 +57,8 @@ def loss_sums(
         logits = soft_cap(logits, softcap)
     cross_entropy = token_loss_sum(logits, targets)
     if not with_z_loss:
-        return torch.stack([cross_entropy, cross_entropy.new_zeros(())])
-    has_target = targets != IGNORE_INDEX
-    z_sum = logits[has_target].logsumexp(dim=-1).square().sum()
+        return cross_entropy
+    z_sum = logits[targets != IGNORE_INDEX].logsumexp(dim=-1).square().sum()
     return torch.stack([cross_entropy, z_sum])
 
 

@@ -195,8 +195,10 @@ class MiniMindLM(nn.Module):
             else:
                 sums = loss_sums(logits.flatten(0, 1).float(), targets, with_z_loss=with_z_loss)
             scored = (targets != IGNORE_INDEX).sum()
-            loss = sums[0] / scored
-            z_loss_mean = sums[1] / scored if with_z_loss else None
+            if with_z_loss:
+                loss, z_loss_mean = sums[0] / scored, sums[1] / scored
+            else:
+                loss = sums / scored
         aux_loss = sum((layer.mlp.aux_loss for layer in self.layers), x.new_zeros(()))
         return LMOutput(logits=logits, loss=loss, aux_loss=aux_loss, z_loss=z_loss_mean)
 

@@ -54,6 +54,12 @@ def start_sweep(path: Path, cwd: Path, *args: str) -> subprocess.Popen:
     )
 
 
+def start_long_sweep(sweep_spec, storage: str, tmp_path: Path) -> subprocess.Popen:  # noqa: ANN001
+    """A 2-worker sweep whose trials train far longer than a test waits: to be interrupted."""
+    train = {"steps": 100000, "eval_every": 1000, "log_every": 100, "sample_tokens": 0}
+    return start_sweep(sweep_spec(storage, trials=20, train=train), tmp_path)
+
+
 def running_workers(process: subprocess.Popen, storage: str) -> set[int]:
     """The pids of the workers seen training a trial of study `tiny` (both, or none on time)."""
     journal = open_storage(SweepConfig(storage=storage))
@@ -155,9 +161,7 @@ def test_workers_stop_when_their_driver_is_sigkilled(sweep_spec, tmp_path, mlflo
     """SIGKILL of the driver leaves no handler to stop the workers: they notice that their parent
     is gone and stop, rather than train on unattended to the end of the study."""
     storage = f"journal:{tmp_path}/optuna.log"
-    train = {"steps": 100000, "eval_every": 1000, "log_every": 100, "sample_tokens": 0}
-    path = sweep_spec(storage, trials=20, train=train)
-    process = start_sweep(path, tmp_path)
+    process = start_long_sweep(sweep_spec, storage, tmp_path)
     try:
         workers = running_workers(process, storage)
         assert len(workers) == 2, "the two workers were not seen training"
@@ -181,9 +185,7 @@ def test_sigint_to_the_driver_alone_stops_the_workers_in_one_line(sweep_spec, tm
     as they do not from a terminal's Ctrl-C either): the driver passes it on, and the sweep ends
     130 with one line, its trials FAIL and their runs KILLED, no Optuna traceback."""
     storage = f"journal:{tmp_path}/optuna.log"
-    train = {"steps": 100000, "eval_every": 1000, "log_every": 100, "sample_tokens": 0}
-    path = sweep_spec(storage, trials=20, train=train)
-    process = start_sweep(path, tmp_path)
+    process = start_long_sweep(sweep_spec, storage, tmp_path)
     try:
         workers = running_workers(process, storage)
         assert len(workers) == 2, "the two workers were not seen training"

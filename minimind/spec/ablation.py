@@ -19,8 +19,9 @@ from typing import Any
 
 from minimind.config import ModelConfig
 from minimind.data.config import DataConfig
-from minimind.spec.errors import field_error, keys_at, show, suggest
+from minimind.spec.errors import keys_at, show, suggest
 from minimind.spec.sections import TrainConfig
+from minimind.strict_model import field_error
 
 # Sections whose fields an ablation or a sweep may vary.
 VARIABLE_SECTIONS = {"data": DataConfig, "train": TrainConfig}

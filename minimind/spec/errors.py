@@ -17,7 +17,6 @@ from typing import Any, Union
 from pydantic import BaseModel, ValidationError
 
 from minimind.strict_model import FIELD_ERROR
-from minimind.strict_model import field_error as field_error  # its public home is here too
 from registry import suggest
 
 Loc = tuple[str | int, ...]

@@ -36,7 +36,6 @@ from minimind.spec.ablation import (
 )
 from minimind.spec.errors import (
     SpecError,
-    field_error,
     first_error,
     format_path,
     from_validation_error,
@@ -47,7 +46,7 @@ from minimind.spec.naming import variant_name
 from minimind.spec.sections import PowerHint, TrackingConfig, TrainConfig
 from minimind.spec.sweep_config import SweepConfig
 from minimind.spec.tree import assign, split_key
-from minimind.strict_model import StrictNumbers
+from minimind.strict_model import StrictNumbers, field_error
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")

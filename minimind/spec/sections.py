@@ -13,8 +13,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 import registry
 from minimind.paths import DEFAULT_TRACKING_URI
-from minimind.spec.errors import field_error
-from minimind.strict_model import StrictNumbers
+from minimind.strict_model import StrictNumbers, field_error
 
 
 class _Section(StrictNumbers):

@@ -12,8 +12,8 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from minimind.record import RUN_METRICS
-from minimind.spec.errors import field_error, show, suggest
-from minimind.strict_model import StrictNumbers
+from minimind.spec.errors import show, suggest
+from minimind.strict_model import StrictNumbers, field_error
 
 # Metrics a trial can be scored on: those a training run logs.
 OBJECTIVE_METRICS: tuple[str, ...] = RUN_METRICS
