@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from fake_runs import log_child, log_parent
 from mlflow import MlflowClient
-from mlflow.entities import Metric, Param
+from mlflow.entities import Metric
 from scipy import stats
 
 from minimind.cli import main
@@ -62,38 +63,6 @@ EXPECTED = {
 STEPS = 10
 
 
-def _child(
-    client: MlflowClient,
-    exp_id: str,
-    parent_id: str,
-    variant: str,
-    seed: int,
-    start: int,
-    *,
-    params: dict[str, str],
-    metrics: list[Metric],
-    status: str = "FINISHED",
-    tags: dict[str, str] | None = None,
-    run_name: str | None = None,
-) -> str:
-    run_tags = {
-        "mlflow.parentRunId": parent_id,
-        "minimind.role": "child",
-        "variant": variant,
-        "seed": str(seed),
-        "spec_hash": "abc123def456",
-        "git_commit": "0123456789abcdef",
-        **(tags or {}),
-    }
-    run = client.create_run(
-        exp_id, start_time=start, tags=run_tags, run_name=run_name or f"{variant}/seed{seed}"
-    )
-    run_id = run.info.run_id
-    client.log_batch(run_id, metrics=metrics, params=[Param(k, v) for k, v in params.items()])
-    client.set_terminated(run_id, status=status, end_time=start + 40_000)
-    return run_id
-
-
 def _curves(variant: str, seed: int, start: int) -> list[Metric]:
     """Histories as the runner logs them: train metrics every step, evals at steps 5 and 10."""
     ts = lambda step: start + 1000 * step  # noqa: E731
@@ -133,14 +102,6 @@ def _params(variant: str, seed: int) -> dict[str, str]:
     }
 
 
-def _parent(client: MlflowClient, exp_id: str, name: str, start: int) -> str:
-    tags = {"minimind.role": "parent", "spec_hash": "abc123def456", "git_commit": "0123456789ab"}
-    run = client.create_run(exp_id, start_time=start, tags=tags, run_name=name)
-    client.log_batch(run.info.run_id, params=[Param("name", name), Param("train.device", "cpu")])
-    client.set_terminated(run.info.run_id, "FINISHED", end_time=start + 500_000)
-    return run.info.run_id
-
-
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """A store with experiments `norm` (an old invocation and the latest one, 2 variants × 3
@@ -149,40 +110,40 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict:
     uri = f"sqlite:///{root}/mlflow.db"
     client = MlflowClient(uri)
     norm = client.create_experiment("norm", artifact_location=str(root / "artifacts" / "norm"))
-    old = _parent(client, norm, "norm-old", T0)
-    _child(
+    old = log_parent(client, norm, "norm-old", T0)
+    log_child(
         client, norm, old, "model.norm=oldvariant", 0, T0 + 1000,
         params=_params(LN, 0), metrics=_curves(LN, 0, T0 + 1000),
     )  # fmt: skip
-    parent = _parent(client, norm, "norm", T0 + 100_000)
+    parent = log_parent(client, norm, "norm", T0 + 100_000)
     start = T0 + 101_000
     for variant in (LN, RMS):
         for seed in range(3):
-            _child(
+            log_child(
                 client, norm, parent, variant, seed, start,
                 params=_params(variant, seed), metrics=_curves(variant, seed, start),
                 tags={"component.norm": variant.split("=")[1]},
             )  # fmt: skip
             start += 1000
-    _child(
+    log_child(
         client, norm, parent, RMS, 3, start, params=_params(RMS, 3),
         metrics=[Metric("train/loss", 9.0, start, 1)], status="FAILED",
         tags={"failure_reason": "FloatingPointError: loss is NaN at step 2", "component.norm": "rmsnorm"},
     )  # fmt: skip
-    _child(
+    log_child(
         client, norm, parent, LN, 3, start + 1000, params=_params(LN, 3), metrics=[],
         status="KILLED",
         tags={"failure_reason": "KeyboardInterrupt (SIGINT)", "component.norm": "layernorm"},
     )  # fmt: skip
     mlp = client.create_experiment("mlp", artifact_location=str(root / "artifacts" / "mlp"))
-    mlp_parent = _parent(client, mlp, "mlp", T0 + 200_000)
+    mlp_parent = log_parent(client, mlp, "mlp", T0 + 200_000)
     start = T0 + 201_000
     for variant, kind in (("model.mlp=swiglu", "swiglu"), ("model.mlp=moe", "moe")):
         for seed in range(2):
             curves = _curves(LN, seed, start)
             if kind == "moe":
                 curves += [Metric("moe/load_cv", 1.0 / s, start + s, s) for s in range(1, 11)]
-            _child(
+            log_child(
                 client, mlp, mlp_parent, variant, seed, start,
                 params={**_params(LN, seed), "model.mlp": kind}, metrics=curves,
                 tags={"component.mlp": kind},
@@ -301,9 +262,9 @@ def test_runs_are_grouped_by_their_tags_never_by_their_names(mlflow_uri) -> None
     tags; a run without them is a variant of its own, named by its run name, with no seed."""
     client = MlflowClient(mlflow_uri)
     exp = client.create_experiment("named")
-    parent = _parent(client, exp, "named", T0)
+    parent = log_parent(client, exp, "named", T0)
     for seed, name in ((0, "first attempt"), (1, "norm=rmsnorm/seed9")):
-        _child(
+        log_child(
             client, exp, parent, "norm=rmsnorm", seed, T0 + 1000 * (seed + 1),
             params=_params(RMS, seed), metrics=_curves(RMS, seed, T0), run_name=name,
         )  # fmt: skip
@@ -330,11 +291,11 @@ def test_the_report_header_shows_the_recorded_device(mlflow_uri) -> None:
 
     client = MlflowClient(mlflow_uri)
     exp = client.create_experiment("devices")
-    parent = _parent(client, exp, "devices", T0)
+    parent = log_parent(client, exp, "devices", T0)
     devices = {"cpu": {"device": "cpu", "precision": "fp32"}}
     devices["gpu"] = {"device": "cuda", "gpu_name": "NVIDIA H100", "precision": "bf16"}
     for seed, (variant, tags) in enumerate(devices.items()):
-        _child(
+        log_child(
             client, exp, parent, variant, seed, T0 + 1000 * (seed + 1),
             params=_params(RMS, seed), metrics=_curves(RMS, seed, T0), tags=tags,
         )  # fmt: skip
@@ -667,7 +628,7 @@ def test_compute_multiplier_reads_each_seed_off_the_baseline_run_of_that_seed(ml
     at step 150: 1.5× for both seeds. The mean baseline curve would give 1.6× and 1.4×."""
     client = MlflowClient(mlflow_uri)
     exp = client.create_experiment("paired_compute")
-    parent = _parent(client, exp, "paired_compute", T0)
+    parent = log_parent(client, exp, "paired_compute", T0)
     start = T0 + 1000
     for variant in ("a", "b"):
         for seed, offset in ((0, 0.0), (1, 0.2)):
@@ -678,7 +639,7 @@ def test_compute_multiplier_reads_each_seed_off_the_baseline_run_of_that_seed(ml
             metrics = [
                 Metric("val/bpb", v, start + s, s) for s, v in zip(steps, values, strict=True)
             ]
-            _child(client, exp, parent, variant, seed, start, params={}, metrics=metrics)
+            log_child(client, exp, parent, variant, seed, start, params={}, metrics=metrics)
             start += 1000
     row = _row(compare(load_runs(mlflow_uri, ["paired_compute"])), "b")
     assert row["compute_x"] == pytest.approx(1.5, rel=1e-6)
@@ -691,7 +652,7 @@ def test_compute_multiplier_in_flops_from_the_baseline_curve(mlflow_uri, capsys)
     and 2.6× compute."""
     client = MlflowClient(mlflow_uri)
     exp = client.create_experiment("compute")
-    parent = _parent(client, exp, "compute", T0)
+    parent = log_parent(client, exp, "compute", T0)
     size = {"train.batch_size": "4", "train.seq_len": "32", "train.grad_accum": "1"}
     start = T0 + 1000
     for variant, flops, reached in (("a", 1000, None), ("b", 500, [150, 130])):
@@ -705,7 +666,7 @@ def test_compute_multiplier_in_flops_from_the_baseline_curve(mlflow_uri, capsys)
             ]
             params = {**size, "flops_per_token": str(flops), "match.by": "flops"}
             params["match.knob"] = "model.dim"
-            _child(client, exp, parent, variant, seed, start, params=params, metrics=metrics)
+            log_child(client, exp, parent, variant, seed, start, params=params, metrics=metrics)
             start += 1000
     c = compare(load_runs(mlflow_uri, ["compute"]))
     row = _row(c, "b")
@@ -731,11 +692,11 @@ def test_all_pools_only_runs_whose_configs_differ_in_the_seed(mlflow_uri, capsys
         ("bbbb2222", "64", [2, 0]),
         ("cccc3333", "128", [0, 1]),
     ):
-        parent = _parent(client, exp, "pooling", start)
+        parent = log_parent(client, exp, "pooling", start)
         for seed in seeds:
             start += 1000
             params = {**_params(LN, seed), "model.dim": dim, "seeds": str(seeds)}
-            _child(
+            log_child(
                 client, exp, parent, "x", seed, start, params=params,
                 metrics=_curves(LN, seed, start), tags={"spec_hash": spec_hash},
             )  # fmt: skip
@@ -767,7 +728,7 @@ def test_running_runs_are_shown_as_running_and_the_finished_ones_compared(
     assert code == 0, err
     assert re.search(rf"{re.escape(LN)}/seed0.*RUNNING", out)
 
-    _child(
+    log_child(
         client, exp, parent, RMS, 0, T0 + 2000, params=_params(RMS, 0),
         metrics=_curves(RMS, 0, T0),
     )  # fmt: skip

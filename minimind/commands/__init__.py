@@ -2,6 +2,6 @@
 
 from types import ModuleType
 
-from minimind.commands import bench, compare, data, registry_info, run, sweep, sync
+from minimind.commands import bench, compare, data, registry_info, run, study, sweep, sync
 
-COMMANDS: list[ModuleType] = [run, sweep, data, compare, bench, registry_info, sync]
+COMMANDS: list[ModuleType] = [run, sweep, data, compare, study, bench, registry_info, sync]

@@ -210,25 +210,29 @@ def family_alpha(n_comparisons: int, correction: Correction, alpha: float = ALPH
 
 def compare_family(
     variants: Mapping[str, Sample],
-    baseline: Sample,
+    baseline: Sample | Mapping[str, Sample],
     *,
     method: CIMethod = "auto",
     correction: Correction = "holm",
     pairing: Pairing = "auto",
     noise_sd: float = math.nan,
 ) -> dict[str, DeltaCI]:
-    """Each variant against the baseline: raw p, p corrected over the family of comparisons
-    that have one (`multipletests`), the interval at the corrected level, and the smallest
-    difference the design detects (`mde`: for a paired design from the sd of its per-seed
-    differences, else from `noise_sd`, the seed-to-seed sd)."""
+    """Each variant against the baseline (or, given a mapping, against its own reference): raw
+    p, p corrected over the family of comparisons that have one (`multipletests`), the
+    interval at the corrected level, and the smallest difference the design detects (`mde`:
+    for a paired design from the sd of its per-seed differences, else from `noise_sd`, the
+    seed-to-seed sd)."""
+    reference = {
+        name: baseline if isinstance(baseline, Sample) else baseline[name] for name in variants
+    }
     raw = {
         name: delta_ci(
             s.values,
-            baseline.values,
+            reference[name].values,
             method,
             1.0 - ALPHA,
             variant_seeds=s.seeds,
-            baseline_seeds=baseline.seeds,
+            baseline_seeds=reference[name].seeds,
             pairing=pairing,
         )  # fmt: skip
         for name, s in variants.items()
@@ -241,18 +245,18 @@ def compare_family(
         adjusted = multipletests([raw[name].p for name in tested], ALPHA, method=correction)[1]
     out = dict(raw)
     for name, p_adj in zip(tested, adjusted, strict=True):
-        s = variants[name]
+        s, ref = variants[name], reference[name]
         ci = delta_ci(
-            s.values, baseline.values, method, level,
-            variant_seeds=s.seeds, baseline_seeds=baseline.seeds, pairing=pairing,
+            s.values, ref.values, method, level,
+            variant_seeds=s.seeds, baseline_seeds=ref.seeds, pairing=pairing,
         )  # fmt: skip
         if ci.method == "paired":
-            d = paired_differences(s, baseline, pairing)
+            d = paired_differences(s, ref, pairing)
             mde = detectable_difference(
                 len(d), len(d), float(np.std(d, ddof=1)), 1 - level, paired=True
             )
         else:
-            mde = detectable_difference(len(s.values), len(baseline.values), noise_sd, 1 - level)
+            mde = detectable_difference(len(s.values), len(ref.values), noise_sd, 1 - level)
         out[name] = replace(ci, p=raw[name].p, p_adj=float(p_adj), mde=mde)
     return out
 

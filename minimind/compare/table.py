@@ -6,6 +6,7 @@ that CSV and JSON readers get one statistic per column.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,6 +58,8 @@ class Comparison:
     by: str
     baseline: str | None
     runset: RunSet
+    references: dict[str, str] | None = None
+    """Each compared group's reference group when they are not all `baseline`."""
     correction: Correction = "holm"
     n_comparisons: int = 0
     level: float = 0.95
@@ -321,6 +324,7 @@ def compare(
     correction: Correction = "holm",
     paired: Pairing = "auto",
     power_delta: float | None = None,
+    references: Mapping[str, str] | None = None,
 ) -> Comparison:
     """Aggregate `runset` into one row per group, with deltas against `baseline`.
 
@@ -330,6 +334,10 @@ def compare(
     `<metric>_within_noise` is True when the corrected test does not reject, and
     `<metric>_mde` the smallest difference the design detects. `power_delta` asks for the seeds
     per arm that detect that difference (docs/statistics.md).
+
+    `references` replaces "every group against the baseline" with an explicit family: each
+    key group is compared with its value group (e.g. post-norm against pre-norm at each of two
+    learning rates), and groups that are no key are rows without a delta, as the baseline is.
     """
     group_column = resolve_group_key(runset.runs, by)
     logged = {c.removeprefix("metrics.") for c in runset.runs.columns if c.startswith("metrics.")}
@@ -348,6 +356,18 @@ def compare(
         )
     if baseline is None and groups:
         baseline = groups[0]
+    if references is not None:
+        unknown = sorted({g for pair in references.items() for g in pair} - set(groups))
+        if unknown:
+            raise CompareError(
+                f"unknown variant(s) {', '.join(unknown)} in the comparisons; "
+                f"variants: {', '.join(groups) or '(none)'}"
+            )
+    reference_of = (
+        dict(references)
+        if references is not None
+        else {g: baseline for g in groups if g != baseline}
+    )
     rows = [
         _group_row(g, finished[finished["group"] == g], per_run[per_run["group"] == g], metric)
         for g in groups
@@ -361,20 +381,22 @@ def compare(
             for g, runs in ((g, finished[finished["group"] == g]) for g in table["variant"])
         }
         noise = pooled_noise([seed_values(s) for s in samples.values()])
-        others = {g: s for g, s in samples.items() if g != baseline}
-        differences = [paired_differences(s, samples[baseline], paired) for s in others.values()]
+        others = {g: samples[g] for g in reference_of}
+        against = {g: samples[ref] for g, ref in reference_of.items()}
+        differences = [paired_differences(others[g], against[g], paired) for g in others]
         paired_noise = pooled_noise(differences) if any(len(d) for d in differences) else None
         family = compare_family(
             others,
-            samples[baseline],
+            against,
             method=ci,
             correction=correction,
             pairing=paired,
             noise_sd=noise.sd,
         )
-        family[baseline] = DeltaCI(0.0, np.nan, np.nan, "baseline")
-        cis = [family[g] for g in table["variant"]]
-        table["is_baseline"] = table["variant"] == baseline
+        reference_row = DeltaCI(0.0, np.nan, np.nan, "baseline")
+        cis = [family.get(g, reference_row) for g in table["variant"]]
+        table["is_baseline"] = ~table["variant"].isin(list(reference_of))
+        table["reference"] = [reference_of.get(g) for g in table["variant"]]
         table[f"{metric}_delta"] = [c.delta for c in cis]
         table[f"{metric}_delta_low"] = [c.low for c in cis]
         table[f"{metric}_delta_high"] = [c.high for c in cis]
@@ -385,9 +407,14 @@ def compare(
         table[f"{metric}_p_adj"] = [c.p_adj for c in cis]
         table[f"{metric}_within_noise"] = [c.within_noise for c in cis]
         table[f"{metric}_mde"] = [c.mde for c in cis]
-        multipliers, unit = _multipliers(
-            runset, finished, baseline, metric, corrected_level(len(table) - 1, correction)
-        )
+        level = corrected_level(len(reference_of), correction)
+        multipliers: dict[str, Multiplier] = {}
+        unit = _compute_per_step(runset.runs)[1]
+        for ref in dict.fromkeys(reference_of.values()):
+            against_ref, _ = _multipliers(runset, finished, ref, metric, level)
+            multipliers.update(
+                {g: m for g, m in against_ref.items() if reference_of.get(g) == ref}
+            )
         none = Multiplier(np.nan, np.nan, np.nan, "none", 0)
         found = [multipliers.get(g, none) for g in table["variant"]]
         table["compute_x"] = [m.value for m in found]
@@ -401,7 +428,7 @@ def compare(
     power_seeds = alpha = None
     if power_delta is not None and noise is not None and noise.df > 0:
         # Corrected for the comparisons the design will make: every variant against the baseline.
-        alpha = family_alpha(len(table) - 1, correction)
+        alpha = family_alpha(len(reference_of), correction)
         power_seeds = {"unpaired": seeds_for_power(power_delta, noise.sd, alpha)}
         if paired_noise is not None and paired_noise.df > 0:
             power_seeds["paired"] = seeds_for_power(
@@ -415,6 +442,7 @@ def compare(
         by=group_column.removeprefix("params.").removeprefix("tags."),
         baseline=baseline,
         runset=runset,
+        references=dict(references) if references is not None else None,
         correction=correction,
         n_comparisons=n_comparisons,
         level=corrected_level(n_comparisons, correction),

@@ -126,7 +126,7 @@ def dump_spec(spec: Spec) -> str:
 
 def _read_with_parents(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
     """The file's tree deep-merged over its `extends` chain."""
-    tree = _read(path)
+    tree = read_yaml_mapping(path)
     _resolve_data_paths(tree, path.parent)
     parent = tree.pop("extends", None)
     if parent is None:
@@ -144,7 +144,9 @@ def _read_with_parents(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
     return deep_merge(_read_with_parents(parent_path, tuple(trail)), tree)
 
 
-def _read(path: Path) -> dict[str, Any]:
+def read_yaml_mapping(path: Path) -> dict[str, Any]:
+    """A YAML file of a mapping (safe loader, duplicate keys rejected); every problem reading
+    it is a one-line `SpecError` naming the file. An empty file is an empty mapping."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

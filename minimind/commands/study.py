@@ -1,0 +1,66 @@
+"""`minimind study`: train a study's runs (`--train`) and write its report."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from minimind.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, fail
+from minimind.paths import DEFAULT_TRACKING_URI, REPORTS_DIR
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "study",
+        help="run a study's ablations and report them against the literature",
+        description=(
+            "Report a study (a manifest such as experiments/study/study.yaml): per axis the "
+            "corrected, paired comparison of its arms, the compute multipliers and budgets, "
+            "and whether each result agrees with what the literature expects, as index.html "
+            "and report.md. With --train, first run the manifest's training commands (its "
+            "streams side by side). Bad input exits with code 2."
+        ),
+    )
+    p.add_argument("manifest", type=Path, help="study manifest (YAML)")
+    p.add_argument(
+        "--train",
+        action="store_true",
+        help="run the manifest's streams of training commands first",
+    )
+    p.add_argument(
+        "--report-dir", type=Path, help="report folder (default: the manifest's report_dir)"
+    )
+    p.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="MLflow tracking URI")
+    p.set_defaults(func=run_study)
+
+
+def run_study(args: argparse.Namespace) -> int:
+    from minimind.spec import SpecError
+    from minimind.study.manifest import load_study
+
+    try:
+        study = load_study(args.manifest)
+    except SpecError as e:
+        return fail(f"{args.manifest}: {e}")
+    if args.train:
+        from minimind.study.streams import train
+
+        try:
+            failures = train(study, REPORTS_DIR / study.name)
+        except KeyboardInterrupt:
+            return fail("interrupted; the runs ended KILLED", EXIT_INTERRUPTED)
+        if failures:
+            named = "; ".join(
+                f"stream {f.stream}: {f.command} (exit {f.exit_code})" for f in failures
+            )
+            return fail(f"training failed: {named}", EXIT_FAILED)
+    from minimind.compare import CompareError
+    from minimind.study.analysis import analyse
+    from minimind.study.report import write_report
+
+    try:
+        results = analyse(study, args.tracking_uri)
+    except CompareError as e:
+        return fail(str(e), e.exit_code)
+    write_report(study, results, args.tracking_uri, args.report_dir or study.report_dir)
+    return EXIT_OK

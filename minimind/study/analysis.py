@@ -1,0 +1,144 @@
+"""From a study manifest and the tracking store to each axis's comparison and its findings.
+
+Each axis is one `compare.Comparison` over the runs of its arms (groups named by the arms'
+labels), its comparisons one family for the multiple-comparison correction. Each finding then
+sets the observed difference against what the literature expects: it **agrees**, **disagrees**,
+or the design is **too weak to tell** (docs/statistics.md, "Studies").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import pandas as pd
+
+from minimind.compare import CompareError, Comparison, RunSet, compare, load_runs
+from minimind.record import is_maximized
+from minimind.study.manifest import Arm, ArmComparison, Axis, Expectation, Study
+
+Agreement = Literal["agrees", "disagrees", "too weak to tell", "no interval"]
+
+
+class StudyError(CompareError):
+    """A study whose runs cannot be analysed (an arm without runs, a missing experiment)."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One comparison of an axis: the manifest's `comparison`, the labels of its two arms, the
+    axis table's row of the arm (`compare.table` columns), and the agreement with the
+    literature."""
+
+    comparison: ArmComparison
+    arm: str
+    against: str
+    row: pd.Series
+    agreement: Agreement
+
+
+@dataclass(frozen=True)
+class AxisResult:
+    axis: Axis
+    comparison: Comparison
+    findings: list[Finding]
+
+
+def agreement(
+    expect: Expectation, row: pd.Series, metric: str, margin: float, maximize: bool
+) -> Agreement:
+    """Whether the difference in `row` agrees with `expect`, at the family's corrected level.
+
+    `better`/`worse`: agrees when the corrected test finds a difference in that direction,
+    disagrees when it finds one in the other, and is too weak to tell otherwise. `equal` is an
+    equivalence test: agrees when the whole corrected interval lies within ±`margin`,
+    disagrees when all of it lies outside, and is too weak to tell when it straddles the margin.
+    """
+    delta, low, high = (row[f"{metric}_delta{s}"] for s in ("", "_low", "_high"))
+    if row[f"{metric}_delta_method"] in ("none", "baseline") or math.isnan(low):
+        return "no interval"
+    if expect == "equal":
+        if -margin <= low and high <= margin:
+            return "agrees"
+        if low > margin or high < -margin:
+            return "disagrees"
+        return "too weak to tell"
+    if row[f"{metric}_within_noise"]:
+        return "too weak to tell"
+    improved = (delta > 0) == maximize
+    return "agrees" if improved == (expect == "better") else "disagrees"
+
+
+def load_experiments(study: Study, tracking_uri: str) -> dict[str, RunSet]:
+    """The latest invocation of every experiment an arm names, one `RunSet` each."""
+    experiments = dict.fromkeys(arm.experiment for arm in study.arms.values())
+    return {name: load_runs(tracking_uri, [name]) for name in experiments}
+
+
+def arm_runs(key: str, arm: Arm, runset: RunSet) -> pd.DataFrame:
+    """The runs of `arm` in its experiment's `runset`, with `variant` set to its label."""
+    runs = runset.runs
+    if arm.variant is not None:
+        mine = runs["variant"] == arm.variant
+    else:
+        mine = pd.Series(True, index=runs.index)
+        for param, value in (arm.where or {}).items():
+            column = runs.get(f"params.{param}", pd.Series(None, index=runs.index, dtype=object))
+            mine &= column.astype(str) == str(value)
+    if not mine.any():
+        chosen = f"variant {arm.variant!r}" if arm.variant is not None else f"where {arm.where}"
+        raise StudyError(
+            f"arms.{key}: no run of {chosen} in {arm.experiment} ({runset.selection}); "
+            f"variants there: {', '.join(sorted(runs['variant'].unique())) or '(none)'}"
+        )
+    return runs[mine].assign(variant=arm.label)
+
+
+def axis_runset(study: Study, axis: Axis, runsets: Mapping[str, RunSet]) -> RunSet:
+    """One `RunSet` of every run of the axis's arms, grouped by the arms' labels."""
+    keys = dict.fromkeys(k for c in axis.comparisons for k in (c.against, c.arm))
+    experiments = list(dict.fromkeys(study.arms[k].experiment for k in keys))
+    runs = pd.concat(
+        [arm_runs(k, study.arms[k], runsets[study.arms[k].experiment]) for k in keys],
+        ignore_index=True,
+    )
+    parents = pd.concat([runsets[e].parents for e in experiments], ignore_index=True)
+    first = runsets[experiments[0]]
+    selection = "; ".join(f"{e}: {runsets[e].selection}" for e in experiments)
+    return RunSet(runs, parents, experiments, selection, first.tracking_uri, first.client)
+
+
+def analyse_axis(study: Study, axis: Axis, runsets: Mapping[str, RunSet]) -> AxisResult:
+    """The axis's comparison (Holm or the study's correction over its comparisons) and the
+    findings, in the manifest's order."""
+    label = {key: arm.label for key, arm in study.arms.items()}
+    comparison = compare(
+        axis_runset(study, axis, runsets),
+        metric=study.metric,
+        baseline=label[axis.comparisons[0].against],
+        correction=study.correction,
+        references={label[c.arm]: label[c.against] for c in axis.comparisons},
+    )
+    rows = comparison.table.set_index("variant")
+    maximize = is_maximized(study.metric)
+    findings = [
+        Finding(
+            c,
+            label[c.arm],
+            label[c.against],
+            rows.loc[label[c.arm]],
+            agreement(
+                c.expect, rows.loc[label[c.arm]], study.metric, study.equivalence_margin, maximize
+            ),
+        )
+        for c in axis.comparisons
+    ]
+    return AxisResult(axis, comparison, findings)
+
+
+def analyse(study: Study, tracking_uri: str) -> list[AxisResult]:
+    """Every axis of `study`, from the latest invocation of each experiment its arms name."""
+    runsets = load_experiments(study, tracking_uri)
+    return [analyse_axis(study, axis, runsets) for axis in study.axes]

@@ -1,0 +1,151 @@
+"""The study manifest: which runs make each arm, which comparisons each axis makes, what the
+literature expects of each, and the commands that train the runs.
+
+A study is read from YAML like a spec (safe loader, duplicate keys rejected) and validated
+whole; every problem is one `SpecError` naming its field path, e.g.
+`axes[2].comparisons[0].arm: unknown arm 'gelu'; arms: baseline, relu, ...`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from minimind.compare.stats import Correction
+from minimind.spec.errors import from_validation_error, suggest
+from minimind.strict_model import StrictNumbers, field_error
+
+Expectation = Literal["better", "worse", "equal"]
+"""What the literature expects of an arm against its reference: a better or worse objective,
+or the same within the study's equivalence margin."""
+
+Scalar = str | int | float | bool
+
+
+class Arm(StrictNumbers):
+    """The runs of one arm: the latest invocation of `experiment` (its latest children for a
+    sweep's `best.yaml` as for any spec), narrowed to one `variant` tag or to the runs whose
+    params equal `where` (for arms whose variant name is only known once a sweep has chosen,
+    such as a tuned learning rate)."""
+
+    model_config = {"extra": "forbid"}
+
+    label: str = Field(min_length=1)
+    experiment: str = Field(min_length=1)
+    variant: str | None = None
+    where: dict[str, Scalar] | None = None
+
+    @model_validator(mode="after")
+    def _one_selector(self) -> Arm:
+        if (self.variant is None) == (self.where is None):
+            field_error(("variant",), "give exactly one of variant (a tag) or where (params)")
+        return self
+
+
+class ArmComparison(StrictNumbers):
+    """`arm` against `against`, and what the literature expects of the difference."""
+
+    model_config = {"extra": "forbid"}
+
+    arm: str
+    against: str
+    expect: Expectation
+
+
+class Sensitivity(StrictNumbers):
+    """A figure of the final objective against one param over a sweep's trials, one line per
+    value of `by`: the learning-rate curves behind a tuned arm."""
+
+    model_config = {"extra": "forbid"}
+
+    experiment: str = Field(min_length=1)
+    x: str = Field(min_length=1)
+    by: str = Field(min_length=1)
+    log_x: bool = True
+
+
+class Axis(StrictNumbers):
+    """One question: its comparisons (one family for the correction), the literature's answer
+    and, once the runs are in, what the study makes of the difference."""
+
+    model_config = {"extra": "forbid"}
+
+    name: str = Field(pattern=r"^[A-Za-z][\w-]*$")
+    title: str
+    expected: str
+    references: list[str] = Field(min_length=1)
+    comparisons: list[ArmComparison] = Field(min_length=1)
+    sensitivity: list[Sensitivity] = []
+    discussion: str = ""
+
+
+class Study(StrictNumbers):
+    """A study manifest (see experiments/study/study.yaml)."""
+
+    model_config = {"extra": "forbid"}
+
+    name: str = Field(min_length=1)
+    title: str
+    description: str = ""
+    metric: str = "val/bpb"
+    correction: Correction = "holm"
+    equivalence_margin: float = Field(gt=0)
+    """The largest difference of the objective that counts as "equal" (in its units)."""
+    report_dir: Path = Path("results/study")
+    streams: list[list[str]] = Field(min_length=1)
+    """The commands that train the study's runs: each stream's in order, the streams side by
+    side (`minimind study --train`)."""
+    threads_per_stream: int = Field(default=1, gt=0)
+    """`OMP_NUM_THREADS` of each stream: one thread per process keeps a busy core from
+    stalling the others, and makes a seed's numbers independent of the machine's load."""
+    arms: dict[str, Arm] = Field(min_length=1)
+    axes: list[Axis] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _references_resolve(self) -> Study:
+        for i, stream in enumerate(self.streams):
+            if not stream:
+                field_error(("streams", i), "a stream lists at least one command")
+            for j, command in enumerate(stream):
+                if not command.startswith("minimind "):
+                    field_error(("streams", i, j), "a command is `minimind ...`")
+        names = list(self.arms)
+        labels = [arm.label for arm in self.arms.values()]
+        for key, arm in self.arms.items():
+            if labels.count(arm.label) > 1:
+                field_error(("arms", key, "label"), f"label {arm.label!r} names another arm too")
+        for i, axis in enumerate(self.axes):
+            compared = set()
+            for j, comparison in enumerate(axis.comparisons):
+                for side in ("arm", "against"):
+                    key = getattr(comparison, side)
+                    if key not in self.arms:
+                        field_error(
+                            ("axes", i, "comparisons", j, side),
+                            f"unknown arm {key!r}; arms: {', '.join(names)}{suggest(key, names)}",
+                        )
+                if comparison.arm == comparison.against:
+                    field_error(("axes", i, "comparisons", j, "against"), "an arm against itself")
+                if comparison.arm in compared:
+                    field_error(
+                        ("axes", i, "comparisons", j, "arm"),
+                        f"{comparison.arm} is compared twice in this axis",
+                    )
+                compared.add(comparison.arm)
+        seen = [axis.name for axis in self.axes]
+        for i, name in enumerate(seen):
+            if name in seen[:i]:
+                field_error(("axes", i, "name"), f"duplicate axis {name!r}")
+        return self
+
+
+def load_study(path: str | Path) -> Study:
+    """Read and validate the manifest at `path` (raises `SpecError`, one line)."""
+    from minimind.spec.loader import read_yaml_mapping
+
+    try:
+        return Study.model_validate(read_yaml_mapping(Path(path)))
+    except ValidationError as err:
+        raise from_validation_error(err, Study) from err

@@ -1,0 +1,445 @@
+"""The study report: `index.html` (self-contained, figures inlined), `report.md` with its PNGs,
+`findings.csv` (one row per comparison) and `runs.csv` (every run the study read).
+
+Per axis: what the literature expects, the table (mean ± sd, the paired Δ with its corrected
+interval, the compute multiplier, each arm's budget in tokens and FLOPs), one line per
+comparison saying whether it agrees, the discussion, and the figures (validation curves with
+seed bands, the final values with their seeds, the learning-rate curves of tuned arms).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+import platform
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter
+
+from minimind.compare import RunSet, load_runs, plots, render
+from minimind.compare.report import CSS, header_fields
+from minimind.compare.table import curve_key
+from minimind.record import GIT_COMMIT_TAG, SPEC_HASH_TAG
+from minimind.study.analysis import AxisResult, Finding
+from minimind.study.manifest import Sensitivity, Study
+
+STUDY_CSS = """
+td.agrees { color: #1a7f37; font-weight: 600; } td.disagrees { color: #cf222e; font-weight: 600; }
+td.too-weak-to-tell, td.no-interval { color: #9a6700; }
+table.findings td { white-space: normal; text-align: left; }
+p.expected { background: #f6f8fa; padding: .5rem .8rem; border-left: 3px solid #8c959f; }
+div.discussion { border-left: 3px solid #0969da; padding: .1rem .9rem; margin: 1rem 0; }
+"""
+
+AXIS_HEADERS = [
+    "arm",
+    "vs",
+    "seeds",
+    "params",
+    "tokens/run",
+    "FLOPs/run",
+    "val/bpb",
+    "Δ [CI]",
+    "p (adj)",
+    "compute ×",
+    "tok/s",
+    "verdict",
+    "expected",
+    "agreement",
+]
+FINDING_HEADERS = ["axis", "comparison", "expected", "observed Δ [CI]", "agreement"]
+
+
+def _tokens_per_run(runs: pd.DataFrame) -> pd.Series:
+    """Training tokens of each run, by group: steps × batch × context × accumulation."""
+
+    def param(key: str, default: float = np.nan) -> pd.Series:
+        column = runs.get(f"params.{key}", pd.Series(np.nan, index=runs.index))
+        return pd.to_numeric(column, errors="coerce").fillna(default)
+
+    tokens = (param("train.steps") * param("train.batch_size") * param("train.seq_len")) * param(
+        "train.grad_accum", 1.0
+    )
+    return tokens.groupby(runs["variant"]).first()
+
+
+def _agreement_text(finding: Finding, metric: str) -> str:
+    if finding.agreement != "too weak to tell":
+        return finding.agreement
+    mde = finding.row.get(f"{metric}_mde", np.nan)
+    return finding.agreement if pd.isna(mde) else f"too weak to tell (MDE {mde:.2g})"
+
+
+def observed(finding: Finding, metric: str) -> str:
+    """'LayerNorm − RMSNorm: Δ val/bpb +0.0040 [−0.0100, +0.0180] (paired, 95% CI), within
+    noise (MDE 0.02); compute × 0.97'."""
+    row = finding.row
+    method = row.get(f"{metric}_delta_method", "none")
+    level = render.fmt_level(row.get(f"{metric}_delta_level", 0.95))
+    text = f"{finding.arm} − {finding.against}: Δ {metric} {render.fmt_delta(row, metric)}"
+    if method not in ("none", "baseline"):
+        text += f" ({method}, {level} CI)"
+    text += f", {render.verdict(row, metric, maximize=False)}"
+    multiplier = render.fmt_multiplier(row)
+    return text + (f"; compute × {multiplier}" if multiplier != render.MISSING else "")
+
+
+def axis_rows(result: AxisResult) -> list[list[str]]:
+    """The axis table as strings, in `AXIS_HEADERS` order: references first, then each arm."""
+    comparison = result.comparison
+    m = comparison.metric
+    table = comparison.table.set_index("variant")
+    runs = comparison.runset.runs
+    tokens = _tokens_per_run(runs)
+    expect = {f.arm: f for f in result.findings}
+    order = list(dict.fromkeys(g for f in result.findings for g in (f.against, f.arm)))
+    rows = []
+    for group in order:
+        r = table.loc[group].copy()
+        r["is_baseline"] = group not in expect
+        finding = expect.get(group)
+        flops = tokens.get(group, np.nan) * r["flops_per_token"]
+        rows.append(
+            [
+                group,
+                finding.against if finding else "",
+                str(r["n"]) + (f" (+{r['n_failed']} failed)" if r["n_failed"] else ""),
+                render.fmt_count(r["num_params"]),
+                render.fmt_count(tokens.get(group, np.nan)),
+                render.MISSING if pd.isna(flops) else f"{flops:.3g}",
+                render.fmt_pm(r[f"{m}_mean"], r[f"{m}_std"]),
+                render.fmt_delta(r, m) if finding else "reference",
+                render.fmt_p(r, m) if finding else "",
+                render.fmt_multiplier(r),
+                render.fmt_count(r["perf/tokens_per_s_median"]),
+                render.verdict(r, m, comparison.maximize) if finding else "",
+                finding.comparison.expect if finding else "",
+                _agreement_text(finding, m) if finding else "",
+            ]
+        )
+    return rows
+
+
+def finding_rows(study: Study, results: list[AxisResult]) -> list[list[str]]:
+    """The summary: one row per comparison of every axis."""
+    return [
+        [
+            result.axis.name,
+            f"{f.arm} vs {f.against}",
+            f.comparison.expect,
+            render.fmt_delta(f.row, study.metric),
+            _agreement_text(f, study.metric),
+        ]
+        for result in results
+        for f in result.findings
+    ]
+
+
+def sensitivity_figure(sensitivity: Sensitivity, runset: RunSet, metric: str) -> Figure | None:
+    """The final objective of every trial against `sensitivity.x`, a line per `by` value;
+    trials that finished without the objective (diverged, failed) are crosses at the top."""
+    runs = runset.runs
+    x_col, by_col = f"params.{sensitivity.x}", f"params.{sensitivity.by}"
+    if x_col not in runs or by_col not in runs:
+        return None
+    values = pd.to_numeric(runs.get(f"metrics.{metric}"), errors="coerce")
+    done = (runs["status"] == "FINISHED") & values.notna()
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), layout="constrained")
+    top = values[done].max() if done.any() else 1.0
+    for k, (group, mine) in enumerate(runs.groupby(by_col, sort=True)):
+        x = pd.to_numeric(mine[x_col], errors="coerce")
+        ok = done[mine.index]
+        order = np.argsort(x[ok].to_numpy())
+        color = plt.get_cmap("tab10")(k)
+        ax.plot(
+            x[ok].to_numpy()[order], values[mine.index][ok].to_numpy()[order], "o-",
+            color=color, label=f"{sensitivity.by} = {group}",
+        )  # fmt: skip
+        if (~ok).any():
+            ax.plot(x[~ok], np.full((~ok).sum(), top), "x", color=color, ms=10)
+    if sensitivity.log_x:
+        ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+    ax.set_xlabel(sensitivity.x)
+    ax.set_ylabel(f"final {metric} (seed 0)")
+    ax.set_title(f"{sensitivity.experiment}: {metric} against {sensitivity.x} (x: no result)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    return fig
+
+
+def axis_figures(study: Study, result: AxisResult, tracking_uri: str) -> dict[str, Figure]:
+    """The axis's figures by file stem: curves, final values, learning-rate curves."""
+    comparison = result.comparison
+    curve = curve_key(comparison.runset, study.metric)
+    comparison.runset.fetch_histories([curve, *(k for k, _ in plots.X_AXES[1:])])
+    name = result.axis.name
+    figures = {
+        f"{name}_curves": plots.curves_figure(comparison, curve),
+        f"{name}_final": plots.final_bar_figure(comparison),
+    }
+    for k, sensitivity in enumerate(result.axis.sensitivity):
+        sweep = load_runs(tracking_uri, [sensitivity.experiment], all_runs=True)
+        figures[f"{name}_lr{k}"] = sensitivity_figure(sensitivity, sweep, study.metric)
+    return {stem: fig for stem, fig in figures.items() if fig is not None}
+
+
+def environment(study: Study, results: list[AxisResult]) -> dict[str, str]:
+    """What the runs were trained and the report made with: versions, processor, threads, git
+    commits and spec hashes (as the runs recorded them), dates and total training time."""
+    import torch
+
+    runs = pd.concat([r.comparison.runset.runs for r in results], ignore_index=True)
+    runs = runs.drop_duplicates("run_id")
+    fields = header_fields(results[0].comparison)
+
+    def tags(key: str) -> str:
+        column = runs.get(f"tags.{key}", pd.Series(dtype=object)).dropna().astype(str)
+        return ", ".join(sorted(set(column))) or "unknown"
+
+    hashes = runs.groupby("experiment_id")[f"tags.{SPEC_HASH_TAG}"].agg(
+        lambda s: ", ".join(sorted(set(s.dropna().astype(str))))
+    )
+    names = {
+        e: name for result in results for e, name in _experiment_names(result.comparison.runset)
+    }
+    starts = pd.to_datetime(runs["start_time"], utc=True)
+    ends = pd.to_datetime(runs["end_time"], utc=True)
+    busy = (ends - starts).dt.total_seconds().sum()
+    return {
+        "study": study.name,
+        "runs read": f"{len(runs)} (the latest invocation of each experiment)",
+        "experiments and spec hashes": "; ".join(
+            f"{names.get(e, e)}: {h}" for e, h in hashes.items()
+        ),
+        "git commit of the runs": tags(GIT_COMMIT_TAG),
+        "device": fields["device"],
+        "precision": fields["precision"],
+        "trained": f"{starts.min():%Y-%m-%d %H:%M} to {ends.max():%Y-%m-%d %H:%M} UTC "
+        f"({(ends.max() - starts.min()).total_seconds() / 60:.0f} min wall-clock; "
+        f"{busy / 60:.0f} min of run time in all)",
+        "training processes": f"{len(study.streams)} side by side, "
+        f"OMP_NUM_THREADS={study.threads_per_stream} each",
+        "processor": _processor(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "tracking URI": fields["tracking URI"],
+        "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def _experiment_names(runset: RunSet) -> list[tuple[str, str]]:
+    ids = runset.runs["experiment_id"].dropna().unique()
+    return [(i, runset.client.get_experiment(i).name) for i in ids]
+
+
+def _processor() -> str:
+    """The CPU model and core count (Linux's /proc/cpuinfo; the platform's answer elsewhere)."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores"
+
+
+def _png(fig: Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def _commands(study: Study) -> list[str]:
+    lines = [f"# stream {k + 1}" + "\n" + "\n".join(s) for k, s in enumerate(study.streams)]
+    return [f"OMP_NUM_THREADS={study.threads_per_stream} (each stream on its own)", *lines]
+
+
+def _axis_html(study: Study, result: AxisResult, pngs: dict[str, bytes]) -> str:
+    axis, m = result.axis, study.metric
+    rows = axis_rows(result)
+    agreement_at = AXIS_HEADERS.index("agreement")
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in AXIS_HEADERS)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td class="{c.split(" (")[0].replace(" ", "-")}">{html.escape(c)}</td>'
+            if i == agreement_at
+            else f"<td>{html.escape(c)}</td>"
+            for i, c in enumerate(row)
+        )
+        + "</tr>"
+        for row in rows
+    )
+    lines = "".join(
+        f"<li><b>{html.escape(_agreement_text(f, m))}</b>: {html.escape(observed(f, m))}</li>"
+        for f in result.findings
+    )
+    figures = "".join(
+        f'<figure><img alt="{html.escape(stem)}" src="data:image/png;base64,'
+        f'{base64.b64encode(png).decode("ascii")}"><figcaption>{html.escape(stem)}.png'
+        "</figcaption></figure>"
+        for stem, png in pngs.items()
+    )
+    discussion = (
+        f'<div class="discussion"><p>{html.escape(axis.discussion)}</p></div>'
+        if axis.discussion
+        else ""
+    )
+    return f"""<h2 id="{axis.name}">{html.escape(axis.title)}</h2>
+<p class="expected"><b>Expected</b>: {html.escape(axis.expected)}<br>
+<small>{html.escape("; ".join(axis.references))}</small></p>
+<p class="caption">{html.escape(render.caption(result.comparison))}</p>
+<div class="scroll"><table class="comparison"><thead><tr>{head}</tr></thead>
+<tbody>{body}</tbody></table></div>
+<p><b>Observed</b>:</p><ul>{lines}</ul>
+{discussion}
+{figures}"""
+
+
+def to_html(
+    study: Study, results: list[AxisResult], pngs: dict[str, bytes], env: dict[str, str]
+) -> str:
+    meta = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in env.items())
+    summary = render.html_table(FINDING_HEADERS, finding_rows(study, results), "findings")
+    axes = "".join(
+        _axis_html(study, r, {s: p for s, p in pngs.items() if s.startswith(f"{r.axis.name}_")})
+        for r in results
+    )
+    commands = html.escape("\n\n".join(_commands(study)))
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(study.title)}</title><style>{CSS}{STUDY_CSS}</style></head>
+<body>
+<h1>{html.escape(study.title)}</h1>
+<p>{html.escape(study.description)}</p>
+<h2>Findings</h2>
+<p class="caption">{html.escape(_method_note(study))}</p>
+{summary}
+{axes}
+<h2>Environment</h2>
+<dl class="meta">{meta}</dl>
+<h2>Commands</h2>
+<pre>{commands}</pre>
+</body></html>
+"""
+
+
+def _method_note(study: Study) -> str:
+    return (
+        f"Each axis is one family: its comparisons' p-values are {study.correction}-corrected "
+        f"together and intervals are at the matching Bonferroni level; Δ is arm − reference "
+        f"in {study.metric} (lower is better), paired by seed where both arms ran the same "
+        f"seeds. 'better'/'worse' expectations agree when the corrected test finds a "
+        f"difference in that direction; 'equal' agrees when the whole interval lies within "
+        f"±{study.equivalence_margin:g} (an equivalence test), disagrees when it lies wholly "
+        f"outside; otherwise the design is too weak to tell, with the smallest difference it "
+        f"detects with 80% power (MDE)."
+    )
+
+
+def to_markdown(
+    study: Study, results: list[AxisResult], stems: dict[str, list[str]], env: dict[str, str]
+) -> str:
+    m = study.metric
+    parts = [
+        f"# {study.title}",
+        "",
+        study.description,
+        "",
+        "## Findings",
+        "",
+        _method_note(study),
+        "",
+        render.markdown_table(FINDING_HEADERS, finding_rows(study, results)),
+    ]
+    for result in results:
+        axis = result.axis
+        parts += [
+            "",
+            f"## {axis.title}",
+            "",
+            f"**Expected**: {axis.expected} ({'; '.join(axis.references)})",
+            "",
+            render.caption(result.comparison),
+            "",
+            render.markdown_table(AXIS_HEADERS, axis_rows(result)),
+            "",
+            "**Observed**:",
+            "",
+            *(f"- **{_agreement_text(f, m)}**: {observed(f, m)}" for f in result.findings),
+        ]
+        if axis.discussion:
+            parts += ["", f"**Discussion**: {axis.discussion}"]
+        parts += ["", *(f"![{stem}]({stem}.png)\n" for stem in stems.get(axis.name, []))]
+    parts += ["## Environment", "", *(f"- **{k}**: {v}" for k, v in env.items()), ""]
+    parts += ["## Commands", "", "```", "\n\n".join(_commands(study)), "```", ""]
+    return "\n".join(parts)
+
+
+def findings_csv(study: Study, results: list[AxisResult]) -> str:
+    m = study.metric
+    records = [
+        {
+            "axis": r.axis.name,
+            "arm": f.arm,
+            "against": f.against,
+            "expect": f.comparison.expect,
+            "agreement": f.agreement,
+            **{
+                key: f.row.get(key, np.nan)
+                for key in (
+                    f"{m}_mean",
+                    f"{m}_std",
+                    f"{m}_delta",
+                    f"{m}_delta_low",
+                    f"{m}_delta_high",
+                    f"{m}_delta_level",
+                    f"{m}_delta_method",
+                    f"{m}_p",
+                    f"{m}_p_adj",
+                    f"{m}_mde",
+                    "compute_x",
+                    "compute_x_low",
+                    "compute_x_high",
+                    "n",
+                )  # fmt: skip
+            },
+        }
+        for r in results
+        for f in r.findings
+    ]
+    return pd.DataFrame(records).to_csv(index=False)
+
+
+def write_report(study: Study, results: list[AxisResult], tracking_uri: str, folder: Path) -> Path:
+    """Write the report into `folder` (made if missing) and return its `index.html`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pngs: dict[str, bytes] = {}
+    stems: dict[str, list[str]] = {}
+    for result in results:
+        for stem, fig in axis_figures(study, result, tracking_uri).items():
+            pngs[stem] = _png(fig)
+            (folder / f"{stem}.png").write_bytes(pngs[stem])
+            stems.setdefault(result.axis.name, []).append(stem)
+    env = environment(study, results)
+    (folder / "findings.csv").write_text(findings_csv(study, results))
+    runs = pd.concat([r.comparison.runs.assign(axis=r.axis.name) for r in results])
+    runs.to_csv(folder / "runs.csv", index=False)
+    (folder / "report.md").write_text(to_markdown(study, results, stems, env))
+    index = folder / "index.html"
+    index.write_text(to_html(study, results, pngs, env), encoding="utf-8")
+    print(f"Study report written to {index}", file=sys.stderr)
+    return index

@@ -1,0 +1,77 @@
+"""`minimind study --train`: the manifest's command streams, side by side.
+
+Each stream runs its `minimind ...` commands in order, in child processes of this interpreter
+with `OMP_NUM_THREADS` set to the study's `threads_per_stream`; a stream stops at its first
+failing command and the others go on. Each command's output goes to the stream's log file, and
+one line per command start and end to stderr, so that a long study shows its progress on a
+terminal and in a log alike.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from minimind.study.manifest import Study
+
+
+@dataclass(frozen=True)
+class Failure:
+    stream: int
+    command: str
+    exit_code: int
+
+
+def _argv(command: str) -> list[str]:
+    """`minimind run x.yaml` -> `[python, -m, minimind, run, x.yaml]`: this interpreter, so that
+    a study runs with the installation that started it."""
+    return [sys.executable, "-m", "minimind", *shlex.split(command)[1:]]
+
+
+def _run_stream(
+    k: int, commands: list[str], env: dict[str, str], log: Path, failures: list[Failure]
+) -> None:
+    with log.open("a", encoding="utf-8") as out:
+        for i, command in enumerate(commands, 1):
+            print(f"stream {k}: [{i}/{len(commands)}] {command}", file=sys.stderr, flush=True)
+            out.write(f"$ {command}\n")
+            out.flush()
+            start = time.monotonic()
+            code = subprocess.run(_argv(command), env=env, stdout=out, stderr=out).returncode
+            took = time.monotonic() - start
+            if code != 0:
+                print(
+                    f"stream {k}: [{i}/{len(commands)}] failed with exit code {code} after "
+                    f"{took:.0f} s (log: {log})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                failures.append(Failure(k, command, code))
+                return
+            print(f"stream {k}: [{i}/{len(commands)}] done in {took:.0f} s", file=sys.stderr)
+
+
+def train(study: Study, log_dir: Path) -> list[Failure]:
+    """Run every stream to its end (or its first failure); the failures, empty when all ran."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "OMP_NUM_THREADS": str(study.threads_per_stream)}
+    failures: list[Failure] = []
+    threads = [
+        threading.Thread(
+            target=_run_stream,
+            args=(k, commands, env, log_dir / f"stream{k}.log", failures),
+            name=f"study-stream-{k}",
+        )
+        for k, commands in enumerate(study.streams, 1)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return failures

@@ -1,0 +1,340 @@
+"""`minimind study`: the manifest, the per-axis families, the agreement with the literature,
+the report re-rendered from a small fixture of runs, the training streams, and the shipped
+study's specs and arms."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from fake_runs import log_child, log_parent
+from mlflow import MlflowClient
+from mlflow.entities import Metric
+from scipy import stats
+
+from minimind.cli import main
+from minimind.spec import SpecError, expand, flatten, load_spec
+from minimind.study.analysis import agreement, analyse
+from minimind.study.manifest import load_study
+from minimind.study.streams import train
+
+T0 = 1_700_000_000_000
+STEPS, BATCH, SEQ, FLOPS_PER_TOKEN = 10, 4, 8, 1000.0
+BASE = np.array([2.50, 2.52, 2.54])
+FINAL = {  # final val/bpb of seeds 0, 1, 2
+    "base": BASE,
+    "good": BASE - [0.10, 0.11, 0.12],
+    "bad": BASE + [0.10, 0.12, 0.11],
+    "noisy": BASE + [0.05, -0.04, 0.02],
+    "same": BASE + [0.001, -0.001, 0.0005],
+    "block=prenorm,lr=0.004": BASE - 0.3,
+    "block=postnorm,lr=0.002": BASE - 0.3 + [0.20, 0.21, 0.22],
+}
+GRID = [
+    ("prenorm", 1e-3, 2.6),
+    ("prenorm", 4e-3, 2.2),
+    ("postnorm", 1e-3, 2.7),
+    ("postnorm", 4e-3, None),
+]
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+
+
+def _metrics(final: float, start: int) -> list[Metric]:
+    ts = lambda step: start + 1000 * step  # noqa: E731
+    out = [Metric("val/bpb", final, ts(STEPS), STEPS)]
+    for step in (5, STEPS):
+        out += [
+            Metric("val/bpb_sampled", final + 0.5 * (STEPS - step) / STEPS, ts(step), step),
+            Metric("train/tokens", float(step * BATCH * SEQ), ts(step), step),
+            Metric("time/elapsed_s", float(step), ts(step), step),
+            Metric("perf/tokens_per_s", 3200.0, ts(step), step),
+        ]
+    return out
+
+
+def _params(**extra: str) -> dict[str, str]:
+    return {
+        "train.steps": str(STEPS),
+        "train.batch_size": str(BATCH),
+        "train.seq_len": str(SEQ),
+        "flops_per_token": str(FLOPS_PER_TOKEN),
+        "num_params": "1000",
+        "num_active_params": "1000",
+        **extra,
+    }
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Experiments `arms` (a baseline and four arms), `tuned-best` (two arms named by a
+    sweep's choice) and `grid` (the sweep's trials, one failed), 3 paired seeds each."""
+    root = tmp_path_factory.mktemp("study-store")
+    uri = f"sqlite:///{root}/mlflow.db"
+    client = MlflowClient(uri)
+    start = T0
+    for experiment, variants in (
+        ("arms", ["base", "good", "bad", "noisy", "same"]),
+        ("tuned-best", ["block=prenorm,lr=0.004", "block=postnorm,lr=0.002"]),
+    ):
+        exp = client.create_experiment(experiment, artifact_location=str(root / experiment))
+        parent = log_parent(client, exp, experiment, start)
+        for variant in variants:
+            block = variant.split(",")[0].removeprefix("block=") if "block" in variant else ""
+            for seed in range(3):
+                start += 1000
+                log_child(
+                    client, exp, parent, variant, seed, start,
+                    params=_params(**({"model.block": block} if block else {})),
+                    metrics=_metrics(FINAL[variant][seed], start),
+                )  # fmt: skip
+    exp = client.create_experiment("grid", artifact_location=str(root / "grid"))
+    parent = log_parent(client, exp, "grid/block", start)
+    for trial, (block, lr, final) in enumerate(GRID):
+        start += 1000
+        log_child(
+            client, exp, parent, f"trial-{trial}", 0, start,
+            params=_params(**{"model.block": block, "train.optimizer.lr": str(lr)}),
+            metrics=[] if final is None else _metrics(final, start),
+            status="FINISHED" if final is not None else "FAILED",
+        )  # fmt: skip
+    return uri
+
+
+MANIFEST = {
+    "name": "fixture",
+    "title": "A fixture study",
+    "description": "Arms with known differences.",
+    "equivalence_margin": 0.02,
+    "streams": [["minimind run a.yaml"]],
+    "arms": {
+        "base": {"label": "baseline", "experiment": "arms", "variant": "base"},
+        "good": {"label": "good", "experiment": "arms", "variant": "good"},
+        "bad": {"label": "bad", "experiment": "arms", "variant": "bad"},
+        "noisy": {"label": "noisy", "experiment": "arms", "variant": "noisy"},
+        "same": {"label": "same", "experiment": "arms", "variant": "same"},
+        "pre": {
+            "label": "pre tuned",
+            "experiment": "tuned-best",
+            "where": {"model.block": "prenorm"},
+        },
+        "post": {
+            "label": "post tuned",
+            "experiment": "tuned-best",
+            "where": {"model.block": "postnorm"},
+        },
+    },
+    "axes": [
+        {
+            "name": "first",
+            "title": "First axis",
+            "expected": "good better, bad better, noisy worse",
+            "references": ["Somebody 2020"],
+            "comparisons": [
+                {"arm": "good", "against": "base", "expect": "better"},
+                {"arm": "bad", "against": "base", "expect": "better"},
+                {"arm": "noisy", "against": "base", "expect": "worse"},
+            ],
+        },
+        {
+            "name": "second",
+            "title": "Second axis",
+            "expected": "same equal; post-norm worse than pre-norm at their tuned rates",
+            "references": ["Somebody else 2021"],
+            "comparisons": [
+                {"arm": "same", "against": "base", "expect": "equal"},
+                {"arm": "post", "against": "pre", "expect": "worse"},
+            ],
+            "sensitivity": [{"experiment": "grid", "x": "train.optimizer.lr", "by": "model.block"}],
+            "discussion": "Written after the runs.",
+        },
+    ],
+}
+
+
+def _write(tmp_path: Path, manifest: dict) -> Path:
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True))
+    return path
+
+
+@pytest.fixture(scope="module")
+def results(store: str, tmp_path_factory: pytest.TempPathFactory):
+    study = load_study(_write(tmp_path_factory.mktemp("manifest"), MANIFEST))
+    return study, analyse(study, store)
+
+
+def test_each_axis_is_one_corrected_family_with_its_own_references(results) -> None:
+    _, (first, second) = results
+    assert first.comparison.n_comparisons == 3 and second.comparison.n_comparisons == 2
+    good = first.findings[0].row
+    d = FINAL["good"] - FINAL["base"]
+    expected = stats.ttest_rel(FINAL["good"], FINAL["base"]).confidence_interval(1 - 0.05 / 3)
+    assert good["val/bpb_delta_method"] == "paired"
+    assert good["val/bpb_delta"] == pytest.approx(d.mean())
+    assert good["val/bpb_delta_low"] == pytest.approx(expected.low)
+    assert good["val/bpb_delta_high"] == pytest.approx(expected.high)
+    post = second.findings[1].row  # against the tuned pre-norm arm, not the axis's baseline
+    assert post["val/bpb_delta"] == pytest.approx(0.21)
+    assert post["reference"] == "pre tuned"
+    # The better arm ends below anything the baseline reached: at least the baseline's budget.
+    assert first.findings[0].row["compute_x_where"] == "beyond"
+    assert first.findings[0].row["compute_x"] == pytest.approx(1.0)
+
+
+def test_findings_agree_disagree_or_are_too_weak_to_tell(results) -> None:
+    _, (first, second) = results
+    assert [f.agreement for f in first.findings] == ["agrees", "disagrees", "too weak to tell"]
+    assert [f.agreement for f in second.findings] == ["agrees", "agrees"]
+
+
+def _row(delta: float, low: float, high: float) -> pd.Series:
+    """An axis-table row whose test rejects exactly when its interval excludes zero."""
+    return pd.Series(
+        {
+            "m_delta": delta,
+            "m_delta_low": low,
+            "m_delta_high": high,
+            "m_delta_method": "paired",
+            "m_within_noise": low <= 0 <= high,
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("expect", "row", "answer"),
+    [
+        ("equal", _row(0.0, -0.01, 0.01), "agrees"),
+        ("equal", _row(0.05, 0.03, 0.07), "disagrees"),
+        ("equal", _row(0.015, 0.005, 0.025), "too weak to tell"),  # real, but maybe within
+        ("equal", _row(0.0, -0.05, 0.05), "too weak to tell"),
+        ("better", _row(-0.05, -0.07, -0.03), "agrees"),  # lower is better
+        ("better", _row(0.05, 0.03, 0.07), "disagrees"),
+        ("worse", _row(0.05, 0.03, 0.07), "agrees"),
+        ("worse", _row(0.01, -0.03, 0.05), "too weak to tell"),
+    ],
+)
+def test_agreement_rules(expect: str, row: pd.Series, answer: str) -> None:
+    assert agreement(expect, row, "m", margin=0.02, maximize=False) == answer
+
+
+def test_the_report_is_rendered_from_the_runs(store: str, tmp_path: Path) -> None:
+    manifest = _write(tmp_path, MANIFEST)
+    folder = tmp_path / "report"
+    code = main(["study", str(manifest), "--tracking-uri", store, "--report-dir", str(folder)])
+    assert code == 0
+    files = {p.name for p in folder.iterdir()}
+    assert {"index.html", "report.md", "findings.csv", "runs.csv"} <= files
+    assert {"first_curves.png", "first_final.png", "second_lr0.png"} <= files
+    report = (folder / "report.md").read_text()
+    for text in ("## First axis", "**Expected**: good better", "Somebody 2020", "**disagrees**"):
+        assert text in report
+    assert "too weak to tell (MDE" in report and "**Discussion**: Written after the runs." in report
+    assert "| 320 | 3.2e+05 |" in report  # tokens and FLOPs per run: 10 x 4 x 8, x 1000
+    assert "git commit of the runs" in report and "minimind run a.yaml" in report
+    findings = pd.read_csv(folder / "findings.csv")
+    assert list(findings["agreement"]) == [
+        "agrees", "disagrees", "too weak to tell", "agrees", "agrees",
+    ]  # fmt: skip
+    html = (folder / "index.html").read_text()
+    assert html.count("data:image/png;base64,") == 5 and 'class="disagrees"' in html
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda m: m["axes"][0]["comparisons"][0].update(arm="gooood"),
+            "axes[0].comparisons[0].arm: unknown arm 'gooood'",
+        ),
+        (lambda m: m["axes"][0]["comparisons"][1].update(arm="good"), "compared twice"),
+        (lambda m: m["arms"]["bad"].update(label="good"), "arms.bad.label: label 'good'"),
+        (lambda m: m["arms"]["bad"].update(where={"x": 1}), "give exactly one of variant"),
+        (lambda m: m.update(streams=[["python evil.py"]]), "streams[0][0]: a command is"),
+        (lambda m: m["axes"][0]["comparisons"][0].update(expect="nicer"), "expect"),
+        (lambda m: m.update(equivalence_margin=0), "equivalence_margin"),
+    ],
+)
+def test_bad_manifests_exit_2_naming_the_field(
+    store: str, tmp_path: Path, capsys, change, message: str
+) -> None:
+    manifest = yaml.safe_load(yaml.safe_dump(MANIFEST))
+    change(manifest)
+    path = _write(tmp_path, manifest)
+    assert (
+        main(["study", str(path), "--tracking-uri", store, "--report-dir", str(tmp_path / "r")])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_arm_without_runs_exits_2_naming_it(store: str, tmp_path: Path, capsys) -> None:
+    manifest = yaml.safe_load(yaml.safe_dump(MANIFEST))
+    manifest["arms"]["noisy"]["variant"] = "never-ran"
+    path = _write(tmp_path, manifest)
+    assert (
+        main(["study", str(path), "--tracking-uri", store, "--report-dir", str(tmp_path / "r")])
+        == 2
+    )
+    assert "arms.noisy: no run of variant 'never-ran' in arms" in capsys.readouterr().err
+
+
+def test_streams_run_side_by_side_and_a_stream_stops_at_its_failure(tmp_path: Path) -> None:
+    manifest = yaml.safe_load(yaml.safe_dump(MANIFEST))
+    manifest["streams"] = [
+        ["minimind registry norm"],
+        ["minimind run missing.yaml", "minimind registry mlp"],
+    ]
+    study = load_study(_write(tmp_path, manifest))
+    failures = train(study, tmp_path / "logs")
+    assert [(f.stream, f.command, f.exit_code) for f in failures] == [
+        (2, "minimind run missing.yaml", 2)
+    ]
+    assert "rmsnorm" in (tmp_path / "logs" / "stream1.log").read_text()
+    second = (tmp_path / "logs" / "stream2.log").read_text()
+    assert "missing.yaml" in second and "registry mlp" not in second
+
+
+STUDY = EXPERIMENTS / "study"
+
+
+def test_the_shipped_study_names_arms_its_specs_make() -> None:
+    study = load_study(STUDY / "study.yaml")
+    specs = {}
+    for path in sorted(STUDY.glob("*.yaml")):
+        if path.name != "study.yaml":
+            spec = load_spec(path)
+            specs[spec.name] = spec
+    # A sweep's best.yaml is named <spec>-best and keeps each cell's assignments.
+    variants = {name: {v.name for v in expand(spec)} for name, spec in specs.items()}
+    for key, arm in study.arms.items():
+        if arm.variant is not None:
+            assert arm.variant in variants[arm.experiment], key
+        else:
+            cells = [v.spec for v in expand(specs[arm.experiment.removesuffix("-best")])]
+            assert any(
+                all(_flat_value(cell, k) == str(v) for k, v in arm.where.items()) for cell in cells
+            ), key
+    commands = [c for stream in study.streams for c in stream]
+    for path in STUDY.glob("*.yaml"):
+        if path.name not in ("study.yaml", "base.yaml"):
+            assert any(f"experiments/study/{path.name}" in c for c in commands), path.name
+
+
+def _flat_value(spec, key: str) -> str:
+    return str(flatten(spec).get(key))
+
+
+def test_the_study_mlp_arms_have_equal_active_parameters() -> None:
+    variants = expand(load_spec(STUDY / "mlp.yaml"))
+    active = [v.spec.model_config_obj().num_active_params() for v in variants]
+    assert max(active) / min(active) - 1 < 0.01, active
+
+
+def test_a_missing_manifest_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="file not found"):
+        load_study(tmp_path / "nope.yaml")
