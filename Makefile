@@ -1,7 +1,7 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
-.PHONY: install run test test-slow lint
+.PHONY: install run study test test-slow lint
 
 install:
 	$(PIP) install -q -e ".[dev]"
@@ -9,6 +9,11 @@ install:
 # The main job: the quickstart ablation on the embedded corpus, ending with a comparison table.
 run: install
 	minimind run experiments/quickstart.yaml
+
+# The study: the card's ablations and the modern axes, 3 paired seeds per arm, read against the
+# literature into results/study/ (about 90 minutes on 2 CPU cores).
+study: install
+	minimind study experiments/study/study.yaml --train
 
 # The default suite (CPU, well under 15 minutes on 2 cores).
 test: install
