@@ -381,6 +381,20 @@ def test_with_values_applies_and_validates(tmp_path: Path) -> None:
         with_values(spec, {"model.mlp": "relux"})
 
 
+def test_a_sweep_searches_an_optimizer_s_own_options(tmp_path: Path) -> None:
+    path = tmp_path / "muon.yaml"
+    path.write_text(
+        "name: muon\ntrain: {optimizer: {name: muon}}\nsweep:\n  params:\n"
+        "    train.optimizer.adamw_lr: {type: float, low: 1.0e-3, high: 1.0e-2, log: true}\n"
+        "    train.optimizer.momentum: {type: categorical, choices: [0.9, 0.95]}\n"
+    )
+    spec = load_spec(path)
+    assert set(spec.sweep.params) == {"train.optimizer.adamw_lr", "train.optimizer.momentum"}
+    trial = with_values(spec, {"train.optimizer.adamw_lr": 5e-3, "train.optimizer.momentum": 0.9})
+    assert trial.train.optimizer.options()["adamw_lr"] == 5e-3
+    assert trial.train.optimizer.options()["momentum"] == 0.9
+
+
 def test_sweep_section_normalizes_shorthands(tmp_path: Path) -> None:
     single = load_spec(
         write(

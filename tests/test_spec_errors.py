@@ -320,7 +320,17 @@ CASES: list[tuple[str, str, list[str], str]] = [
         "sweep-unknown-param",
         "name: x\nsweep:\n  params:\n    train.optimizer.lrr: {type: float, low: 0.1, high: 1}\n",
         [],
-        "sweep.params.train.optimizer.lrr: unknown key 'lrr'",
+        "sweep.params.train.optimizer.lrr.low: unknown option 'lrr' for optimizer 'adamw'; "
+        "valid options: betas, eps",
+    ),
+    (
+        "sweep-misspelt-optimizer-option",
+        "name: x\ntrain: {optimizer: {name: muon}}\nsweep:\n  params:\n"
+        "    train.optimizer.adamw_lrr: {type: float, low: 0.001, high: 0.01}\n",
+        [],
+        "sweep.params.train.optimizer.adamw_lrr.low: unknown option 'adamw_lrr' for optimizer "
+        "'muon'; valid options: momentum, nesterov, ns_steps, adamw_lr, betas, eps; did you mean "
+        "'adamw_lr'?",
     ),
     (
         "sweep-range-end-invalid",

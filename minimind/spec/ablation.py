@@ -19,7 +19,7 @@ from typing import Any
 
 from minimind.config import ModelConfig
 from minimind.data.config import DataConfig
-from minimind.spec.errors import keys_at, show, suggest
+from minimind.spec.errors import keys_at, show, suggest, takes_extra_keys
 from minimind.spec.sections import TrainConfig
 from minimind.strict_model import field_error
 
@@ -95,9 +95,12 @@ def key_problem(key: str) -> str | None:
     if parts[0] == "model":
         known = ["preset", *ModelConfig.model_fields]
         return None if parts[1] in known else _unknown(parts[1], known)
+    section = VARIABLE_SECTIONS[parts[0]]
     for depth in range(1, len(parts)):
-        known = keys_at(VARIABLE_SECTIONS[parts[0]], tuple(parts[1:depth]))
-        if not known:
+        known = keys_at(section, tuple(parts[1:depth]))
+        if not known or (
+            parts[depth] not in known and takes_extra_keys(section, tuple(parts[1:depth]))
+        ):
             return None
         if parts[depth] not in known:
             return _unknown(parts[depth], known)

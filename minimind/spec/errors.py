@@ -151,13 +151,25 @@ _TYPE_WORDS = {
 
 def keys_at(schema: type[BaseModel], loc: Loc) -> list[str]:
     """Field names of the model reached by following `loc` from `schema` (empty if none)."""
+    node = _model_at(schema, loc)
+    return list(node.model_fields) if node is not None else []
+
+
+def takes_extra_keys(schema: type[BaseModel], loc: Loc) -> bool:
+    """Whether the model reached by `loc` takes keys beyond its fields (a registry component's
+    own options, such as an optimizer's), which only its validation can judge."""
+    node = _model_at(schema, loc)
+    return node is not None and node.model_config.get("extra") == "allow"
+
+
+def _model_at(schema: type[BaseModel], loc: Loc) -> type[BaseModel] | None:
     node: Any = schema
     for part in loc:
         node = _descend(node, part)
         if node is None:
-            return []
+            return None
     node = _unwrap(node)
-    return list(node.model_fields) if isinstance(node, type) and issubclass(node, BaseModel) else []
+    return node if isinstance(node, type) and issubclass(node, BaseModel) else None
 
 
 def _descend(node: Any, part: str | int) -> Any:
