@@ -229,10 +229,17 @@ def caption(comparison: Comparison) -> str:
         f"{', '.join(comparison.runset.experiments)}: {comparison.runset.selection}; "
         f"{len(comparison.runs)} runs grouped by {comparison.by}. "
         f"Objective {comparison.metric} ({direction} is better), final value mean ± std over "
-        f"seeds{_budget_note(comparison)}{_match_note(comparison)}; Δ vs baseline {comparison.baseline} {ci}"
+        f"seeds{_budget_note(comparison)}{_match_note(comparison)}; {_against(comparison)} {ci}"
         f"{_correction_note(comparison)}"
         f"{_pairing_note(comparison)}.{_compute_note(comparison)}"
     )
+
+
+def _against(comparison: Comparison) -> str:
+    """'Δ vs baseline X', or, with explicit references, against each variant's own."""
+    if comparison.references and set(comparison.references.values()) != {comparison.baseline}:
+        return "Δ of each variant against its reference"
+    return f"Δ vs baseline {comparison.baseline}"
 
 
 def _compute_note(comparison: Comparison) -> str:

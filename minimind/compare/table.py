@@ -412,9 +412,7 @@ def compare(
         unit = _compute_per_step(runset.runs)[1]
         for ref in dict.fromkeys(reference_of.values()):
             against_ref, _ = _multipliers(runset, finished, ref, metric, level)
-            multipliers.update(
-                {g: m for g, m in against_ref.items() if reference_of.get(g) == ref}
-            )
+            multipliers.update({g: m for g, m in against_ref.items() if reference_of.get(g) == ref})
         none = Multiplier(np.nan, np.nan, np.nan, "none", 0)
         found = [multipliers.get(g, none) for g in table["variant"]]
         table["compute_x"] = [m.value for m in found]

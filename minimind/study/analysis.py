@@ -106,7 +106,7 @@ def axis_runset(study: Study, axis: Axis, runsets: Mapping[str, RunSet]) -> RunS
     )
     parents = pd.concat([runsets[e].parents for e in experiments], ignore_index=True)
     first = runsets[experiments[0]]
-    selection = "; ".join(f"{e}: {runsets[e].selection}" for e in experiments)
+    selection = "; ".join(runsets[e].selection for e in experiments)
     return RunSet(runs, parents, experiments, selection, first.tracking_uri, first.client)
 
 

@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import EngFormatter
+from matplotlib.ticker import FuncFormatter
 
 from minimind.compare import RunSet, load_runs, plots, render
 from minimind.compare.report import CSS, header_fields
@@ -89,7 +89,7 @@ def observed(finding: Finding, metric: str) -> str:
         text += f" ({method}, {level} CI)"
     text += f", {render.verdict(row, metric, maximize=False)}"
     multiplier = render.fmt_multiplier(row)
-    return text + (f"; compute × {multiplier}" if multiplier != render.MISSING else "")
+    return text + (f"; compute multiplier {multiplier}" if multiplier != render.MISSING else "")
 
 
 def axis_rows(result: AxisResult) -> list[list[str]]:
@@ -167,9 +167,11 @@ def sensitivity_figure(sensitivity: Sensitivity, runset: RunSet, metric: str) ->
             ax.plot(x[~ok], np.full((~ok).sum(), top), "x", color=color, ms=10)
     if sensitivity.log_x:
         ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+    plain = FuncFormatter(lambda v, _: f"{v:g}")  # 0.004, not 4m or 4×10⁻³
+    ax.xaxis.set_major_formatter(plain)
+    ax.xaxis.set_minor_formatter(plain)
     ax.set_xlabel(sensitivity.x)
-    ax.set_ylabel(f"final {metric} (seed 0)")
+    ax.set_ylabel(f"final {metric} of each trial run")
     ax.set_title(f"{sensitivity.experiment}: {metric} against {sensitivity.x} (x: no result)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
