@@ -51,7 +51,6 @@ AXIS_HEADERS = [
     "p (adj)",
     "compute ×",
     "tok/s",
-    "verdict",
     "expected",
     "agreement",
 ]
@@ -120,7 +119,6 @@ def axis_rows(result: AxisResult) -> list[list[str]]:
                 render.fmt_p(r, m) if finding else "",
                 render.fmt_multiplier(r),
                 render.fmt_count(r["perf/tokens_per_s_median"]),
-                render.verdict(r, m, comparison.maximize) if finding else "",
                 finding.comparison.expect if finding else "",
                 _agreement_text(finding, m) if finding else "",
             ]
@@ -268,22 +266,34 @@ def _commands(study: Study) -> list[str]:
     return [f"OMP_NUM_THREADS={study.threads_per_stream} (each stream on its own)", *lines]
 
 
-def _axis_html(study: Study, result: AxisResult, pngs: dict[str, bytes]) -> str:
-    axis, m = result.axis, study.metric
-    rows = axis_rows(result)
-    agreement_at = AXIS_HEADERS.index("agreement")
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in AXIS_HEADERS)
+def _html_table(headers: list[str], rows: list[list[str]], css_class: str) -> str:
+    """A table whose agreement cells are coloured and whose intervals sit on a line of their
+    own under the value, so that the wide columns stay narrow."""
+
+    def cell(header: str, text: str) -> str:
+        if header == "agreement":
+            kind = text.split(" (")[0].replace(" ", "-")
+            return f'<td class="{kind}">{html.escape(text)}</td>'
+        if " [" in text:
+            value, interval = text.split(" [", 1)
+            return (
+                f'<td>{html.escape(value)}<br><span class="ci">[{html.escape(interval)}</span></td>'
+            )
+        return f"<td>{html.escape(text)}</td>"
+
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join(
-        "<tr>"
-        + "".join(
-            f'<td class="{c.split(" (")[0].replace(" ", "-")}">{html.escape(c)}</td>'
-            if i == agreement_at
-            else f"<td>{html.escape(c)}</td>"
-            for i, c in enumerate(row)
-        )
-        + "</tr>"
+        "<tr>" + "".join(cell(h, c) for h, c in zip(headers, row, strict=True)) + "</tr>"
         for row in rows
     )
+    return (
+        f'<div class="scroll"><table class="{css_class}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>"
+    )
+
+
+def _axis_html(study: Study, result: AxisResult, pngs: dict[str, bytes]) -> str:
+    axis, m = result.axis, study.metric
     lines = "".join(
         f"<li><b>{html.escape(_agreement_text(f, m))}</b>: {html.escape(observed(f, m))}</li>"
         for f in result.findings
@@ -303,8 +313,7 @@ def _axis_html(study: Study, result: AxisResult, pngs: dict[str, bytes]) -> str:
 <p class="expected"><b>Expected</b>: {html.escape(axis.expected)}<br>
 <small>{html.escape("; ".join(axis.references))}</small></p>
 <p class="caption">{html.escape(render.caption(result.comparison))}</p>
-<div class="scroll"><table class="comparison"><thead><tr>{head}</tr></thead>
-<tbody>{body}</tbody></table></div>
+{_html_table(AXIS_HEADERS, axis_rows(result), "comparison")}
 <p><b>Observed</b>:</p><ul>{lines}</ul>
 {discussion}
 {figures}"""
@@ -314,7 +323,7 @@ def to_html(
     study: Study, results: list[AxisResult], pngs: dict[str, bytes], env: dict[str, str]
 ) -> str:
     meta = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in env.items())
-    summary = render.html_table(FINDING_HEADERS, finding_rows(study, results), "findings")
+    summary = _html_table(FINDING_HEADERS, finding_rows(study, results), "findings")
     axes = "".join(
         _axis_html(study, r, {s: p for s, p in pngs.items() if s.startswith(f"{r.axis.name}_")})
         for r in results
