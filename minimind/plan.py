@@ -1,7 +1,8 @@
-"""From a spec file to what `minimind run` and `minimind sweep` will train, checked before
+"""From a loaded spec to what `minimind run` and `minimind sweep` will train, checked before
 anything is written.
 
-    plan = plan_run("experiments/norm.yaml", ["train.steps=50"])   # raises SpecError
+    spec = load_spec("experiments/norm.yaml", ["train.steps=50"])  # raises SpecError, no torch
+    plan = plan_run(spec)                                          # raises SpecError
     print(describe_plan(plan))                                     # the --dry-run table
     data = prepare_all(plan)                                       # the token cache, checked
 
@@ -14,9 +15,7 @@ ranks. Preparing the data checks each variant's vocabulary and context against t
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
@@ -26,7 +25,7 @@ from minimind.device import TRAINING_BYTES_PER_PARAM, device_memory_bytes, resol
 from minimind.model import MiniMindLM
 from minimind.optim import describe_optimizer
 from minimind.plain_table import plain_table
-from minimind.spec import Spec, SpecError, Variant, expand, load_spec, spec_hash
+from minimind.spec import Spec, SpecError, Variant, expand, spec_hash
 
 
 @dataclass(frozen=True)
@@ -42,12 +41,9 @@ class Plan:
         return len(self.variants) * len(self.spec.seeds)
 
 
-def plan_run(
-    path: str | Path, overrides: Sequence[str] = (), world_size: int | None = None
-) -> Plan:
-    """Load, validate and expand a spec for `world_size` ranks (default: this process group's);
-    raises `SpecError`. Writes nothing."""
-    spec = load_spec(path, overrides)
+def plan_run(spec: Spec, world_size: int | None = None) -> Plan:
+    """Expand a validated spec (`minimind.spec.load_spec`) for `world_size` ranks (default: this
+    process group's) and check it against this machine; raises `SpecError`. Writes nothing."""
     variants = expand(spec)
     # Each distinct pair once: most specs give every variant the same device and batch size.
     for device, batch_size in dict.fromkeys(

@@ -418,6 +418,31 @@ def test_help_does_not_import_torch():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("train: {stpes: 5}", "error: train.stpes: unknown key"),
+        ("model: {mlp: {name: moe, top_k: 9}}", "error: model.mlp: mlp 'moe': top_k (9) must be"),
+    ],
+)
+def test_a_spec_error_exits_2_without_importing_torch(tmp_path, text, message):
+    # A bad spec is answered at once: validating one needs the registry's names and options,
+    # never torch, which alone takes seconds to import.
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(f"name: x\n{text}\n")
+    code = (
+        "import sys\n"
+        "from minimind.cli import main\n"
+        f"assert main(['run', {str(spec)!r}]) == 2\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith(message) and result.stderr.count("\n") == 1, result.stderr
+
+
 @pytest.mark.slow
 def test_an_unreachable_tracking_server_at_start_exits_2_at_once(write_spec):
     """A server that does not answer when the run starts is a wrong or stopped tracking.uri:
