@@ -272,7 +272,7 @@ class ModelConfig(StrictNumbers):
 
     def _body_params(self, active: bool) -> int:
         """Parameters of the blocks and the final norm."""
-        block = registry.component_class("block", self.component("block")[0])
+        block = registry.declaration("block", self.component("block")[0])
         norm = self._count("norm")
         per_layer = self._count("attention") + self._count("mlp", active) + block.n_norms * norm
         return self.n_layers * per_layer + (norm if block.final_norm else 0)

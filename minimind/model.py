@@ -26,6 +26,8 @@ import registry
 from minimind.config import ModelConfig
 from minimind.generation import RANDOM_SAMPLING, SamplingOptions, generate_tokens
 from minimind.loss import IGNORE_INDEX, chunked_loss_sum, loss_sums, soft_cap
+from registry.attention import DocumentMask
+from registry.kv_cache import KVCacheLayer, StaticKVCache
 
 RESIDUAL_OUTPUTS = ("o_proj.weight", "down_proj.weight")
 """Output projections into the residual stream: their init std is scaled by 1/sqrt(2·n_layers),
@@ -57,7 +59,7 @@ class KVCache:
 
     def __init__(self, n_layers: int, max_len: int, device: torch.device) -> None:
         self.max_len, self.device = max_len, device
-        self.layers = [registry.KVCacheLayer() for _ in range(n_layers)]
+        self.layers = [KVCacheLayer() for _ in range(n_layers)]
 
     def __len__(self) -> int:
         return len(self.layers[0])
@@ -129,7 +131,7 @@ class MiniMindLM(nn.Module):
         device = self.embed_tokens.weight.device
         return KVCache(self.config.n_layers, self.config.max_seq_len, device)
 
-    def new_static_cache(self, capacity: int) -> registry.StaticKVCache:
+    def new_static_cache(self, capacity: int) -> StaticKVCache:
         """An empty preallocated cache for up to `capacity` <= max_seq_len tokens, on the model's
         device, for `forward(..., cache=...)` with shapes fixed from token to token."""
         if not 1 <= capacity <= self.config.max_seq_len:
@@ -137,7 +139,7 @@ class MiniMindLM(nn.Module):
                 f"capacity must be in [1, max_seq_len={self.config.max_seq_len}], got {capacity}"
             )
         device = self.embed_tokens.weight.device
-        return registry.StaticKVCache(self.config.n_layers, capacity, device)
+        return StaticKVCache(self.config.n_layers, capacity, device)
 
     def num_params(self) -> int:
         """Parameters actually allocated (shared tensors counted once)."""
@@ -147,7 +149,7 @@ class MiniMindLM(nn.Module):
         self,
         input_ids: torch.Tensor,
         labels: torch.Tensor | None = None,
-        cache: KVCache | registry.StaticKVCache | None = None,
+        cache: KVCache | StaticKVCache | None = None,
         doc_ids: torch.Tensor | None = None,
         loss_chunk_tokens: int | None = None,
         with_z_loss: bool = False,
@@ -170,9 +172,7 @@ class MiniMindLM(nn.Module):
             positions = cache.positions(length)
         x = self.dropout(self.position.embed(self.embed_tokens(input_ids), positions))
         rotate = self.position.rotation(positions)  # rotary cos/sin once for all layers
-        doc_mask = (
-            registry.DocumentMask(doc_ids) if doc_ids is not None else None
-        )  # one for all layers
+        doc_mask = DocumentMask(doc_ids) if doc_ids is not None else None  # one for all layers
         for i, layer in enumerate(self.layers):
             layer_cache = cache.layers[i] if cache is not None else None
             x = layer(x, rotate, layer_cache, doc_mask)

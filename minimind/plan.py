@@ -1,32 +1,40 @@
-"""From a spec file to what `minimind run` and `minimind sweep` will train, checked before
+"""From a loaded spec to what `minimind run` and `minimind sweep` will train, checked before
 anything is written.
 
-    plan = plan_run("experiments/norm.yaml", ["train.steps=50"])   # raises SpecError
+    spec = load_spec("experiments/norm.yaml", ["train.steps=50"])  # raises SpecError, no torch
+    plan = plan_run(spec)                                          # raises SpecError
     print(describe_plan(plan))                                     # the --dry-run table
     data = prepare_all(plan)                                       # the token cache, checked
 
 A plan is the validated spec, its variants (one per ablation cell) and `plan_hash`, the hash of
 the whole spec that tags its runs and names its checkpoint folder. Planning also checks what
-the spec cannot check alone: the device exists on this machine and the batch divides among the
-ranks. Preparing the data checks each variant's vocabulary and context against the corpus.
+the spec cannot check alone, each failure a `SpecError` naming its field: the device exists on
+this machine and the batch divides among the ranks; a `data.tokenizer.path` holds a tokenizer;
+MLflow has a store for `tracking.uri`; every directory a run writes (`data.cache_dir`,
+`train.checkpoint_dir`, a sqlite database's) can be created and written. Preparing the data
+checks each variant's vocabulary and context against the corpus; the token count is known only
+once the corpus is tokenized, so a corpus too short for `train.seq_len` leaves its complete
+token cache behind (keyed by the corpus and tokenizer, not by `seq_len`, so that the corrected
+spec reuses it).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
 from minimind import distributed
 from minimind.data import DataConfig, PreparedData, prepare_data
+from minimind.data.tokenizer import load_tokenizer
 from minimind.device import TRAINING_BYTES_PER_PARAM, device_memory_bytes, resolve_device
 from minimind.model import MiniMindLM
 from minimind.optim import describe_optimizer
 from minimind.plain_table import plain_table
-from minimind.spec import Spec, SpecError, Variant, expand, load_spec, spec_hash
+from minimind.spec import Spec, SpecError, Variant, expand, spec_hash
+from minimind.tracking.backend import store_problem
+from minimind.writable import unwritable_dir
 
 
 @dataclass(frozen=True)
@@ -42,12 +50,9 @@ class Plan:
         return len(self.variants) * len(self.spec.seeds)
 
 
-def plan_run(
-    path: str | Path, overrides: Sequence[str] = (), world_size: int | None = None
-) -> Plan:
-    """Load, validate and expand a spec for `world_size` ranks (default: this process group's);
-    raises `SpecError`. Writes nothing."""
-    spec = load_spec(path, overrides)
+def plan_run(spec: Spec, world_size: int | None = None) -> Plan:
+    """Expand a validated spec (`minimind.spec.load_spec`) for `world_size` ranks (default: this
+    process group's) and check it against this machine; raises `SpecError`. Writes nothing."""
     variants = expand(spec)
     # Each distinct pair once: most specs give every variant the same device and batch size.
     for device, batch_size in dict.fromkeys(
@@ -61,7 +66,37 @@ def plan_run(
             distributed.local_batch_size(batch_size, world_size)
         except ValueError as err:
             raise SpecError("train.batch_size", str(err)) from None
+    for path in dict.fromkeys(v.spec.data.tokenizer.path for v in variants):
+        if path is not None:
+            _check_tokenizer(path)
+    _check_outputs(spec, variants)
     return Plan(spec, variants, spec_hash(spec))
+
+
+def _check_tokenizer(path: str) -> None:
+    try:
+        load_tokenizer(path)
+    except Exception as err:  # tokenizers raises a bare Exception for a file it cannot read
+        raise SpecError("data.tokenizer.path", f"{path} is not a tokenizer.json: {err}") from None
+
+
+def _check_outputs(spec: Spec, variants: list[Variant]) -> None:
+    """Every place a run writes can be written, checked in the order the run writes them: the
+    token cache, the tracking store, the checkpoints (of runs that write any)."""
+    for directory in dict.fromkeys(v.spec.data.cache_dir for v in variants):
+        _check_directory("data.cache_dir", directory)
+    problem = store_problem(spec.tracking.uri)
+    if problem is not None:
+        raise SpecError("tracking.uri", problem)
+    train = [v.spec.train for v in variants if v.spec.train.checkpoint_every is not None]
+    for directory in dict.fromkeys(t.checkpoint_dir for t in train):
+        _check_directory("train.checkpoint_dir", directory)
+
+
+def _check_directory(field: str, directory: str) -> None:
+    problem = unwritable_dir(directory)
+    if problem is not None:
+        raise SpecError(field, problem)
 
 
 def data_key(cfg: DataConfig) -> str:

@@ -25,11 +25,11 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 import registry
 
 if TYPE_CHECKING:
+    import torch
+
     from minimind.config import ModelConfig
     from minimind.spec import Spec
 
@@ -86,13 +86,6 @@ def curve_metric(metric: str) -> str:
     """The metric logged at every evaluation for `metric`'s curve: `val/bpb` ->
     `val/bpb_sampled` (the exact `val/bpb` is logged once, at the end); others are their own."""
     return f"{metric}_sampled" if metric in EXACT_METRICS else metric
-
-
-_PRECISION_NAMES: dict[torch.dtype | None, str] = {
-    None: "fp32",
-    torch.bfloat16: "bf16",
-    torch.float16: "fp16",
-}
 
 
 def is_maximized(metric: str) -> bool:
@@ -179,7 +172,12 @@ def trial_tags(study: str, number: int) -> dict[str, Any]:
 def device_tags(device: torch.device, amp_dtype: torch.dtype | None) -> dict[str, str]:
     """`device` (its type: `cpu`, `cuda`, `mps`), `precision` (`bf16`, or `fp32` without
     autocast) and, on CUDA, `gpu_name`."""
-    tags = {DEVICE_TAG: device.type, PRECISION_TAG: _PRECISION_NAMES[amp_dtype]}
+    # Imported here: the spec checks sweep objectives against `RUN_METRICS`, and a spec error
+    # must not wait for torch.
+    import torch
+
+    precision = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[amp_dtype]
+    tags = {DEVICE_TAG: device.type, PRECISION_TAG: precision}
     if device.type == "cuda":
         tags[GPU_NAME_TAG] = torch.cuda.get_device_name(device)
     return tags

@@ -1,9 +1,9 @@
 """The `minimind run` command: every variant × seed of a spec, trained and logged to MLflow.
 
-    exit_code = run_spec("experiments/norm.yaml", ["train.steps=50"], resume=False)
+    exit_code = run_spec(load_spec("experiments/norm.yaml", ["train.steps=50"]), resume=False)
 
-Order of work, so that a bad spec leaves nothing behind: plan (`minimind.plan`: the spec, every
-variant, the devices), prepare the data (the only writes before MLflow: the token cache), then
+Order of work, so that a bad spec leaves nothing behind: plan (`minimind.plan`: every variant,
+the devices, the tokenizer, every place a run writes), prepare the data (the only writes before MLflow: the token cache), then
 open the tracker. The runs are those of `minimind.record`: one parent per invocation and one
 child `<variant>/seed<k>` per run, each with the spec, a model summary, samples and a loss
 figure as artifacts. A child that fails (non-finite loss, an exception) ends FAILED and the
@@ -15,8 +15,6 @@ from their checkpoints and starts the missing ones.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from minimind import distributed
@@ -35,7 +33,7 @@ from minimind.record import (
     parent_tags,
     process_tags,
 )
-from minimind.spec import SpecError, Variant, dump_spec, flatten
+from minimind.spec import Spec, SpecError, Variant, dump_spec, flatten
 from minimind.train import Trainer, TrainOutcome
 
 if TYPE_CHECKING:  # mlflow and matplotlib take seconds to import: not needed for spec errors
@@ -45,12 +43,10 @@ if TYPE_CHECKING:  # mlflow and matplotlib take seconds to import: not needed fo
     from minimind.tracking import RunHandle, Tracker
 
 
-def run_spec(
-    path: str | Path, overrides: Sequence[str] = (), *, dry_run: bool = False, resume: bool = False
-) -> int:
-    """The `minimind run` command; returns its exit code."""
+def run_spec(spec: Spec, *, dry_run: bool = False, resume: bool = False) -> int:
+    """The `minimind run` command on a loaded spec; returns its exit code."""
     try:
-        plan = plan_run(path, overrides)
+        plan = plan_run(spec)
     except SpecError as err:
         return fail(str(err))
     if dry_run:

@@ -36,10 +36,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from minimind import distributed
 from minimind.checkpoint import capture_rng_state, restore_rng_state, save_checkpoint
 from minimind.config import ModelConfig
-from minimind.data import (
-    PreparedData,
+from minimind.data import PreparedData, bits_per_byte
+from minimind.data.batches import (
     TrainBatches,
-    bits_per_byte,
     document_ids,
     exact_val_windows,
     fixed_val_batches,

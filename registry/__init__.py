@@ -6,20 +6,14 @@ mechanism around them.
     registry.choices("mlp")            # ['gelu', 'moe', 'relu', 'relu2', 'swiglu']
     registry.describe("position", "rope")
 
-The built-in components register themselves when this package is imported; user code registers
-more with the `register` decorator (see `registry.core`). Nothing here imports `minimind`.
+Importing this package registers the built-in components from their declarations
+(`registry/declarations/`) without importing torch: names, options, checks and parameter counts
+need none, and a component's module (`registry/<slot>.py`) is imported when it is first built.
+User code registers more with the `register` decorator (see `registry.core`). Nothing here imports
+`minimind`.
 """
 
-from registry import (  # noqa: F401  (registers built-ins)
-    attention,
-    block,
-    mlp,
-    moe,
-    norm,
-    optimizer,
-    position,
-)
-from registry.attention import DocumentMask
+from registry import declarations  # noqa: F401  (registers the built-ins)
 from registry.core import (
     MODEL_SLOTS,
     SLOTS,
@@ -32,30 +26,27 @@ from registry.core import (
     choices,
     component_class,
     count_params,
+    declaration,
     describe,
     load_plugins,
     register,
     resolve,
     suggest,
 )
-from registry.kv_cache import KVCacheLayer, StaticKVCache, causal_mask
 
 __all__ = [
     "MODEL_SLOTS",
     "SLOTS",
     "ComponentSpec",
-    "DocumentMask",
-    "KVCacheLayer",
     "OptionInfo",
     "RegistryError",
-    "StaticKVCache",
     "aliases",
     "build",
-    "causal_mask",
     "check_dims",
     "choices",
     "component_class",
     "count_params",
+    "declaration",
     "describe",
     "load_plugins",
     "register",

@@ -13,18 +13,20 @@ blocks across documents.
 over head_dim, before the rotation, by a registry norm of width head_dim shared by the heads
 (`q_norm`, `k_norm`). It bounds the attention logits, which keeps high learning rates stable.
 Keys enter the cache already normalised, so decoding needs nothing more.
+
+Options, checks and counts are declared in `registry/declarations/attention.py`.
 """
 
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from registry.core import build, count_params, register
+from registry.core import build
+from registry.declarations import attention as declared
 from registry.kv_cache import CacheLayer, causal_mask
 from registry.position import Rotate
 
@@ -106,21 +108,12 @@ def _compiled_flex_attention() -> Callable:
     return torch.compile(_flex_attention(), dynamic=False)
 
 
-class CausalSelfAttention(nn.Module):
+class CausalSelfAttention(declared.CausalSelfAttention, nn.Module):
     """Causal self-attention: x [B, T, dim] -> [B, T, dim]; subclasses choose `kv_heads`."""
-
-    @dataclass(frozen=True)
-    class Options:
-        bias: bool = False
-        qk_norm: Literal["none", "rmsnorm", "layernorm"] = "none"
-
-    @staticmethod
-    def kv_heads(n_heads: int, n_kv_heads: int | None) -> int:
-        raise NotImplementedError
 
     def __init__(
         self,
-        options: Options,
+        options: declared.CausalSelfAttention.Options,
         *,
         dim: int,
         n_heads: int,
@@ -139,31 +132,6 @@ class CausalSelfAttention(nn.Module):
         self.q_norm = build("norm", options.qk_norm, dim=head_dim) if qk_norm else nn.Identity()
         self.k_norm = build("norm", options.qk_norm, dim=head_dim) if qk_norm else nn.Identity()
         self.resid_dropout = nn.Dropout(dropout)
-
-    @classmethod
-    def check_dims(
-        cls, options: Options, *, n_heads: int, n_kv_heads: int | None, **sizes: object
-    ) -> None:
-        cls.kv_heads(n_heads, n_kv_heads)
-
-    @classmethod
-    def param_count(
-        cls,
-        options: Options,
-        *,
-        dim: int,
-        n_heads: int,
-        n_kv_heads: int | None,
-        head_dim: int,
-        dropout: float,
-    ) -> int:
-        q_width, kv_width = n_heads * head_dim, cls.kv_heads(n_heads, n_kv_heads) * head_dim
-        weights = 2 * dim * q_width + 2 * dim * kv_width
-        biases = q_width + 2 * kv_width + dim
-        norms = 0
-        if options.qk_norm != "none":
-            norms = 2 * count_params("norm", options.qk_norm, dim=head_dim)
-        return weights + (biases if options.bias else 0) + norms
 
     def forward(
         self,
@@ -207,30 +175,13 @@ class CausalSelfAttention(nn.Module):
         return self.resid_dropout(self.o_proj(y))
 
 
-@register("attention", "mha")
-class MultiHeadAttention(CausalSelfAttention):
-    """Every query head has its own key/value head (n_kv_heads = n_heads; the config's is unused)."""
-
-    @staticmethod
-    def kv_heads(n_heads: int, n_kv_heads: int | None) -> int:
-        return n_heads
+class MultiHeadAttention(declared.MultiHeadAttention, CausalSelfAttention):
+    """`mha`: as many key/value heads as query heads."""
 
 
-@register("attention", "mqa")
-class MultiQueryAttention(CausalSelfAttention):
-    """All query heads share one key/value head (n_kv_heads = 1; the config's is unused)."""
-
-    @staticmethod
-    def kv_heads(n_heads: int, n_kv_heads: int | None) -> int:
-        return 1
+class MultiQueryAttention(declared.MultiQueryAttention, CausalSelfAttention):
+    """`mqa`: one key/value head."""
 
 
-@register("attention", "gqa")
-class GroupedQueryAttention(CausalSelfAttention):
-    """Groups of n_heads / n_kv_heads query heads share a key/value head (the config's n_kv_heads)."""
-
-    @staticmethod
-    def kv_heads(n_heads: int, n_kv_heads: int | None) -> int:
-        if n_kv_heads is None:
-            raise ValueError("gqa needs n_kv_heads (the number of key/value heads)")
-        return n_kv_heads
+class GroupedQueryAttention(declared.GroupedQueryAttention, CausalSelfAttention):
+    """`gqa`: the config's n_kv_heads key/value heads."""

@@ -1,28 +1,24 @@
 """block slot: `prenorm` and `postnorm` residual blocks around one attention and one mlp.
 
 A block is given its attention and mlp modules and a norm factory; it keeps them as `attn`, `mlp`,
-`attn_norm` and `mlp_norm`. `final_norm` says whether the model must normalise the last block's
-output before the LM head, and `n_norms` how many norms a block builds (for parameter counts).
-A plugin block subclasses `Block` and owns no parameters beyond these parts.
+`attn_norm` and `mlp_norm`; `final_norm` and `n_norms` are declared in
+`registry/declarations/block.py`. A plugin block subclasses `Block` and owns no parameters beyond
+these parts.
 """
 
 from collections.abc import Callable
-from typing import ClassVar
 
 import torch
 from torch import nn
 
 from registry.attention import DocumentMask
-from registry.core import register
+from registry.declarations import block as declared
 from registry.kv_cache import CacheLayer
 from registry.position import Rotate
 
 
-class Block(nn.Module):
+class Block(declared.Block, nn.Module):
     """Holds the parts; subclasses define the residual wiring."""
-
-    final_norm: ClassVar[bool]
-    n_norms: ClassVar[int] = 2
 
     def __init__(
         self, *, attention: nn.Module, mlp: nn.Module, norm: Callable[[], nn.Module]
@@ -32,11 +28,8 @@ class Block(nn.Module):
         self.mlp_norm, self.mlp = norm(), mlp
 
 
-@register("block", "prenorm")
-class PreNormBlock(Block):
+class PreNormBlock(declared.PreNormBlock, Block):
     """x + attn(norm(x)), then x + mlp(norm(x)) (GPT-2, Llama); the model adds a final norm."""
-
-    final_norm = True
 
     def forward(
         self,
@@ -50,11 +43,8 @@ class PreNormBlock(Block):
         return x + self.mlp(self.mlp_norm(x))
 
 
-@register("block", "postnorm")
-class PostNormBlock(Block):
+class PostNormBlock(declared.PostNormBlock, Block):
     """norm(x + attn(x)), then norm(x + mlp(x)) (the original Transformer); no final norm."""
-
-    final_norm = False
 
     def forward(
         self,

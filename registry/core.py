@@ -1,6 +1,6 @@
 """The registry mechanism: slots, names, aliases and typed options.
 
-A component is a `torch.nn.Module` class registered under a slot and a name::
+A component is a class registered under a slot and a name::
 
     @register("norm", "rmsnorm")
     class RMSNorm(nn.Module):
@@ -21,6 +21,12 @@ Optional class hooks, all taking the validated `Options` instance and the same `
 - `check_dims(options, **dims)`: raise `ValueError` when the options do not fit the sizes.
 - `param_count(options, **dims)` / `active_param_count(options, **dims)`: exact parameter counts
   without building; without them `count_params` builds the module on the meta device.
+
+The registered class is the component's declaration: the registry validates, checks and counts
+through it alone. It is also the component, unless `register(..., implementation="module:Class")`
+names the class that is: then that module is imported only when the component is first built or
+asked for (`component_class`). The built-ins are declared so (`registry/declarations/`, no torch),
+and their implementations subclass their declarations: a spec validates without importing torch.
 """
 
 from __future__ import annotations
@@ -31,10 +37,12 @@ import importlib
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-import torch
 from pydantic import ConfigDict, TypeAdapter, ValidationError
+
+if TYPE_CHECKING:
+    import torch
 
 MODEL_SLOTS: tuple[str, ...] = ("norm", "position", "attention", "mlp", "block")
 """The slots of the `model:` section; their components are `torch.nn` modules."""
@@ -62,9 +70,16 @@ class OptionInfo:
 
 @dataclasses.dataclass(frozen=True)
 class _Entry:
-    cls: type
+    declaration: type  # the registered class: options and hooks
+    implementation: type | str  # the class built, or "module:Class" until it is imported
     canonical: str
     fixed: Mapping[str, Any]  # options fixed by an alias; empty for the canonical name
+
+    def component(self) -> type:
+        if isinstance(self.implementation, type):
+            return self.implementation
+        module, _, name = self.implementation.partition(":")
+        return getattr(importlib.import_module(module), name)
 
 
 _names: dict[str, dict[str, _Entry]] = {slot: {} for slot in SLOTS}  # name or alias -> entry
@@ -95,11 +110,15 @@ def suggest(word: object, candidates: Iterable[str]) -> str:
     return f"; did you mean {best[0]!r}?" if len(best) == 1 else ""
 
 
-def register(slot: str, name: str, *aliases: str) -> Callable[[C], C]:
+def register(
+    slot: str, name: str, *aliases: str, implementation: str | None = None
+) -> Callable[[C], C]:
     """Class decorator: register `cls` in `slot` under `name` and `aliases`.
 
-    Registering a name that another class already holds is an error; re-registering the same class
-    (same module and qualified name, as when a plugin module is reloaded) replaces it.
+    `cls` declares the component (its `Options` and hooks) and is built, unless `implementation`
+    ("module:Class") names the class to build, imported when first needed. Registering a name that
+    another class already holds is an error; re-registering the same class (same module and
+    qualified name, as when a plugin module is reloaded) replaces it.
     """
     _check_slot(slot)
 
@@ -107,13 +126,14 @@ def register(slot: str, name: str, *aliases: str) -> Callable[[C], C]:
         alias_options = getattr(cls, "alias_options", {})
         for key in (name, *aliases):
             held = _names[slot].get(key)
-            if held is not None and _qualname(held.cls) != _qualname(cls):
+            if held is not None and _qualname(held.declaration) != _qualname(cls):
                 raise RegistryError(
-                    f"{slot} {key!r} is already registered by {_qualname(held.cls)}"
+                    f"{slot} {key!r} is already registered by {_qualname(held.declaration)}"
                 )
-        _names[slot][name] = _Entry(cls, name, {})
+        built = cls if implementation is None else implementation
+        _names[slot][name] = _Entry(cls, built, name, {})
         for alias in aliases:
-            _names[slot][alias] = _Entry(cls, name, dict(alias_options.get(alias, {})))
+            _names[slot][alias] = _Entry(cls, built, name, dict(alias_options.get(alias, {})))
         return cls
 
     return decorate
@@ -151,8 +171,14 @@ def _lookup(slot: str, name: str) -> _Entry:
 
 
 def component_class(slot: str, name: str) -> type:
-    """The class registered under `name` (or an alias) in `slot`."""
-    return _lookup(slot, name).cls
+    """The class that builds component `name` (or an alias) of `slot`; imports its module."""
+    return _lookup(slot, name).component()
+
+
+def declaration(slot: str, name: str) -> type:
+    """The class that declares component `name` (or an alias) of `slot`: its `Options`, hooks
+    and class attributes, without importing its implementation."""
+    return _lookup(slot, name).declaration
 
 
 def _option_fields(cls: type) -> list[dataclasses.Field]:
@@ -188,7 +214,7 @@ def _split(slot: str, spec: ComponentSpec) -> tuple[str, dict[str, Any]]:
 def _validated_options(slot: str, spec: ComponentSpec) -> tuple[_Entry, Any]:
     name, given = _split(slot, spec)
     entry = _lookup(slot, name)
-    fields = [f.name for f in _option_fields(entry.cls)]
+    fields = [f.name for f in _option_fields(entry.declaration)]
     valid = ", ".join(fields) if fields else "(none)"
     label = f"{slot} {entry.canonical!r}"
     values: dict[str, Any] = {}
@@ -202,19 +228,20 @@ def _validated_options(slot: str, spec: ComponentSpec) -> tuple[_Entry, Any]:
                 f"option {key!r} of {label} is fixed to {entry.fixed[key]!r} by alias {name!r}"
             )
         try:
-            values[key] = _adapter(entry.cls, key).validate_python(value)
+            values[key] = _adapter(entry.declaration, key).validate_python(value)
         except ValidationError as err:
             reason = "; ".join(e["msg"] for e in err.errors())
             raise RegistryError(
-                f"option {key!r} of {label} must be {_type_name(_option_types(entry.cls)[key])}, "
+                f"option {key!r} of {label} must be "
+                f"{_type_name(_option_types(entry.declaration)[key])}, "
                 f"got {value!r} ({reason}); valid options: {valid}"
             ) from None
     for key, value in entry.fixed.items():
         values.setdefault(key, value)
-    if getattr(entry.cls, "Options", None) is None:
+    if getattr(entry.declaration, "Options", None) is None:
         return entry, None
     try:
-        return entry, entry.cls.Options(**values)
+        return entry, entry.declaration.Options(**values)
     except ValueError as err:
         raise RegistryError(f"{label}: {err}") from None
 
@@ -236,7 +263,7 @@ def build(slot: str, spec: ComponentSpec, **dims: Any) -> torch.nn.Module:
     Raises `RegistryError` first when the options do not fit the sizes (`check_dims`)."""
     entry, options = _validated_options(slot, spec)
     _check_dims(slot, entry, options, dims)
-    return entry.cls(*_with_options(options), **dims)
+    return entry.component()(*_with_options(options), **dims)
 
 
 def check_dims(slot: str, spec: ComponentSpec, **dims: Any) -> None:
@@ -246,7 +273,7 @@ def check_dims(slot: str, spec: ComponentSpec, **dims: Any) -> None:
 
 
 def _check_dims(slot: str, entry: _Entry, options: Any, dims: dict[str, Any]) -> None:
-    hook = getattr(entry.cls, "check_dims", None)
+    hook = getattr(entry.declaration, "check_dims", None)
     if hook is None:
         return
     try:
@@ -262,22 +289,24 @@ def count_params(slot: str, spec: ComponentSpec, *, active: bool = False, **dims
     Components without a `param_count` hook are built on the meta device and counted.
     """
     entry, options = _validated_options(slot, spec)
-    hook = getattr(entry.cls, "active_param_count" if active else "param_count", None)
+    hook = getattr(entry.declaration, "active_param_count" if active else "param_count", None)
     if hook is None and active:
-        hook = getattr(entry.cls, "param_count", None)
+        hook = getattr(entry.declaration, "param_count", None)
     if hook is not None:
         return int(hook(*_with_options(options), **dims))
+    import torch  # only a component without a count needs torch here
+
     with torch.device("meta"):
-        module = entry.cls(*_with_options(options), **dims)
+        module = entry.component()(*_with_options(options), **dims)
     return sum(p.numel() for p in module.parameters())
 
 
 def describe(slot: str, name: str) -> list[OptionInfo]:
     """The options of component `name` in `slot`, each with its type and default."""
     entry = _lookup(slot, name)
-    types = _option_types(entry.cls)
+    types = _option_types(entry.declaration)
     infos = []
-    for field in _option_fields(entry.cls):
+    for field in _option_fields(entry.declaration):
         if field.default is not dataclasses.MISSING:
             default = field.default
         elif field.default_factory is not dataclasses.MISSING:

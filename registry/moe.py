@@ -33,19 +33,19 @@ Balancing (`balance`):
 - `bias` (DeepSeek-V3 loss-free balancing): a per-expert bias b, added to p for the choice of
   experts only, is updated after each training-mode forward by b += rate · sign(mean load − load).
   The auxiliary loss is then zero. Under DDP the load is per rank.
+
+Options, checks and counts are declared in `registry/declarations/moe.py`.
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
-from annotated_types import Ge, Gt
 from torch import nn
 
-from registry.core import build, component_class, count_params, register, resolve
-from registry.mlp import Hidden
+from registry.core import build, component_class, resolve
+from registry.declarations import moe as declared
 
 # grouped_mm wants operand rows of 16 bytes: 8 elements in bf16/fp16 (4 would do in fp32).
 GROUPED_MM_ALIGNMENT = 8
@@ -76,46 +76,11 @@ def grouped_mm_misaligned(dim: int, expert: nn.Module) -> str | None:
     )
 
 
-def grouped_mm_error(reason: str) -> ValueError:
-    return ValueError(f"dispatch grouped_mm: {reason}; use dispatch loop or auto")
-
-
-@register("mlp", "moe")
-class MoE(nn.Module):
+class MoE(declared.MoE, nn.Module):
     """Mixture of experts: x [B, T, dim] -> [B, T, dim]; sets `aux_loss` (0-dim) and
     `expert_load` ([n_experts], the fraction of the routed assignments each expert took)."""
 
-    @dataclass(frozen=True)
-    class Options:
-        n_experts: Annotated[int, Gt(0)] = 4
-        top_k: Annotated[int, Gt(0)] = 2
-        n_shared: Annotated[int, Ge(0)] = 0
-        expert: str = "swiglu"
-        hidden: Hidden = None
-        aux_loss_coef: Annotated[float, Ge(0)] = 0.01
-        aux_scope: Literal["batch", "sequence"] = "batch"
-        balance: Literal["aux_loss", "bias"] = "aux_loss"
-        bias_update_rate: Annotated[float, Gt(0)] = 1e-3
-        dispatch: Literal["auto", "loop", "grouped_mm"] = "auto"
-
-        def __post_init__(self) -> None:
-            if self.top_k > self.n_experts:
-                raise ValueError(f"top_k ({self.top_k}) must be <= n_experts ({self.n_experts})")
-            resolve("mlp", self.expert)
-            if issubclass(component_class("mlp", self.expert), MoE):
-                raise ValueError("expert must be a dense mlp, not moe")
-            if self.dispatch == "grouped_mm":
-                reason = grouped_mm_unsupported(self.expert_spec())
-                if reason is not None:
-                    raise grouped_mm_error(reason)
-
-        def expert_spec(self) -> dict[str, object]:
-            spec: dict[str, object] = {"name": self.expert}
-            if self.hidden is not None:
-                spec["hidden"] = self.hidden
-            return spec
-
-    def __init__(self, options: Options, *, dim: int, dropout: float) -> None:
+    def __init__(self, options: declared.MoE.Options, *, dim: int, dropout: float) -> None:
         super().__init__()
         self.options = options
         self.router = nn.Linear(dim, options.n_experts, bias=False)
@@ -135,29 +100,6 @@ class MoE(nn.Module):
         self.grouped_mm_problem = grouped_mm_unsupported(expert) or grouped_mm_misaligned(
             dim, self.experts[0]
         )
-
-    @classmethod
-    def check_dims(cls, options: Options, *, dim: int, dropout: float) -> None:
-        if options.dispatch != "grouped_mm":
-            return
-        with torch.device("meta"):
-            expert = build("mlp", options.expert_spec(), dim=dim, dropout=0.0)
-        problem = grouped_mm_misaligned(dim, expert)
-        if problem is not None:
-            raise grouped_mm_error(problem)
-
-    @classmethod
-    def param_count(cls, options: Options, *, dim: int, dropout: float) -> int:
-        return cls._count(options, dim, options.n_experts)
-
-    @classmethod
-    def active_param_count(cls, options: Options, *, dim: int, dropout: float) -> int:
-        return cls._count(options, dim, options.top_k)
-
-    @staticmethod
-    def _count(options: Options, dim: int, routed: int) -> int:
-        expert = count_params("mlp", options.expert_spec(), dim=dim, dropout=0.0)
-        return dim * options.n_experts + (routed + options.n_shared) * expert
 
     def route(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """tokens [N, dim] -> probabilities [N, E] (float32), experts [N, k], weights [N, k]."""

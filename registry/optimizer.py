@@ -19,22 +19,21 @@ it, else `NewtonSchulzMuon`, the same algorithm. It takes the 2-D parameters tha
 embedding nor the output head (`OUTPUT_HEADS`); AdamW (`adamw_lr`, `betas`, `eps`) takes the rest:
 embeddings, the head, norms and biases. The trainer sees one optimizer, `MuonWithAdamW`, whose
 state dict holds both, so a checkpoint resumes bit for bit.
+
+The options are declared in `registry/declarations/optimizer.py`.
 """
 
 from __future__ import annotations
 
 import collections
 import math
-from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
 import torch
-from annotated_types import Ge, Gt, Lt
 from torch import nn
 
-from registry.core import register
+from registry.declarations import optimizer as declared
 
-Beta = Annotated[float, Ge(0), Lt(1)]
 OUTPUT_HEADS = ("lm_head",)
 """Names of the modules whose weight is the output head (kept off Muon, like the embeddings)."""
 
@@ -93,18 +92,12 @@ def _adamw_settings(
     )
 
 
-@register("optimizer", "adamw")
-class AdamW(torch.optim.AdamW):
+class AdamW(declared.AdamW, torch.optim.AdamW):
     """AdamW over `param_groups(model, weight_decay)`."""
-
-    @dataclass(frozen=True)
-    class Options:
-        betas: tuple[Beta, Beta] = (0.9, 0.95)
-        eps: Annotated[float, Gt(0)] = 1e-8
 
     def __init__(
         self,
-        options: Options,
+        options: declared.AdamW.Options,
         *,
         model: nn.Module,
         lr: float,
@@ -115,22 +108,12 @@ class AdamW(torch.optim.AdamW):
         super().__init__(param_groups(model, weight_decay), **settings)
 
 
-@register("optimizer", "sgd")
-class SGD(torch.optim.SGD):
+class SGD(declared.SGD, torch.optim.SGD):
     """SGD (with momentum and Nesterov as options) over `param_groups(model, weight_decay)`."""
-
-    @dataclass(frozen=True)
-    class Options:
-        momentum: Annotated[float, Ge(0), Lt(1)] = 0.9
-        nesterov: bool = False
-
-        def __post_init__(self) -> None:
-            if self.nesterov and self.momentum == 0:
-                raise ValueError("nesterov needs momentum > 0")
 
     def __init__(
         self,
-        options: Options,
+        options: declared.SGD.Options,
         *,
         model: nn.Module,
         lr: float,
@@ -245,22 +228,12 @@ class MuonWithAdamW(torch.optim.Optimizer):
         self.param_groups = [*self.muon.param_groups, *self.adamw.param_groups]
 
 
-@register("optimizer", "muon")
-class Muon(MuonWithAdamW):
+class Muon(declared.Muon, MuonWithAdamW):
     """Muon on the hidden layers' 2-D weights (`muon_split`), AdamW on the rest."""
-
-    @dataclass(frozen=True)
-    class Options:
-        momentum: Annotated[float, Ge(0), Lt(1)] = 0.95
-        nesterov: bool = True
-        ns_steps: Annotated[int, Gt(0), Lt(100)] = 5
-        adamw_lr: Annotated[float, Gt(0)] = 3e-3
-        betas: tuple[Beta, Beta] = (0.9, 0.95)
-        eps: Annotated[float, Gt(0)] = 1e-8
 
     def __init__(
         self,
-        options: Options,
+        options: declared.Muon.Options,
         *,
         model: nn.Module,
         lr: float,

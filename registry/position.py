@@ -10,34 +10,27 @@ The model calls `embed` once on the token embeddings, and `rotation(positions)` 
 the `Rotate` that every layer's attention then calls. Rotary positions compute their cos and sin
 there, once instead of once per layer (as HF does), which saves the recomputation and the copies
 each layer's backward would keep. `positions` are absolute, so with a KV cache they start at the
-cache length.
+cache length. Options, checks and counts are declared in `registry/declarations/position.py`.
 """
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Annotated, ClassVar, Literal
 
 import torch
-from annotated_types import Gt, Interval
 from torch import nn
 
-from registry.core import register
+from registry.declarations import position as declared
 
 Rotate = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 """(q [B, H, T, hd], k [B, Hkv, T, hd]) -> (q, k), rotated for the positions it was made for."""
 
 
-class PositionModule(nn.Module):
+class PositionModule(declared.Position, nn.Module):
     """Identity for both operations; subclasses override the one they implement."""
 
     def __init__(self, *, dim: int, head_dim: int, max_seq_len: int) -> None:
         super().__init__()
         self.dim, self.head_dim, self.max_seq_len = dim, head_dim, max_seq_len
-
-    @classmethod
-    def param_count(cls, *args: object, **dims: int) -> int:
-        return 0
 
     def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         return x
@@ -53,22 +46,16 @@ class PositionModule(nn.Module):
         return functools.partial(self.rotate, positions=positions)
 
 
-@register("position", "none")
-class NoPosition(PositionModule):
+class NoPosition(declared.NoPosition, PositionModule):
     """No position signal (NoPE): the causal mask alone orders the tokens."""
 
 
-@register("position", "learned")
-class LearnedPosition(PositionModule):
+class LearnedPosition(declared.LearnedPosition, PositionModule):
     """A learned table of absolute position embeddings [max_seq_len, dim] (GPT-2)."""
 
     def __init__(self, *, dim: int, head_dim: int, max_seq_len: int) -> None:
         super().__init__(dim=dim, head_dim=head_dim, max_seq_len=max_seq_len)
         self.table = nn.Embedding(max_seq_len, dim)
-
-    @classmethod
-    def param_count(cls, *, dim: int, head_dim: int, max_seq_len: int) -> int:
-        return max_seq_len * dim
 
     def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         return x + self.table(positions)
@@ -87,8 +74,7 @@ def sinusoid_table(positions: torch.Tensor, dim: int, base: float = 10000.0) -> 
     return table
 
 
-@register("position", "sinusoidal")
-class SinusoidalPosition(PositionModule):
+class SinusoidalPosition(declared.SinusoidalPosition, PositionModule):
     """Fixed sinusoidal absolute encodings added to the embeddings; computed on the fly in float32.
 
     The sinusoid is scaled by `amplitude`, by default the token embeddings' init std (0.02, the
@@ -97,12 +83,14 @@ class SinusoidalPosition(PositionModule):
     (measured on the quickstart: 6.07 nats at step 80 vs 5.82 at amplitude 0.02).
     """
 
-    @dataclass(frozen=True)
-    class Options:
-        base: Annotated[float, Gt(0)] = 10000.0
-        amplitude: Annotated[float, Gt(0)] = 0.02
-
-    def __init__(self, options: Options, *, dim: int, head_dim: int, max_seq_len: int) -> None:
+    def __init__(
+        self,
+        options: declared.SinusoidalPosition.Options,
+        *,
+        dim: int,
+        head_dim: int,
+        max_seq_len: int,
+    ) -> None:
         super().__init__(dim=dim, head_dim=head_dim, max_seq_len=max_seq_len)
         self.base = options.base
         self.amplitude = options.amplitude
@@ -112,13 +100,7 @@ class SinusoidalPosition(PositionModule):
         return x + table.to(x.dtype)
 
 
-def rotary_dim(head_dim: int, fraction: float) -> int:
-    """Rotated channels per head, as GPT-NeoX's `rotary_pct`: int(head_dim * fraction)."""
-    return int(head_dim * fraction)
-
-
-@register("position", "rope", "rope-neox", "rope-gptj")
-class RotaryPosition(PositionModule):
+class RotaryPosition(declared.RotaryPosition, PositionModule):
     """Rotary position embedding (RoPE) on the first `rotary_dim` channels of each head.
 
     The styles share the angles theta_i = theta^(-2i/rotary_dim) and differ only in layout:
@@ -127,30 +109,12 @@ class RotaryPosition(PositionModule):
     rotation runs in float32 before casting back, so bf16 training keeps exact angles.
     """
 
-    alias_options: ClassVar[dict[str, dict[str, str]]] = {
-        "rope-neox": {"style": "neox"},
-        "rope-gptj": {"style": "gptj"},
-    }
-
-    @dataclass(frozen=True)
-    class Options:
-        style: Literal["neox", "gptj"] = "neox"
-        theta: Annotated[float, Gt(0)] = 10000.0
-        fraction: Annotated[float, Interval(gt=0, le=1)] = 1.0
-
-    def __init__(self, options: Options, *, dim: int, head_dim: int, max_seq_len: int) -> None:
+    def __init__(
+        self, options: declared.RotaryPosition.Options, *, dim: int, head_dim: int, max_seq_len: int
+    ) -> None:
         super().__init__(dim=dim, head_dim=head_dim, max_seq_len=max_seq_len)
         self.style, self.theta = options.style, options.theta
-        self.rotary_dim = rotary_dim(head_dim, options.fraction)
-
-    @classmethod
-    def check_dims(cls, options: Options, *, dim: int, head_dim: int, max_seq_len: int) -> None:
-        rotated = rotary_dim(head_dim, options.fraction)
-        if rotated < 2 or rotated % 2:
-            raise ValueError(
-                f"the rotary dimension int(head_dim {head_dim} * fraction {options.fraction}) = "
-                f"{rotated} must be even and at least 2"
-            )
+        self.rotary_dim = declared.rotary_dim(head_dim, options.fraction)
 
     def cos_sin(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sin [T, rotary_dim] in float32, laid out for this style."""

@@ -19,7 +19,8 @@ from transformers.models.gptj.modeling_gptj import (
 from transformers.models.gptj.modeling_gptj import create_sinusoidal_positions
 
 import registry
-from registry.mlp import swiglu_hidden
+from registry.declarations.mlp import swiglu_hidden
+from registry.kv_cache import KVCacheLayer, causal_mask
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py: tiny ops, one thread
 
@@ -298,7 +299,7 @@ def test_cached_attention_uses_bottom_right_mask(name, qk_norm):
     rotation = rope("gptj", 8).rotation
     x = torch.randn(2, 9, 32)
     full = module(x, rotation(torch.arange(9)))
-    cache = registry.KVCacheLayer()
+    cache = KVCacheLayer()
     parts = [module(x[:, :5], rotation(torch.arange(5)), cache)]
     parts.append(module(x[:, 5:8], rotation(torch.arange(5, 8)), cache))
     parts.append(module(x[:, 8:], rotation(torch.arange(8, 9)), cache))
@@ -310,8 +311,8 @@ def test_causal_mask_alignment():
     expected = torch.tensor(
         [[True, True, True, False, False], [True, True, True, True, False], [True] * 5]
     )
-    assert torch.equal(registry.causal_mask(3, 5), expected)
-    assert torch.equal(registry.causal_mask(4, 4), torch.ones(4, 4, dtype=torch.bool).tril())
+    assert torch.equal(causal_mask(3, 5), expected)
+    assert torch.equal(causal_mask(4, 4), torch.ones(4, 4, dtype=torch.bool).tril())
 
 
 def test_gqa_with_all_heads_equals_mha():

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from minimind.data import TrainBatches, bits_per_byte, fixed_val_batches
+from minimind.data import bits_per_byte
+from minimind.data.batches import TrainBatches, fixed_val_batches
 
 # Token i has id i, so every row of a batch names its own start: row == arange(s, s + T).
 TOKENS = np.arange(5_000, dtype=np.uint16)

@@ -17,10 +17,10 @@ from mlflow.tracking import MlflowClient
 
 from minimind import distributed
 from minimind.cli import main
-from minimind.data import TrainBatches
+from minimind.data.batches import TrainBatches
 from minimind.distributed import local_batch_size, torchrun_command
 from minimind.plan import plan_run
-from minimind.spec import SpecError
+from minimind.spec import SpecError, load_spec
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -45,17 +45,17 @@ def test_a_global_batch_that_does_not_split_is_a_spec_error(write_spec):
     assert local_batch_size(8, 4) == 2
     with pytest.raises(ValueError, match="does not split evenly over 3 ranks"):
         local_batch_size(4, 3)
-    path = write_spec()
-    assert plan_run(path, world_size=2).spec.train.batch_size == 4
+    spec = load_spec(write_spec())
+    assert plan_run(spec, world_size=2).spec.train.batch_size == 4
     with pytest.raises(SpecError) as err:
-        plan_run(path, world_size=3)
+        plan_run(spec, world_size=3)
     assert err.value.path == "train.batch_size"
 
 
 def test_parallel_is_ddp_or_fsdp(write_spec):
-    assert plan_run(write_spec(), ["train.parallel=fsdp"]).spec.train.parallel == "fsdp"
+    assert load_spec(write_spec(), ["train.parallel=fsdp"]).train.parallel == "fsdp"
     with pytest.raises(SpecError) as err:
-        plan_run(write_spec(), ["train.parallel=zero"])
+        load_spec(write_spec(), ["train.parallel=zero"])
     assert err.value.path == "train.parallel"
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from minimind.config import ModelConfig
-from minimind.data import document_ids
+from minimind.data.batches import document_ids
 from minimind.model import MiniMindLM
 from registry.attention import DocumentMask, document_attention
 

@@ -14,6 +14,7 @@ import registry.core
 from minimind import MiniMindLM, ModelConfig
 from minimind.optim import build_optimizer, describe_optimizer
 from minimind.plan import describe_plan, plan_run
+from minimind.spec import load_spec
 from minimind.spec.sections import OptimizerConfig, TrainConfig
 from registry.optimizer import NewtonSchulzMuon, zeropower_via_newtonschulz
 
@@ -201,7 +202,7 @@ def test_a_plugin_optimizer_is_built_like_any_other(monkeypatch):
 
 def test_the_dry_run_prints_muons_grouping(write_spec):
     path = write_spec(ablate={"train.optimizer.name": ["adamw", "muon"]})
-    text = describe_plan(plan_run(path))
+    text = describe_plan(plan_run(load_spec(path)))
     lines = text.splitlines()
     start = lines.index("name=muon: optimizer muon")
     assert lines[start + 1].startswith("  muon: ") and "layers.*.mlp.down_proj.weight" in text

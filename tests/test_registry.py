@@ -206,7 +206,7 @@ def test_load_plugins_reports_a_missing_module():
 
 
 def test_registry_never_imports_minimind():
-    for path in Path(registry.__file__).parent.glob("*.py"):
+    for path in Path(registry.__file__).parent.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 modules = [alias.name for alias in node.names]

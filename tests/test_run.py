@@ -201,34 +201,184 @@ def test_resume_without_an_earlier_run_starts_a_new_one(write_spec, mlflow_uri):
     assert parent.info.status == child.info.status == "FINISHED"
 
 
+READ_ONLY = object()
+"""In `BAD_INPUT`'s files: a directory this process cannot write in (root writes anywhere)."""
+AS_ROOT = pytest.mark.skipif(os.geteuid() == 0, reason="root writes in read-only directories")
+
+# (spec tree, override args, files to make first, start of the one-line error). Paths are
+# relative to the working directory, where the spec's default outputs (results/...) go; a file's
+# value is its text, or READ_ONLY for a directory without write permission.
 BAD_INPUT = [
-    ({"train": {"optimizer": {"lr": -1}}}, [], "train.optimizer.lr: must be > 0"),
-    ({"train": {"stpes": 5}}, [], "train.stpes: unknown key"),
-    ({"data": {"corpus": "no/such/corpus.txt"}}, [], "data.corpus: corpus file not found"),
-    ({"model": {"norm": "batchnorm"}}, [], "model.norm"),
-    ({"ablate": {"model.mlp": ["relu", "swishglu"]}}, [], "ablate.model.mlp[1]"),
-    ({}, ["-o", "train.steps=0"], "train.steps: must be > 0"),
-    ({}, ["-o", "train.batch_size=[1"], "train.batch_size: cannot parse override value"),
-    ({}, ["-o", "model.dimm=64"], "model.dimm"),
-    ({}, ["-o", "train.steps"], "an override must look like KEY=VALUE"),
+    ({"train": {"optimizer": {"lr": -1}}}, [], {}, "train.optimizer.lr: must be > 0"),
+    ({"train": {"stpes": 5}}, [], {}, "train.stpes: unknown key"),
+    ({"data": {"corpus": "no/such/corpus.txt"}}, [], {}, "data.corpus: corpus file not found"),
+    ({"model": {"norm": "batchnorm"}}, [], {}, "model.norm"),
+    ({"ablate": {"model.mlp": ["relu", "swishglu"]}}, [], {}, "ablate.model.mlp[1]"),
+    ({}, ["-o", "train.steps=0"], {}, "train.steps: must be > 0"),
+    ({}, ["-o", "train.batch_size=[1"], {}, "train.batch_size: cannot parse override value"),
+    ({}, ["-o", "model.dimm=64"], {}, "model.dimm"),
+    ({}, ["-o", "train.steps"], {}, "train.steps: an override must look like KEY=VALUE"),
+    (
+        {"data": {"tokenizer": {"path": "tok.json"}}},
+        [],
+        {"tok.json": '{"model": {"type": "nope"}}'},
+        "data.tokenizer.path: tok.json is not a tokenizer.json: ",
+    ),
+    (
+        {"tracking": {"uri": "foo://bar"}},
+        [],
+        {},
+        "tracking.uri: MLflow has no tracking store for 'foo://bar'; use a path or a ",
+    ),
+    ({}, [], {"results": ""}, "data.cache_dir: cannot create results/cache: results is not a dir"),
+    (
+        {"data": {"cache_dir": "cache"}},
+        [],
+        {"cache": ""},
+        "data.cache_dir: cache is not a directory",
+    ),
+    (
+        {"train": {"checkpoint_dir": "ckpt"}},
+        [],
+        {"ckpt": ""},
+        "train.checkpoint_dir: ckpt is not a directory",
+    ),
+    (
+        {"tracking": {"uri": "sqlite:///db/mlflow.db"}},
+        [],
+        {"db": ""},
+        "tracking.uri: the database db/mlflow.db: db is not a directory",
+    ),
+    (
+        {"tracking": {"uri": "sqlite:///mlflow.db"}},
+        [],
+        {"mlflow.db/runs": ""},
+        "tracking.uri: the database mlflow.db is a directory",
+    ),
+    pytest.param(
+        {},
+        [],
+        {"results": READ_ONLY},
+        "data.cache_dir: cannot create results/cache: results is not writable",
+        marks=AS_ROOT,
+    ),
+    pytest.param(
+        {"tracking": {"uri": "sqlite:///db/mlflow.db"}},
+        [],
+        {"db": READ_ONLY},
+        "tracking.uri: the database db/mlflow.db: db is not writable",
+        marks=AS_ROOT,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("tree", "args", "message"), BAD_INPUT)
-def test_bad_specs_and_overrides_exit_2_and_create_nothing(
-    tmp_path, monkeypatch, capsys, tree, args, message
+@pytest.mark.parametrize(("tree", "args", "files", "message"), BAD_INPUT)
+def test_bad_input_exits_2_naming_its_field_and_writes_nothing(
+    tmp_path, monkeypatch, capfd, tree, args, files, message
 ):
     spec_dir = tmp_path / "specs"
     spec_dir.mkdir()
     path = spec_dir / "bad.yaml"
     path.write_text(yaml.safe_dump({"name": "bad", **tree}))
     work = tmp_path / "work"
-    work.mkdir()
+    for name, text in files.items():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        if text is READ_ONLY:
+            (work / name).mkdir(mode=0o555)
+        else:
+            (work / name).write_text(text)
+    work.mkdir(exist_ok=True)
+    before = sorted(work.rglob("*"))
     monkeypatch.chdir(work)  # the spec's default paths (results/...) are relative to here
     assert main(["run", str(path), *args]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and message in err
-    assert list(work.iterdir()) == [] and list(spec_dir.iterdir()) == [path]
+    err = capfd.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"error: {message}"), err
+    assert sorted(work.rglob("*")) == before and list(spec_dir.iterdir()) == [path]
+
+
+NOTHING, DATASETS_CACHE, TOKEN_CACHE = "nothing", "datasets' cache", "a complete token cache"
+JSONL = '{"text": "one document"}\n'
+
+# (files to make, data section, start of the one-line error, what the run leaves; {dir} is the
+# files' directory, where the spec's relative corpus path points): corpora bad in their content.
+# Opening one writes nothing, but for json and parquet files the start of `datasets`' own copy
+# (its lock files, or the whole copy when the file parsed). What only tokenizing reveals leaves
+# the complete token cache (too short for train.seq_len: the corrected spec reuses it), never
+# pieces without a manifest.
+BAD_CORPORA = [
+    ({"c.txt": b""}, {}, "data.corpus: {dir}/c.txt is too small to hold out", NOTHING),
+    ({"c.jsonl": b""}, {}, "data.corpus: {dir}/c.jsonl is empty", NOTHING),
+    ({"c.txt": b"abc\xff\xfe" * 20}, {}, "data.corpus: {dir}/c.txt is not valid UTF-8", NOTHING),
+    (
+        {"c.txt.gz": b"not gzip" * 20},
+        {},
+        "data.corpus: cannot read {dir}/c.txt.gz: BadGzipFile",
+        NOTHING,
+    ),
+    (
+        {"c.jsonl": b"\xff\xfe" + JSONL.encode()},
+        {},
+        "data.corpus: cannot load {dir}/c.jsonl: ArrowInvalid: JSON parse error",
+        DATASETS_CACHE,
+    ),
+    (
+        {"c.jsonl": (JSONL + '{"body": "no text"}\n').encode()},
+        {},
+        "data.corpus: {dir}/c.jsonl: 1 document(s) lack 'text'",
+        DATASETS_CACHE,
+    ),
+    (
+        {"c.parquet": b"PAR1 not parquet"},
+        {},
+        "data.corpus: cannot load {dir}/c.parquet: ArrowInvalid",
+        DATASETS_CACHE,
+    ),
+    (
+        {"c.txt": b"To be, or not to be, that is the question. " * 5},
+        {},
+        "train.seq_len: must be <= the ",
+        TOKEN_CACHE,
+    ),
+    (
+        {"c.jsonl": JSONL.encode()},
+        {},
+        "data.corpus: {dir}/c.jsonl leaves no training documents",
+        TOKEN_CACHE,
+    ),
+    (
+        {"c.jsonl": (JSONL * 3).encode()},
+        {"val_seed": 1},  # the seed with which none of three documents is held out
+        "data.val_fraction: holds out no document of {dir}/c.jsonl: raise it",
+        TOKEN_CACHE,
+    ),
+]
+
+
+@pytest.mark.parametrize(("files", "data", "message", "leaves"), BAD_CORPORA)
+def test_a_bad_corpus_exits_2_naming_its_field(
+    tmp_path, monkeypatch, capfd, files, data, message, leaves
+):
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(yaml.safe_dump({"name": "bad", "data": {"corpus": next(iter(files)), **data}}))
+    before = set(tmp_path.rglob("*"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(spec)]) == 2
+    err = capfd.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: " + message.format(dir=tmp_path)), err
+    written = {p.relative_to(tmp_path) for p in set(tmp_path.rglob("*")) - before if p.is_file()}
+    cache = Path("results/cache")
+    if leaves == TOKEN_CACHE:  # after the progress lines of the work it did
+        entries = list((tmp_path / cache / "tokens").iterdir())
+        assert entries and all((entry / "manifest.json").is_file() for entry in entries)
+        assert all(cache in path.parents for path in written), written
+        return
+    assert len(err) == 1, err
+    if leaves == NOTHING:
+        assert not written, written
+    else:
+        assert all(cache / "datasets" in path.parents for path in written), written
 
 
 def test_a_missing_spec_file_exits_2(tmp_path, monkeypatch, capsys):
@@ -416,6 +566,31 @@ def test_help_does_not_import_torch():
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("train: {stpes: 5}", "error: train.stpes: unknown key"),
+        ("model: {mlp: {name: moe, top_k: 9}}", "error: model.mlp: mlp 'moe': top_k (9) must be"),
+    ],
+)
+def test_a_spec_error_exits_2_without_importing_torch(tmp_path, text, message):
+    # A bad spec is answered at once: validating one needs the registry's names and options,
+    # never torch, which alone takes seconds to import.
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(f"name: x\n{text}\n")
+    code = (
+        "import sys\n"
+        "from minimind.cli import main\n"
+        f"assert main(['run', {str(spec)!r}]) == 2\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith(message) and result.stderr.count("\n") == 1, result.stderr
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ import torch
 
 from minimind.model import MiniMindLM
 from minimind.spec import SpecError, expand, validate_spec
-from registry.mlp import swiglu_hidden
+from registry.declarations.mlp import swiglu_hidden
 
 
 def _spec(**match) -> dict:

@@ -22,7 +22,7 @@ from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH
 
 from minimind.cli import main as cli_main
 from minimind.tracking import RunHandle, Tracker, git_commit
-from minimind.tracking.backend import connect, sqlite_db_path
+from minimind.tracking.backend import connect, sqlite_db_path, store_problem
 
 
 @pytest.fixture
@@ -345,6 +345,39 @@ def test_sqlite_parent_directory_is_created(
     assert db.parent.is_dir()
     assert sqlite_db_path("sqlite:///results/mlflow.db") == Path("results/mlflow.db")
     assert sqlite_db_path("http://127.0.0.1:5000") is None
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "sqlite:///results/mlflow.db",  # a directory that is still to be made
+        "sqlite:///mlflow.db",
+        "results/mlruns",
+        "file:///tmp/mlruns",
+        "http://127.0.0.1:5000",
+        "https://mlflow.example.org",
+        "databricks",
+        "postgresql://mlflow:secret@db.example.org/mlflow",
+        "postgresql+psycopg2://mlflow@db.example.org/mlflow",
+        "mysql+pymysql://mlflow@db.example.org/mlflow",
+        "mssql://mlflow@db.example.org/mlflow",
+    ],
+)
+def test_every_store_mlflow_opens_is_accepted_without_connecting(
+    uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert store_problem(uri) is None
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("uri", ["foo://bar", "s3://bucket/mlruns", "sqlitex:///mlflow.db"])
+def test_a_uri_no_store_handles_is_named(uri: str) -> None:
+    # the schemes listed are MLflow's registry's, plugins' included
+    problem = store_problem(uri)
+    assert problem is not None and problem.endswith(" URI")
+    assert problem.startswith(f"MLflow has no tracking store for {uri!r}; use a path or a ")
+    assert all(scheme in problem for scheme in ("file", "http", "postgresql", "sqlite"))
 
 
 def test_git_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -244,7 +244,7 @@ def test_evaluation_follows_eval_every_not_log_every(make):
 
 def _batches_seen(make, monkeypatch, seed: int, **changes) -> tuple[list[torch.Tensor], Trainer]:
     """Train a run to the end and return every training batch it drew, in order."""
-    from minimind.data import TrainBatches
+    from minimind.data.batches import TrainBatches
 
     seen: list[torch.Tensor] = []
     draw = TrainBatches.__next__
@@ -282,7 +282,7 @@ def test_the_same_seed_gives_two_variants_the_same_batches(make, monkeypatch):
 def test_the_final_evaluation_scores_every_held_out_token(make):
     """val/loss at the end is the mean over every token of the split but its first, each scored
     once with its window's context: recomputed here token by token with log_softmax."""
-    from minimind.data import exact_val_windows
+    from minimind.data.batches import exact_val_windows
 
     trainer = make(train={"steps": 4, "eval_every": 4})
     sink = Recorder()

@@ -46,7 +46,8 @@ RSS_TARGET_BYTES = 2 << 30
 STARTUP_PROBE = """
 import json, sys, time
 start = time.perf_counter()
-from minimind.data import DataConfig, TrainBatches, prepare_data
+from minimind.data import DataConfig, prepare_data
+from minimind.data.batches import TrainBatches
 imported = time.perf_counter()
 data = prepare_data(DataConfig.model_validate_json(sys.argv[1]))
 batch, seq = int(sys.argv[2]), int(sys.argv[3])

@@ -22,7 +22,8 @@ from minimind.bench.results import Row, Target
 from minimind.bench.steps import Trainee
 from minimind.bench.timing import interleave, median, paired_ratio, time_call
 from minimind.config import ModelConfig
-from minimind.data import DataConfig, TrainBatches
+from minimind.data import DataConfig
+from minimind.data.batches import TrainBatches
 from minimind.data.sources import open_corpus, read_text_corpus, split_text
 from minimind.data.tokenizer import special_ids, train_bpe
 from minimind.data.tokens import ShardJob, TokenStream, shard_paths, token_dtype, tokenize_piece

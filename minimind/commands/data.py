@@ -31,10 +31,10 @@ def _prepare(args: argparse.Namespace) -> int:
     from minimind.data import DataError
     from minimind.plain_table import plain_table
     from minimind.plan import plan_run, prepare_all
-    from minimind.spec import SpecError
+    from minimind.spec import SpecError, load_spec
 
     try:
-        prepared = prepare_all(plan_run(args.spec, args.override))
+        prepared = prepare_all(plan_run(load_spec(args.spec, args.override)))
     except (DataError, SpecError) as err:
         return fail(str(err))
     headers = ["corpus", "manifest", "vocab", "train tokens", "val tokens", "val bytes", "shards"]

@@ -4,9 +4,13 @@ seed (in N processes with DDP, launched through torchrun)."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from minimind.commands.options import add_spec_arguments
 from minimind.exit_codes import fail
+
+if TYPE_CHECKING:
+    from minimind.spec import Spec
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -42,26 +46,33 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    # Imported here so that `minimind --help` and other commands stay quick.
-    from minimind import distributed
-    from minimind.runner import run_spec
+    from minimind.spec import SpecError, load_spec
 
     if args.nproc < 1:
         return fail(f"--nproc must be >= 1, got {args.nproc}")
+    try:
+        spec = load_spec(args.spec, args.override)
+    except SpecError as err:
+        return fail(str(err))
+    # Imported once the spec is valid: a bad spec is answered before torch is imported (seconds),
+    # and `minimind --help` and the other commands stay quick.
+    from minimind import distributed
+    from minimind.runner import run_spec
+
     if args.nproc > 1 and not args.dry_run and not distributed.launched_by_torchrun():
-        return _relaunch(args)
+        return _relaunch(args, spec)
     with distributed.process_group():
-        return run_spec(args.spec, args.override, dry_run=args.dry_run, resume=args.resume)
+        return run_spec(spec, dry_run=args.dry_run, resume=args.resume)
 
 
-def _relaunch(args: argparse.Namespace) -> int:
-    """Check the spec here (a bad one exits 2 before any process starts), then become torchrun."""
+def _relaunch(args: argparse.Namespace, spec: Spec) -> int:
+    """Check the plan here (a bad one exits 2 before any process starts), then become torchrun."""
     from minimind import distributed
     from minimind.plan import plan_run
     from minimind.spec import SpecError
 
     try:
-        plan_run(args.spec, args.override, world_size=args.nproc)
+        plan_run(spec, world_size=args.nproc)
     except SpecError as err:
         return fail(str(err))
     argv = ["run", args.spec, *(f"--override={o}" for o in args.override)]

@@ -7,7 +7,9 @@ Cache layout under `DataConfig.cache_dir`:
   datasets/                         `datasets`' Arrow copy of a local corpus
 Pieces are tokenized by `num_proc` processes (default: every core), each piece's shards written
 atomically and marked done by `<k>.json`; `manifest.json`, written last, marks a complete entry,
-and its hash (`PreparedData.manifest_hash`) is logged with every run trained on it.
+and its hash (`PreparedData.manifest_hash`) is logged with every run trained on it. A corpus that
+leaves a split without documents is refused after its manifest is written, fresh or cached alike:
+what a refused corpus leaves behind is a complete entry, never pieces without a manifest.
 """
 
 from __future__ import annotations
@@ -123,6 +125,7 @@ def _prepare(cfg: DataConfig, corpus: Corpus) -> PreparedData:
         _tokenize(cfg, corpus, tokenizer, ids.eos, directory)
     text = manifest_path.read_text()
     manifest = json.loads(text)
+    _check_documents(cfg, manifest)
     streams = {
         split: TokenStream(
             [directory / shard["file"] for shard in manifest["splits"][split]["shards"]],
@@ -227,12 +230,16 @@ def _tokenize(
             for split in SPLITS
         },
     }
+    atomic_write_text(directory / "manifest.json", json.dumps(manifest, indent=1))
+
+
+def _check_documents(cfg: DataConfig, manifest: dict) -> None:
+    """Both splits hold documents; raises `DataError`."""
     if manifest["splits"]["train"]["docs"] == 0:
         raise DataError(f"{cfg.corpus} leaves no training documents")
     if manifest["splits"]["val"]["docs"] == 0:
         field = "data.val_docs" if cfg.val_docs else "data.val_fraction"
         raise DataError(f"holds out no document of {cfg.corpus}: raise it", field)
-    atomic_write_text(directory / "manifest.json", json.dumps(manifest, indent=1))
 
 
 def _run(jobs: list[ShardJob], processes: int) -> Iterator[tuple[int, dict]]:

@@ -142,6 +142,7 @@ def document_hash(seed: int, salt: int, ids: np.ndarray) -> np.ndarray:
 
 
 def _stream_batches(stream: Any, text_field: str, name: str) -> Iterator[tuple[int, list]]:
+    _quiet_datasets()  # in a tokenization worker, which reads the stream
     position = 0
     try:
         for batch in stream.iter(batch_size=READ_BATCH):
@@ -186,17 +187,27 @@ def _pieces(source: Any, route: Route) -> list[Piece]:
     ]
 
 
-def _load(cfg: DataConfig) -> Any:
-    """The corpus's splits (a DatasetDict, or an IterableDatasetDict when streaming)."""
+def _quiet_datasets() -> Any:
+    """`datasets`, without progress bars or log lines: it logs a file it cannot read before it
+    raises, and the `DataError` made of that says it once, on one line."""
     import datasets
 
     datasets.disable_progress_bars()
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)
+    return datasets
+
+
+def _load(cfg: DataConfig) -> Any:
+    """The corpus's splits (a DatasetDict, or an IterableDatasetDict when streaming)."""
+    datasets = _quiet_datasets()
     if cfg.corpus.startswith(HUB_PREFIX):
         # A hub dataset goes to the user's Hugging Face cache, shared with their other projects.
         args: tuple = (cfg.corpus[len(HUB_PREFIX) :].strip(), cfg.config)
         kwargs: dict[str, Any] = {}
     else:
         builder, files = local_corpus_files(cfg.corpus)
+        if not any(f.stat().st_size for f in files):  # datasets fails on it with StopIteration
+            raise DataError(f"{cfg.corpus} is empty")
         path = Path(cfg.corpus).expanduser()
         # A directory may name its splits in file names (train-*.parquet, validation-*.parquet).
         where = (
@@ -262,7 +273,10 @@ def read_text_corpus(corpus: str) -> bytes:
     # Bytes, not read_text: universal newlines would turn \r\n into \n and change the byte count.
     raw = Path(corpus).expanduser().read_bytes()
     opener = {".gz": gzip.decompress, ".bz2": bz2.decompress, ".xz": lzma.decompress}
-    return opener.get(Path(corpus).suffix.lower(), lambda b: b)(raw)
+    try:
+        return opener.get(Path(corpus).suffix.lower(), lambda b: b)(raw)
+    except (OSError, EOFError, lzma.LZMAError) as e:  # not, or not wholly, what its suffix says
+        raise DataError(f"cannot read {corpus}: {_reason(e)}") from e
 
 
 def split_text(corpus: str, raw: bytes, val_fraction: float) -> tuple[str, str]:

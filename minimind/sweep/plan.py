@@ -11,7 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minimind.plan import Plan, plan_run
-from minimind.spec import BASE_VARIANT, Spec, SpecError, SweepConfig, Variant, spec_hash
+from minimind.spec import (
+    BASE_VARIANT,
+    Spec,
+    SpecError,
+    SweepConfig,
+    Variant,
+    load_spec,
+    spec_hash,
+)
 from minimind.sweep.algorithms import build_pruner, build_sampler
 from minimind.sweep.space import grid_size
 from minimind.sweep.storage import check_storage_url
@@ -71,7 +79,7 @@ def plan_sweep(
             extra.append(f"sweep.{key}={value}")
     if tracking_uri is not None:
         extra.append(f"tracking.uri={tracking_uri}")
-    run_plan = plan_run(path, [*overrides, *extra])
+    run_plan = plan_run(load_spec(path, [*overrides, *extra]))
     spec = run_plan.spec
     if spec.sweep is None:
         raise SpecError(

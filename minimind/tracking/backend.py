@@ -5,9 +5,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+# The stores MLflow can open here, by URI scheme: its own, and any a plugin registered through
+# the `mlflow.tracking_store` entry point. Private, but the one list MLflow itself consults.
+from mlflow.tracking._tracking_service.utils import _tracking_store_registry
+
 from minimind.file_lock import creation_lock
+from minimind.writable import unwritable_dir
 
 # The harness does its own retrying (RetryClock), bounded by the outage limit and followed by the
 # fallback file. MLflow's default HTTP policy (7 retries with exponential backoff, 120 s timeout)
@@ -22,6 +28,26 @@ def sqlite_db_path(uri: str) -> Path | None:
         return None
     path = uri[len("sqlite:///") :].split("?", 1)[0]
     return Path(path) if path and path != ":memory:" else None
+
+
+def store_problem(uri: str) -> str | None:
+    """Why MLflow cannot open a tracking store at `uri`, found without connecting or writing: a
+    scheme that no installed store handles, or a sqlite database that cannot be created or
+    written. None does not mean that a server answers (`TrackingUnreachable` says that)."""
+    try:
+        _tracking_store_registry.get_store_builder(uri)
+    except MlflowException:
+        schemes = sorted(scheme for scheme in _tracking_store_registry._registry if scheme)
+        return f"MLflow has no tracking store for {uri!r}; use a path or a {', '.join(schemes)} URI"
+    db = sqlite_db_path(uri)
+    if db is None:
+        return None
+    if db.is_dir():
+        return f"the database {db} is a directory"
+    if db.exists() and not os.access(db, os.W_OK):
+        return f"the database {db} is not writable"
+    problem = unwritable_dir(db.parent)
+    return None if problem is None else f"the database {db}: {problem}"
 
 
 def connect(uri: str) -> MlflowClient:

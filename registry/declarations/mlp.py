@@ -1,0 +1,59 @@
+"""mlp slot, dense kinds: `relu`, `relu2`, `gelu` and `swiglu` (implemented in `registry/mlp.py`).
+
+Every mlp takes `hidden`, its inner width; the defaults make the kinds comparable at equal size:
+4·dim for relu, relu2 and gelu, and 8/3·dim rounded up to a multiple of 64 for swiglu (three
+matrices instead of two).
+"""
+
+import math
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from annotated_types import Gt
+
+from registry.core import register
+
+Hidden = Annotated[int, Gt(0)] | None
+
+
+def swiglu_hidden(dim: int, multiple: int = 64) -> int:
+    """ceil(8/3·dim) rounded up to a multiple of `multiple`: 1408 for dim 512."""
+    return multiple * math.ceil(math.ceil(8 * dim / 3) / multiple)
+
+
+@register("mlp", "relu", implementation="registry.mlp:ReluMLP")
+class ReluMLP:
+    @dataclass(frozen=True)
+    class Options:
+        hidden: Hidden = None
+        bias: bool = False
+
+    @classmethod
+    def param_count(cls, options: Options, *, dim: int, dropout: float) -> int:
+        hidden = options.hidden or 4 * dim
+        return 2 * dim * hidden + ((hidden + dim) if options.bias else 0)
+
+
+@register("mlp", "gelu", implementation="registry.mlp:GeluMLP")
+class GeluMLP(ReluMLP):
+    @dataclass(frozen=True)
+    class Options(ReluMLP.Options):
+        approximate: Literal["none", "tanh"] = "none"
+
+
+@register("mlp", "relu2", implementation="registry.mlp:Relu2MLP")
+class Relu2MLP(ReluMLP):
+    pass
+
+
+@register("mlp", "swiglu", implementation="registry.mlp:SwiGLUMLP")
+class SwiGLUMLP:
+    @dataclass(frozen=True)
+    class Options:
+        hidden: Hidden = None
+        bias: bool = False
+
+    @classmethod
+    def param_count(cls, options: Options, *, dim: int, dropout: float) -> int:
+        hidden = options.hidden or swiglu_hidden(dim)
+        return 3 * dim * hidden + ((2 * hidden + dim) if options.bias else 0)
