@@ -16,6 +16,7 @@ from mlflow.entities import Metric
 from scipy import stats
 
 from minimind.cli import main
+from minimind.compare.stats import seeds_for_power
 from minimind.spec import SpecError, expand, flatten, load_spec
 from minimind.study.analysis import agreement, analyse
 from minimind.study.manifest import load_study
@@ -188,6 +189,10 @@ def test_findings_agree_disagree_or_are_too_weak_to_tell(results) -> None:
     _, (first, second) = results
     assert [f.agreement for f in first.findings] == ["agrees", "disagrees", "too weak to tell"]
     assert [f.agreement for f in second.findings] == ["agrees", "agrees"]
+    # Too weak to tell: the paired seeds that would detect a difference of the size observed.
+    d = FINAL["noisy"] - FINAL["base"]
+    needed = seeds_for_power(d.mean(), d.std(ddof=1), 0.05 / 3, paired=True)
+    assert [f.seeds_to_detect for f in first.findings] == [None, None, needed] and needed > 100
 
 
 def _row(delta: float, low: float, high: float) -> pd.Series:
@@ -221,6 +226,8 @@ def test_agreement_rules(expect: str, row: pd.Series, answer: str) -> None:
 
 
 def test_the_report_is_rendered_from_the_runs(store: str, tmp_path: Path) -> None:
+    d = FINAL["noisy"] - FINAL["base"]
+    needed = seeds_for_power(d.mean(), d.std(ddof=1), 0.05 / 3, paired=True)
     manifest = _write(tmp_path, MANIFEST)
     folder = tmp_path / "report"
     code = main(["study", str(manifest), "--tracking-uri", store, "--report-dir", str(folder)])
@@ -231,7 +238,10 @@ def test_the_report_is_rendered_from_the_runs(store: str, tmp_path: Path) -> Non
     report = (folder / "report.md").read_text()
     for text in ("## First axis", "**Expected**: good better", "Somebody 2020", "**disagrees**"):
         assert text in report
-    assert "too weak to tell (MDE" in report and "**Discussion**: Written after the runs." in report
+    assert (
+        f"too weak to tell (MDE 0.21; {needed} seeds to detect a Δ this size)" in report
+        and "**Discussion**: Written after the runs." in report
+    )
     assert "| 320 | 3.2e+05 |" in report  # tokens and FLOPs per run: 10 x 4 x 8, x 1000
     assert "git commit of the runs" in report and "minimind run a.yaml" in report
     findings = pd.read_csv(folder / "findings.csv")

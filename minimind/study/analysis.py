@@ -13,9 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import pandas as pd
 
 from minimind.compare import CompareError, Comparison, RunSet, compare, load_runs
+from minimind.compare.stats import Sample, paired_differences, seeds_for_power
 from minimind.record import is_maximized
 from minimind.study.manifest import Arm, ArmComparison, Axis, Expectation, Study
 
@@ -37,6 +39,9 @@ class Finding:
     against: str
     row: pd.Series
     agreement: Agreement
+    seeds_to_detect: int | None = None
+    """When too weak to tell: the paired seeds that detect a difference the size of the one
+    observed with 80% power at the family's corrected alpha, from this pair's own noise."""
 
 
 @dataclass(frozen=True)
@@ -123,19 +128,36 @@ def analyse_axis(study: Study, axis: Axis, runsets: Mapping[str, RunSet]) -> Axi
     )
     rows = comparison.table.set_index("variant")
     maximize = is_maximized(study.metric)
-    findings = [
-        Finding(
-            c,
-            label[c.arm],
-            label[c.against],
-            rows.loc[label[c.arm]],
-            agreement(
-                c.expect, rows.loc[label[c.arm]], study.metric, study.equivalence_margin, maximize
-            ),
+    findings = []
+    for c in axis.comparisons:
+        row = rows.loc[label[c.arm]]
+        verdict = agreement(c.expect, row, study.metric, study.equivalence_margin, maximize)
+        needed = (
+            seeds_to_detect(comparison, label[c.arm], label[c.against])
+            if verdict == "too weak to tell"
+            else None
         )
-        for c in axis.comparisons
-    ]
+        findings.append(Finding(c, label[c.arm], label[c.against], row, verdict, needed))
     return AxisResult(axis, comparison, findings)
+
+
+def seeds_to_detect(comparison: Comparison, arm: str, against: str) -> int | None:
+    """Paired seeds per arm that detect the observed difference of `arm` from `against` with
+    80% power at the family's corrected alpha, from the sd of their per-seed differences; None
+    without a paired design or a spread."""
+    finished = comparison.runs[~comparison.runs["run_id"].isin(comparison.problems["run_id"])]
+    side = {
+        g: Sample.of(runs[comparison.metric], runs["seed"])
+        for g, runs in finished.groupby("group")
+        if g in (arm, against)
+    }
+    if len(side) < 2:
+        return None
+    d = paired_differences(side[arm], side[against])
+    if len(d) < 2 or not np.std(d, ddof=1) > 0 or not abs(d.mean()) > 0:
+        return None
+    alpha = 1.0 - comparison.level
+    return seeds_for_power(float(d.mean()), float(np.std(d, ddof=1)), alpha, paired=True)
 
 
 def analyse(study: Study, tracking_uri: str) -> list[AxisResult]:

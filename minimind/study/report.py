@@ -74,7 +74,10 @@ def _agreement_text(finding: Finding, metric: str) -> str:
     if finding.agreement != "too weak to tell":
         return finding.agreement
     mde = finding.row.get(f"{metric}_mde", np.nan)
-    return finding.agreement if pd.isna(mde) else f"too weak to tell (MDE {mde:.2g})"
+    parts = [] if pd.isna(mde) else [f"MDE {mde:.2g}"]
+    if finding.seeds_to_detect is not None:
+        parts.append(f"{finding.seeds_to_detect} seeds to detect a Δ this size")
+    return f"too weak to tell ({'; '.join(parts)})" if parts else finding.agreement
 
 
 def observed(finding: Finding, metric: str) -> str:
@@ -409,6 +412,7 @@ def findings_csv(study: Study, results: list[AxisResult]) -> str:
             "against": f.against,
             "expect": f.comparison.expect,
             "agreement": f.agreement,
+            "seeds_to_detect": f.seeds_to_detect,
             **{
                 key: f.row.get(key, np.nan)
                 for key in (
