@@ -123,7 +123,7 @@ class Trainer:
         self.data = data
         self.seed = seed
         self.device = device
-        self.amp_dtype = autocast_dtype(cfg.precision, self.device)
+        self.amp_dtype = autocast_dtype(cfg.precision, self.device, model_cfg.dim)
         seed_everything(seed)
         # The run's peak-memory window opens before its model exists and once per run: a reset
         # hands the heap back to the kernel (`minimind.allocator`), which the next step would
@@ -331,7 +331,7 @@ class Trainer:
         metrics["sys/peak_mem_mb"] = peak_memory_mb(self.device)
         if not math.isnan(tokens_per_s):  # NaN while only warm-up steps were timed
             if self._peak_flops is None:
-                self._peak_flops = device_peak_flops(self.device, self.amp_dtype or torch.float32)
+                self._peak_flops = device_peak_flops(self.device)
             metrics["perf/tokens_per_s"] = tokens_per_s
             metrics["perf/step_ms"] = step_ms
             per_device = tokens_per_s / distributed.world_size()
