@@ -25,7 +25,7 @@ import torch
 
 from minimind.allocator import release_freed_memory
 from minimind.atomic_file import atomic_write_text
-from minimind.device import synchronize
+from minimind.device import cpu_has_native_bf16, synchronize
 
 
 class ThroughputMeter:
@@ -211,17 +211,14 @@ def known_gpu_peak_flops(device_name: str) -> float | None:
     return None
 
 
-PEAK_DTYPES = (torch.float32, torch.bfloat16)
-"""The matmul precisions whose measured peaks `device_peak_flops` takes the best of."""
-
-
 def device_peak_flops(device: torch.device | str, benchmark_s: float = 0.5) -> float:
     """The one peak dense FLOP/s that MFU divides by on `device`, whatever a run's precision, so
     that MFU compares across precisions (see 'Measurement rules' in docs/architecture.md).
 
     Known GPUs: the datasheet bf16 peak. Anything else (the CPU, unknown GPUs, MPS): the fastest
-    of the measured matmul peaks in fp32 and bf16 (`measured_matmul_peak`). A peak per precision
-    would credit an fp32 run with a high MFU for leaving bf16's faster matmuls unused.
+    of the measured matmul peaks in fp32 and bf16 (`measured_matmul_peak`; on a CPU, bf16 only
+    where it is native: emulated, it is slower than fp32 and only slow to time). A peak per
+    precision would credit an fp32 run with a high MFU for leaving bf16's faster matmuls unused.
     """
     device = torch.device(device)
     if device.type == "cuda":
@@ -229,7 +226,8 @@ def device_peak_flops(device: torch.device | str, benchmark_s: float = 0.5) -> f
         if known is not None:
             return known
     peaks = []
-    for dtype in PEAK_DTYPES:
+    native_bf16 = device.type != "cpu" or cpu_has_native_bf16()
+    for dtype in (torch.float32, torch.bfloat16) if native_bf16 else (torch.float32,):
         try:
             peaks.append(measured_matmul_peak(device, dtype, benchmark_s))
         except (RuntimeError, TypeError):  # a device without matmuls in this dtype (older MPS)

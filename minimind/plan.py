@@ -103,8 +103,16 @@ def describe_plan(plan: Plan) -> str:
     """The `--dry-run` table: variants with parameter and FLOP counts, tokens per run and the
     precision each trains in on this machine."""
     spec = plan.spec
-    headers = ["variant", "params", "active", "FLOPs/token", "steps", "warmup", "tokens/run"]
-    headers += ["precision"]
+    headers = [
+        "variant",
+        "params",
+        "active",
+        "FLOPs/token",
+        "steps",
+        "warmup",
+        "tokens/run",
+        "precision",
+    ]
     rows = []
     for variant in plan.variants:
         cfg, train = variant.spec.model_config_obj(), variant.spec.train

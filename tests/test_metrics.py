@@ -144,17 +144,32 @@ def test_cpu_peak_flops_are_measured_once_per_dtype_and_cached(
     assert len(cache) == 2 and all(threads in key for key in cache)
 
 
-@pytest.mark.parametrize(("fp32", "bf16"), [(1e11, 4e11), (2e11, 5e10)])
-def test_the_device_peak_is_the_best_matmul_peak_of_any_precision(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fp32: float, bf16: float
+@pytest.mark.parametrize(
+    ("native", "fp32", "bf16", "peak"),
+    [(True, 1e11, 4e11, 4e11), (True, 2e11, 5e10, 2e11), (False, 1e11, 4e11, 1e11)],
+)
+def test_the_device_peak_is_the_best_matmul_peak_of_any_native_precision(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    native: bool,
+    fp32: float,
+    bf16: float,
+    peak: float,
 ) -> None:
-    """One peak per device, so that MFU compares across precisions: a CPU with native bf16 is
-    measured at its bf16 peak, one without at its fp32 peak."""
+    """One peak per device, so that MFU compares across precisions: the best of the fp32 and
+    bf16 matmul peaks; a CPU without native bf16 is not timed in bf16 at all."""
     monkeypatch.setenv("MINIMIND_CACHE_DIR", str(tmp_path))
-    peaks = {torch.float32: fp32, torch.bfloat16: bf16}
-    monkeypatch.setattr(metrics, "measure_matmul_flops", lambda device, dtype, s: peaks[dtype])
+    monkeypatch.setattr(metrics, "cpu_has_native_bf16", lambda: native)
+    measured = {torch.float32: fp32, torch.bfloat16: bf16}
+    timed: list[torch.dtype] = []
+    monkeypatch.setattr(
+        metrics,
+        "measure_matmul_flops",
+        lambda device, dtype, s: timed.append(dtype) or measured[dtype],
+    )
     monkeypatch.setattr(metrics, "_MEASURED_THIS_PROCESS", {})
-    assert device_peak_flops("cpu") == max(fp32, bf16)
+    assert device_peak_flops("cpu") == peak
+    assert timed == ([torch.float32, torch.bfloat16] if native else [torch.float32])
 
 
 def test_a_busy_measurement_never_lowers_the_cached_peak(

@@ -242,6 +242,7 @@ def test_mfu_of_every_precision_divides_by_the_devices_one_peak(
     """fp32 and bf16 runs of the same work report the same MFU per token/s: the peak is the
     best matmul of any precision, not one in the run's own (which credited fp32 runs ~3x)."""
     monkeypatch.setenv("MINIMIND_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(metrics, "cpu_has_native_bf16", lambda: True)
     peaks = {torch.float32: 1e11, torch.bfloat16: 4e11}
     monkeypatch.setattr(metrics, "measure_matmul_flops", lambda device, dtype, s: peaks[dtype])
     monkeypatch.setattr(metrics, "_MEASURED_THIS_PROCESS", {})
