@@ -1,7 +1,7 @@
 """The device a run trains on, and what follows from it: autocast, synchronisation, pinned batches.
 
     device = resolve_device(spec.train.device)            # once per run, then passed down
-    dtype = autocast_dtype(spec.train.precision, device)
+    dtype = autocast_dtype(spec.train.precision, device, model_cfg.dim)
     with autocast(device, dtype):
         loss = model(x, labels=x).loss
 
@@ -49,10 +49,23 @@ def cpu_has_native_bf16() -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype of `train.precision` on `device`, or None for plain fp32.
+CPU_BF16_MIN_DIM = 128
+"""The model width from which bf16 autocast trains faster than fp32 on a CPU with native bf16.
 
-    `auto` means bf16 on CUDA and on CPUs with native bf16, fp32 elsewhere; `fp32` is there for
+Measured side by side on a 2-vCPU AMD EPYC (Zen 5, AVX512-BF16) with
+`results/probes/bf16_crossover.py` (results/benchmarks.md, 'bf16 autocast on the CPU'): bf16 over
+fp32 tokens/s was 0.74 to 1.00x at width 32, 0.86 to 1.28x at 64 (depending on the batch), and
+1.06 to 1.60x at 128. Narrower models spend their step in casts and elementwise work that
+autocast makes slower, not in the matmuls it speeds up; at 64 fp32 is the safe side, and exact.
+"""
+
+
+def autocast_dtype(precision: str, device: torch.device, model_dim: int) -> torch.dtype | None:
+    """The autocast dtype of `train.precision` on `device` for a model `model_dim` wide, or None
+    for plain fp32.
+
+    `auto` means bf16 on CUDA, and on CPUs with native bf16 for models at least
+    `CPU_BF16_MIN_DIM` wide (below it fp32 is faster); fp32 elsewhere. `fp32` is there for
     bit-exact comparisons across machines.
     """
     if precision == "bf16":
@@ -61,7 +74,7 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
         return None
     if device.type == "cuda" and torch.cuda.is_bf16_supported():
         return torch.bfloat16
-    if device.type == "cpu" and cpu_has_native_bf16():
+    if device.type == "cpu" and model_dim >= CPU_BF16_MIN_DIM and cpu_has_native_bf16():
         return torch.bfloat16
     return None
 

@@ -29,6 +29,7 @@ How the work is split, and why:
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -82,6 +83,12 @@ def is_main_process() -> bool:
     return rank() == 0
 
 
+def main_print(*values: object) -> None:
+    """`print` on rank 0 only: every rank walks the same runs, and one line of each is enough."""
+    if is_main_process():
+        print(*values)
+
+
 @contextlib.contextmanager
 def main_process_first() -> Iterator[None]:
     """Rank 0 runs the body before the others (e.g. to fill a cache they then read). If rank 0's
@@ -130,11 +137,20 @@ def wrap_model(
         fully_shard(model)  # embeddings, final norm, head (tied weights stay one parameter)
         return model
     device_ids = [device.index or torch.cuda.current_device()] if device.type == "cuda" else None
-    # No buffer broadcast: the model's buffers are derived tables (RoPE), equal on every rank,
-    # and a broadcast in each forward would make evaluation's uneven shares a collective.
     return DistributedDataParallel(
-        model, device_ids=device_ids, find_unused_parameters=sparse, broadcast_buffers=False
+        model, device_ids=device_ids, find_unused_parameters=sparse, **NO_FORWARD_BUFFER_SYNC
     )
+
+
+# No buffer broadcast in each forward: the model's buffers are derived tables (RoPE), equal on
+# every rank, and a broadcast per forward would make evaluation's uneven shares a collective.
+# torch 2.13 renamed the option (its old name warns; the new one still syncs once, at
+# construction, which equal buffers do not mind); older torch knows only the old name.
+NO_FORWARD_BUFFER_SYNC = (
+    {"forward_sync_buffers": False}
+    if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
+    else {"broadcast_buffers": False}
+)
 
 
 def gradient_sync(module: torch.nn.Module, sync: bool) -> contextlib.AbstractContextManager:
@@ -283,5 +299,7 @@ def relaunch(nproc: int, minimind_args: Sequence[str]) -> NoReturn:
     replaced, so signals (Ctrl-C, SIGTERM) reach torchrun, which passes them to the ranks."""
     sys.stdout.flush()
     sys.stderr.flush()
+    # torchrun sets 1 itself when it is unset, with a banner saying so; the same, without it.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     command = torchrun_command(nproc, minimind_args)
     os.execv(command[0], command)

@@ -2,8 +2,9 @@
 
 The rules (docs/architecture.md, 'Measurement rules'): throughput counts optimizer steps only (no warm-up, no evaluation) and
 synchronizes the device before reading the clock; peak memory is `max_memory_allocated` on CUDA
-and the process's peak RSS on the CPU; MFU divides by the dense bf16 peak of a known GPU, or by a
-measured matmul peak (cached per machine) elsewhere.
+and the process's peak RSS on the CPU; MFU divides by one peak per device, whatever the run's
+precision: the dense bf16 peak of a known GPU, or elsewhere the best of the fp32 and bf16 matmul
+peaks measured on this machine (cached).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import torch
 
 from minimind.allocator import release_freed_memory
 from minimind.atomic_file import atomic_write_text
-from minimind.device import synchronize
+from minimind.device import cpu_has_native_bf16, synchronize
 
 
 class ThroughputMeter:
@@ -210,26 +211,43 @@ def known_gpu_peak_flops(device_name: str) -> float | None:
     return None
 
 
-def device_peak_flops(
-    device: torch.device | str,
-    dtype: torch.dtype = torch.bfloat16,
-    benchmark_s: float = 0.5,
-) -> float:
-    """Peak dense FLOP/s that MFU divides by.
+def device_peak_flops(device: torch.device | str, benchmark_s: float = 0.5) -> float:
+    """The one peak dense FLOP/s that MFU divides by on `device`, whatever a run's precision, so
+    that MFU compares across precisions (see 'Measurement rules' in docs/architecture.md).
 
-    Known GPUs: the datasheet bf16 peak, whatever `dtype` (see 'Measurement rules' in docs/architecture.md). Anything else
-    (the CPU, unknown GPUs, MPS): the best of repeated square matmuls in `dtype` for about
-    `benchmark_s` seconds, cached in `$MINIMIND_CACHE_DIR` (default `~/.cache/minimind`) under
-    `peak_flops.json`, keyed by processor, thread count and dtype. A measurement taken while
-    other jobs share the machine comes out low, so each process measures once and the cache keeps
-    the highest figure seen: a busy moment never lowers the peak (which would inflate MFU).
+    Known GPUs: the datasheet bf16 peak. Anything else (the CPU, unknown GPUs, MPS): the fastest
+    of the measured matmul peaks in fp32 and bf16 (`measured_matmul_peak`; on a CPU, bf16 only
+    where it is native: emulated, it is slower than fp32 and only slow to time). A peak per
+    precision would credit an fp32 run with a high MFU for leaving bf16's faster matmuls unused.
     """
     device = torch.device(device)
     if device.type == "cuda":
-        name = torch.cuda.get_device_name(device)
-        known = known_gpu_peak_flops(name)
+        known = known_gpu_peak_flops(torch.cuda.get_device_name(device))
         if known is not None:
             return known
+    peaks = []
+    native_bf16 = device.type != "cpu" or cpu_has_native_bf16()
+    for dtype in (torch.float32, torch.bfloat16) if native_bf16 else (torch.float32,):
+        try:
+            peaks.append(measured_matmul_peak(device, dtype, benchmark_s))
+        except (RuntimeError, TypeError):  # a device without matmuls in this dtype (older MPS)
+            continue
+    return max(peaks)
+
+
+def measured_matmul_peak(
+    device: torch.device, dtype: torch.dtype, benchmark_s: float = 0.5
+) -> float:
+    """The best FLOP/s of repeated square matmuls in `dtype` on `device` for about `benchmark_s`
+    seconds, cached in `$MINIMIND_CACHE_DIR` (default `~/.cache/minimind`) under
+    `peak_flops.json`, keyed by device, processor, thread count and dtype.
+
+    A measurement taken while other jobs share the machine comes out low, so each process measures
+    once and the cache keeps the highest figure seen: a busy moment never lowers the peak (which
+    would inflate MFU).
+    """
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
     else:
         name = _cpu_model() if device.type == "cpu" else device.type
     key = f"{device.type}|{name}|threads={torch.get_num_threads()}|{dtype}"

@@ -28,10 +28,16 @@ import torch
 from minimind import distributed
 from minimind.data import DataConfig, PreparedData, prepare_data
 from minimind.data.tokenizer import load_tokenizer
-from minimind.device import TRAINING_BYTES_PER_PARAM, device_memory_bytes, resolve_device
+from minimind.device import (
+    TRAINING_BYTES_PER_PARAM,
+    autocast_dtype,
+    device_memory_bytes,
+    resolve_device,
+)
 from minimind.model import MiniMindLM
 from minimind.optim import describe_optimizer
 from minimind.plain_table import plain_table
+from minimind.record import PRECISION_TAG, device_tags
 from minimind.spec import Spec, SpecError, Variant, expand, spec_hash
 from minimind.tracking.backend import store_problem
 from minimind.writable import unwritable_dir
@@ -129,13 +135,25 @@ def prepare_all(plan: Plan) -> dict[str, PreparedData]:
 
 
 def describe_plan(plan: Plan) -> str:
-    """The `--dry-run` table: variants with parameter and FLOP counts and tokens per run."""
+    """The `--dry-run` table: variants with parameter and FLOP counts, tokens per run and the
+    precision each trains in on this machine."""
     spec = plan.spec
-    headers = ["variant", "params", "active", "FLOPs/token", "steps", "warmup", "tokens/run"]
+    headers = [
+        "variant",
+        "params",
+        "active",
+        "FLOPs/token",
+        "steps",
+        "warmup",
+        "tokens/run",
+        "precision",
+    ]
     rows = []
     for variant in plan.variants:
         cfg, train = variant.spec.model_config_obj(), variant.spec.train
         steps = train.planned_steps
+        device = resolve_device(train.device)
+        tags = device_tags(device, autocast_dtype(train.precision, device, cfg.dim))
         budget = [] if train.time_limit is None else [f"<= {train.time_limit:g} s"]
         rows.append(
             [
@@ -147,6 +165,8 @@ def describe_plan(plan: Plan) -> str:
                 # A warm-up the spec did not set is derived from the steps: show which.
                 f"{train.warmup_steps}" + ("" if train.schedule.warmup is not None else " (auto)"),
                 f"{steps * train.tokens_per_step:,}" if steps else "-",
+                # `auto` is resolved for this machine and model: show what it became.
+                tags[PRECISION_TAG] + (" (auto)" if train.precision == "auto" else ""),
             ]
         )
     summary = (

@@ -84,16 +84,16 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
                 name = child_run_name(variant.name, seed)
                 child = earlier.get(name)
                 if child is not None and child.info.status == "FINISHED":
-                    print(f"{name}: already FINISHED, skipped")
+                    distributed.main_print(f"{name}: already FINISHED, skipped")
                     continue
                 try:
                     outcome = run_child(tracker, parent, plan, variant, seed, data, child)
                 except Exception:
                     traceback.print_exc()
                     failed.append(name)
-                    print(f"{name}: FAILED (exception above)")
+                    distributed.main_print(f"{name}: FAILED (exception above)")
                     continue
-                print(_one_line(name, outcome))
+                distributed.main_print(_one_line(name, outcome))
                 if outcome.status != "FINISHED":
                     failed.append(name)
         if failed:
@@ -127,7 +127,9 @@ def _open_parent(tracker: Tracker, plan: Plan, resume: bool) -> tuple[RunHandle,
     """The parent run (new, or reopened with `resume`) and its earlier children by name."""
     spec = plan.spec
     for parent_id in tracker.close_dead_parents(parent_tags(plan.plan_hash)):
-        print(f"closed parent run {parent_id} of a dead earlier invocation as KILLED")
+        distributed.main_print(
+            f"closed parent run {parent_id} of a dead earlier invocation as KILLED"
+        )
     if resume:
         found = tracker.find_parent(parent_tags(plan.plan_hash))
         if found is not None:
@@ -138,11 +140,15 @@ def _open_parent(tracker: Tracker, plan: Plan, resume: bool) -> tuple[RunHandle,
             children: dict[str, Run] = {}
             for run in tracker.children(parent_id):  # newest first
                 children.setdefault(run.info.run_name, run)
-            print(f"resuming parent run {parent_id} ({len(children)} earlier child runs)")
+            distributed.main_print(
+                f"resuming parent run {parent_id} ({len(children)} earlier child runs)"
+            )
             parent = tracker.resume_run(parent_id)
             parent.set_tags(process_tags())  # the process that owns it now
             return parent, children
-        print(f"no earlier run of spec {spec.name} ({plan.plan_hash}) to resume; starting anew")
+        distributed.main_print(
+            f"no earlier run of spec {spec.name} ({plan.plan_hash}) to resume; starting anew"
+        )
     parent = tracker.start_parent(spec.name, {**parent_tags(plan.plan_hash), **process_tags()})
     parent.log_params(flatten(spec))
     parent.log_text(dump_spec(spec), "spec.yaml")
@@ -166,7 +172,7 @@ def run_child(
         spec.train.checkpoint_dir, plan.spec.tracking.experiment, plan.plan_hash, variant.name, seed
     )
     device = resolve_device(spec.train.device)
-    amp_dtype = autocast_dtype(spec.train.precision, device)
+    amp_dtype = autocast_dtype(spec.train.precision, device, model_cfg.dim)
     if earlier is None:
         manifest = data[data_key(spec.data)].manifest_hash
         tags = child_tags(
@@ -185,8 +191,8 @@ def run_child(
         # A checkpoint of another invocation of the same spec is not this run's.
         if state is not None and state["run_ids"].get("child") == handle.run_id:
             trainer.load_state_dict(state)
-        if earlier is not None and distributed.is_main_process():
-            print(
+        if earlier is not None:
+            distributed.main_print(
                 f"{name}: resumed at step {trainer.step} from {path}"
                 if trainer.step
                 else f"{name}: no checkpoint of this run at {path}; restarting at step 0"

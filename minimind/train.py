@@ -7,8 +7,9 @@
 
 The hot path (`_train_step`) queues device work and never reads a value back: losses are summed
 into device tensors and read with one `.tolist()` per `log_every` steps, which is also where a
-non-finite loss is noticed. Logging, evaluation, checkpoints and the progress bar happen between
-steps, so `ThroughputMeter` leaves them out of `perf/*` and `time/elapsed_s`.
+non-finite loss is noticed. Logging, evaluation, checkpoints and the progress display
+(`minimind.progress`) happen between steps, so `ThroughputMeter` leaves them out of `perf/*` and
+`time/elapsed_s`.
 
 Determinism: the same config and seed give the same weights and losses on the CPU. The seed fixes
 the initialisation (global RNGs) and the batch stream (`TrainBatches` draws batch i from
@@ -17,12 +18,9 @@ the initialisation (global RNGs) and the batch stream (`TrainBatches` draws batc
 
 from __future__ import annotations
 
-import contextlib
 import math
-import multiprocessing
 import random
-import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -30,8 +28,6 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 import torch
 import torch.nn.functional as F
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from minimind import distributed
 from minimind.checkpoint import capture_rng_state, restore_rng_state, save_checkpoint
@@ -55,6 +51,7 @@ from minimind.metrics import (
 )
 from minimind.model import MiniMindLM
 from minimind.optim import build_optimizer, build_schedule
+from minimind.progress import TrainingProgress, training_progress
 
 if TYPE_CHECKING:
     from minimind.spec.sections import TrainConfig
@@ -125,7 +122,7 @@ class Trainer:
         self.data = data
         self.seed = seed
         self.device = device
-        self.amp_dtype = autocast_dtype(cfg.precision, self.device)
+        self.amp_dtype = autocast_dtype(cfg.precision, self.device, model_cfg.dim)
         seed_everything(seed)
         # The run's peak-memory window opens before its model exists and once per run: a reset
         # hands the heap back to the kernel (`minimind.allocator`), which the next step would
@@ -192,7 +189,7 @@ class Trainer:
         """Train until the budget is spent or the loss turns non-finite (status FAILED)."""
         cfg = self.cfg
         self.model.train()
-        with _progress_bar(label, self.max_steps, self.step) as show:
+        with training_progress(label, self.max_steps, self.step) as progress:
             done = self._budget_spent(self._training_clock())
             while not done:
                 log_now = (self.step + 1) % cfg.log_every == 0 or self.step + 1 == self.max_steps
@@ -204,9 +201,9 @@ class Trainer:
                 if self.max_steps is None:
                     self._estimate_horizon(elapsed)
                 done = self._budget_spent(elapsed)
-                show(completed=self.step)
+                progress.advance(self.step)
                 evaluate = self.step % cfg.eval_every == 0 or done
-                failure = self._report(sink, show, log_now or done, evaluate, final=done)
+                failure = self._report(sink, progress, log_now or done, evaluate, final=done)
                 if failure is not None:
                     return self._outcome("FAILED", failure)
                 every = cfg.checkpoint_every  # None: no checkpoints at all, not even the last
@@ -284,7 +281,7 @@ class Trainer:
     def _report(
         self,
         sink: MetricSink,
-        show: Callable[..., None],
+        progress: TrainingProgress,
         train: bool,
         evaluate: bool,
         final: bool = False,
@@ -293,7 +290,7 @@ class Trainer:
         evaluation too when `final`); the failure reason if a loss is not finite (nothing is
         logged then)."""
         metrics: dict[str, float] = {}
-        failure = self._train_metrics(metrics, show) if train else None
+        failure = self._train_metrics(metrics, progress) if train else None
         if failure is None and evaluate:
             failure = self._val_metrics(metrics, exact=final)
         if failure is None and metrics:
@@ -302,7 +299,7 @@ class Trainer:
             sink.log_metrics(metrics, self.step)
         return failure
 
-    def _train_metrics(self, metrics: dict[str, float], show: Callable[..., None]) -> str | None:
+    def _train_metrics(self, metrics: dict[str, float], progress: TrainingProgress) -> str | None:
         """Add the window since the last call to `metrics`; the failure reason if its loss is
         not finite."""
         n = self._window_steps * self.cfg.grad_accum
@@ -333,7 +330,7 @@ class Trainer:
         metrics["sys/peak_mem_mb"] = peak_memory_mb(self.device)
         if not math.isnan(tokens_per_s):  # NaN while only warm-up steps were timed
             if self._peak_flops is None:
-                self._peak_flops = device_peak_flops(self.device, self.amp_dtype or torch.float32)
+                self._peak_flops = device_peak_flops(self.device)
             metrics["perf/tokens_per_s"] = tokens_per_s
             metrics["perf/step_ms"] = step_ms
             per_device = tokens_per_s / distributed.world_size()
@@ -342,10 +339,7 @@ class Trainer:
         if load is not None:
             metrics["moe/load_cv"] = load_cv(load)
         self.history["train/loss"].append((self.step, loss))
-        show(
-            loss=f"{loss:.3f}",
-            tok_s=f"{tokens_per_s:,.0f}" if tokens_per_s == tokens_per_s else "-",
-        )
+        progress.log(self.step, loss, self._lr, tokens_per_s)
         return None
 
     def _val_metrics(self, metrics: dict[str, float], exact: bool) -> str | None:
@@ -496,26 +490,3 @@ class Trainer:
         self.history = {
             k: [(int(s), float(v)) for s, v in pts] for k, pts in state["history"].items()
         }
-
-
-@contextlib.contextmanager
-def _progress_bar(label: str, total: int | None, completed: int) -> Iterator[Callable[..., None]]:
-    """Yields `show(**fields)`; a rich bar on a terminal, nothing when output is redirected.
-
-    Only one process draws: DDP rank 0, and never a spawned sweep worker, whose bars would
-    interleave with its siblings' on the shared terminal.
-    """
-    drawing = distributed.is_main_process() and multiprocessing.parent_process() is None
-    if not (drawing and sys.stdout.isatty() and sys.stderr.isatty()):
-        yield lambda **fields: None
-        return
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]}  {task.fields[tok_s]} tok/s"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=Console(stderr=True), refresh_per_second=4) as progress:
-        task = progress.add_task(label, total=total, completed=completed, loss="-", tok_s="-")
-        yield lambda **fields: progress.update(task, **fields)

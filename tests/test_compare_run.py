@@ -109,7 +109,7 @@ def test_report_on_a_real_store(real_store, tmp_path) -> None:
     assert pngs == ["curves_train_loss", "curves_val_bpb", "final", "pareto"]  # dense: no MoE
     page = index.read_text()
     assert page.count("data:image/png;base64,") == 4 and "git commit" in page
-    precision = "fp32" if autocast_dtype("auto", torch.device("cpu")) is None else "bf16"
+    precision = "fp32" if autocast_dtype("auto", torch.device("cpu"), 32) is None else "bf16"
     md = (tmp_path / "report.md").read_text()
     assert "- **device**: cpu\n" in md and f"- **precision**: {precision}\n" in md
     assert "<dt>device</dt><dd>cpu</dd>" in page

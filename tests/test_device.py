@@ -6,7 +6,14 @@ import pytest
 import torch
 
 from minimind import device as device_module
-from minimind.device import autocast, autocast_dtype, pins_memory, resolve_device, synchronize
+from minimind.device import (
+    CPU_BF16_MIN_DIM,
+    autocast,
+    autocast_dtype,
+    pins_memory,
+    resolve_device,
+    synchronize,
+)
 
 CPU = torch.device("cpu")
 
@@ -33,15 +40,30 @@ def test_an_unavailable_device_is_an_error_that_names_it():
 
 
 def test_explicit_precisions():
-    assert autocast_dtype("fp32", CPU) is None
-    assert autocast_dtype("bf16", CPU) is torch.bfloat16
+    assert autocast_dtype("fp32", CPU, 4096) is None
+    assert autocast_dtype("bf16", CPU, 8) is torch.bfloat16
 
 
-@pytest.mark.parametrize(("native", "expected"), [(True, torch.bfloat16), (False, None)])
-def test_auto_precision_uses_bf16_only_on_cpus_with_native_bf16(monkeypatch, native, expected):
+WIDE, NARROW = CPU_BF16_MIN_DIM, CPU_BF16_MIN_DIM // 2
+
+
+@pytest.mark.parametrize(
+    ("native", "dim", "expected"),
+    [
+        (True, WIDE, torch.bfloat16),
+        (True, NARROW, None),
+        (False, WIDE, None),
+        (False, NARROW, None),
+    ],
+)
+def test_auto_precision_is_bf16_on_a_native_bf16_cpu_from_the_measured_width(
+    monkeypatch, native, dim, expected
+):
+    """Below CPU_BF16_MIN_DIM fp32 trains faster on the CPU; without native bf16, always."""
     monkeypatch.setattr(device_module, "cpu_has_native_bf16", lambda: native)
-    assert autocast_dtype("auto", CPU) is expected
-    assert autocast_dtype("fp32", CPU) is None
+    assert autocast_dtype("auto", CPU, dim) is expected
+    assert autocast_dtype("fp32", CPU, dim) is None
+    assert autocast_dtype("bf16", CPU, dim) is torch.bfloat16
 
 
 def test_autocast_context_follows_the_dtype():

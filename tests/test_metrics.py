@@ -17,6 +17,7 @@ from minimind.metrics import (
     device_peak_flops,
     known_gpu_peak_flops,
     load_cv,
+    measured_matmul_peak,
     mfu,
     peak_memory_mb,
     reset_peak_memory,
@@ -121,7 +122,7 @@ def test_known_gpu_peak_flops(name: str, flops: float | None) -> None:
     assert known_gpu_peak_flops(name) == flops
 
 
-def test_cpu_peak_flops_is_measured_once_and_cached(
+def test_cpu_peak_flops_are_measured_once_per_dtype_and_cached(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MINIMIND_CACHE_DIR", str(tmp_path))
@@ -133,13 +134,42 @@ def test_cpu_peak_flops_is_measured_once_and_cached(
 
     monkeypatch.setattr(metrics, "measure_matmul_flops", fake_measure)
     monkeypatch.setattr(metrics, "_MEASURED_THIS_PROCESS", {})
-    assert device_peak_flops("cpu", torch.float32) == 1.5e11
-    assert device_peak_flops("cpu", torch.float32) == 1.5e11
-    assert device_peak_flops("cpu", torch.bfloat16) == 2.5e10
+    cpu = torch.device("cpu")
+    assert measured_matmul_peak(cpu, torch.float32) == 1.5e11
+    assert measured_matmul_peak(cpu, torch.float32) == 1.5e11
+    assert measured_matmul_peak(cpu, torch.bfloat16) == 2.5e10
     assert measured == [torch.float32, torch.bfloat16]
     cache = json.loads((tmp_path / "peak_flops.json").read_text())
     threads = f"threads={torch.get_num_threads()}"
     assert len(cache) == 2 and all(threads in key for key in cache)
+
+
+@pytest.mark.parametrize(
+    ("native", "fp32", "bf16", "peak"),
+    [(True, 1e11, 4e11, 4e11), (True, 2e11, 5e10, 2e11), (False, 1e11, 4e11, 1e11)],
+)
+def test_the_device_peak_is_the_best_matmul_peak_of_any_native_precision(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    native: bool,
+    fp32: float,
+    bf16: float,
+    peak: float,
+) -> None:
+    """One peak per device, so that MFU compares across precisions: the best of the fp32 and
+    bf16 matmul peaks; a CPU without native bf16 is not timed in bf16 at all."""
+    monkeypatch.setenv("MINIMIND_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(metrics, "cpu_has_native_bf16", lambda: native)
+    measured = {torch.float32: fp32, torch.bfloat16: bf16}
+    timed: list[torch.dtype] = []
+    monkeypatch.setattr(
+        metrics,
+        "measure_matmul_flops",
+        lambda device, dtype, s: timed.append(dtype) or measured[dtype],
+    )
+    monkeypatch.setattr(metrics, "_MEASURED_THIS_PROCESS", {})
+    assert device_peak_flops("cpu") == peak
+    assert timed == ([torch.float32, torch.bfloat16] if native else [torch.float32])
 
 
 def test_a_busy_measurement_never_lowers_the_cached_peak(
@@ -149,7 +179,7 @@ def test_a_busy_measurement_never_lowers_the_cached_peak(
     for measured, expected in ((1.0e11, 1.0e11), (2.0e10, 1.0e11), (1.6e11, 1.6e11)):
         monkeypatch.setattr(metrics, "_MEASURED_THIS_PROCESS", {})  # a new process
         monkeypatch.setattr(metrics, "measure_matmul_flops", lambda *args, m=measured: m)
-        assert device_peak_flops("cpu", torch.float32) == expected
+        assert measured_matmul_peak(torch.device("cpu"), torch.float32) == expected
 
 
 def test_matmul_measurement_is_plausible() -> None:

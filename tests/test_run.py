@@ -16,7 +16,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from minimind.cli import main
-from minimind.device import autocast_dtype, resolve_device
+from minimind.device import CPU_BF16_MIN_DIM, autocast_dtype, resolve_device
 from minimind.record import RUN_METRICS
 from minimind.spec import expand, load_spec, spec_hash
 from minimind.tracking import git_commit
@@ -80,7 +80,8 @@ def test_run_logs_parent_children_params_tags_metrics_and_artifacts(write_spec, 
     }
     commit = git_commit()
     device = resolve_device("auto")  # the spec's train.device
-    precision = "fp32" if autocast_dtype("auto", device) is None else "bf16"
+    dim = spec.model_config_obj().dim
+    precision = "fp32" if autocast_dtype("auto", device, dim) is None else "bf16"
     for child in children:
         tags, params = child.data.tags, child.data.params
         variant, seed = child.info.run_name.split("/seed")
@@ -432,6 +433,22 @@ def test_readme_short_run_dry_run_derives_the_warmup(tmp_path, monkeypatch, caps
     assert main(["run", spec, "-o", "train.steps=50", "-o", "model.dim=64", "--dry-run"]) == 0
     assert "5 (auto)" in capsys.readouterr().out
     assert list(tmp_path.iterdir()) == []
+
+
+def test_dry_run_shows_the_precision_auto_resolves_to_on_this_machine(
+    write_spec, monkeypatch, capsys
+):
+    monkeypatch.setattr("minimind.device.cpu_has_native_bf16", lambda: True)
+    path = str(write_spec(train={"device": "cpu"}))  # 32 wide: below CPU_BF16_MIN_DIM
+    wide = f"model.dim={CPU_BF16_MIN_DIM}"
+    for overrides, shown in (
+        ([], " fp32 (auto)"),
+        (["-o", wide], " bf16 (auto)"),
+        (["-o", wide, "-o", "train.precision=fp32"], " fp32"),
+    ):
+        assert main(["run", path, "--dry-run", *overrides]) == 0
+        row = capsys.readouterr().out.splitlines()[3]  # the summary, the header, a rule, the row
+        assert row.endswith(shown), row
 
 
 def test_dry_run_warns_when_the_training_state_cannot_fit(write_spec, monkeypatch, capsys):

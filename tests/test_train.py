@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from minimind import metrics
 from minimind.checkpoint import load_checkpoint
 from minimind.data import prepare_data
 from minimind.device import resolve_device
@@ -232,6 +233,24 @@ def test_bf16_autocast_trains_on_the_cpu(make):
     trainer = make(train={"precision": "bf16", "steps": 3})
     assert trainer.amp_dtype == torch.bfloat16
     assert math.isfinite(trainer.fit(Recorder()).val_loss)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_mfu_of_every_precision_divides_by_the_devices_one_peak(
+    make, monkeypatch, tmp_path, precision
+):
+    """fp32 and bf16 runs of the same work report the same MFU per token/s: the peak is the
+    best matmul of any precision, not one in the run's own (which credited fp32 runs ~3x)."""
+    monkeypatch.setenv("MINIMIND_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(metrics, "cpu_has_native_bf16", lambda: True)
+    peaks = {torch.float32: 1e11, torch.bfloat16: 4e11}
+    monkeypatch.setattr(metrics, "measure_matmul_flops", lambda device, dtype, s: peaks[dtype])
+    monkeypatch.setattr(metrics, "_MEASURED_THIS_PROCESS", {})
+    sink = Recorder()
+    trainer = make(train={"precision": precision, "steps": 6})
+    trainer.fit(sink)
+    achieved = sink.points["perf/tokens_per_s"][6] * trainer.flops_per_token
+    assert sink.points["perf/mfu"][6] == pytest.approx(achieved / 4e11)
 
 
 def test_evaluation_follows_eval_every_not_log_every(make):

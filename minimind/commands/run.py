@@ -76,4 +76,6 @@ def _relaunch(args: argparse.Namespace, spec: Spec) -> int:
     except SpecError as err:
         return fail(str(err))
     argv = ["run", args.spec, *(f"--override={o}" for o in args.override)]
-    return distributed.relaunch(args.nproc, [*argv, *(["--resume"] if args.resume else [])])
+    flags = {"--resume": args.resume, "--verbose": args.verbose}
+    argv += [flag for flag, given in flags.items() if given]
+    return distributed.relaunch(args.nproc, argv)

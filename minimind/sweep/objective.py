@@ -181,7 +181,8 @@ class TrialObjective:
         ctx = self.ctx
         name = trial_run_name(trial.number, seed, len(ctx.seeds))
         device = resolve_device(spec.train.device)
-        amp_dtype = autocast_dtype(spec.train.precision, device)
+        model_cfg = spec.model_config_obj()
+        amp_dtype = autocast_dtype(spec.train.precision, device, model_cfg.dim)
         manifest = ctx.data_for(spec.data).manifest_hash
         tags = {
             **child_tags(
@@ -194,9 +195,7 @@ class TrialObjective:
         record_worker(trial, ctx.tracker.uri, run_ids)
         with run:
             try:
-                trainer = Trainer(
-                    spec.model_config_obj(), spec.train, ctx.data_for(spec.data), seed, device
-                )
+                trainer = Trainer(model_cfg, spec.train, ctx.data_for(spec.data), seed, device)
                 run.log_text(dump_spec(spec), "spec.yaml")
                 sink = TrialSink(run, ctx.sweep, trial if prune else None, spec.train.planned_steps)
                 outcome = trainer.fit(sink, label=name)

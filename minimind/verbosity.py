@@ -1,0 +1,30 @@
+"""What other libraries may print: only their warnings and errors, unless `minimind -v` asks for all.
+
+MLflow logs INFO lines when it creates a database ("Creating initial MLflow database tables...")
+and writes "View run ... at: URL" links to stdout after every run it ends on a tracking server;
+the torch profiler's kineto library writes a USDT line at each start and stop of a profile. None
+of it tells a minimind user anything. Each library reads its verbosity from an environment
+variable, so `quiet_libraries` sets those before the libraries are imported; torchrun's ranks and
+spawned sweep workers inherit them. A variable the user set is left as it is.
+"""
+
+from __future__ import annotations
+
+import os
+
+QUIET_ENVIRONMENT = {
+    "MLFLOW_LOGGING_LEVEL": "WARNING",
+    "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
+    # kineto's levels run VERBOSE 0 ... ERROR 4, USDT 5: only a level above all of them hides
+    # the USDT lines (kineto's own errors concern its profiling daemon, which minimind never uses).
+    "KINETO_LOG_LEVEL": "6",
+}
+
+
+def quiet_libraries(verbose: bool) -> None:
+    """Silence the libraries' informational output for this process and its children, unless
+    `verbose`. Call it before MLflow or the profiler is first used."""
+    if verbose:
+        return
+    for name, value in QUIET_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
