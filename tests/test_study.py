@@ -16,10 +16,12 @@ from mlflow.entities import Metric
 from scipy import stats
 
 from minimind.cli import main
+from minimind.compare import load_runs
 from minimind.compare.stats import seeds_for_power
 from minimind.spec import SpecError, expand, flatten, load_spec
 from minimind.study.analysis import agreement, analyse
-from minimind.study.manifest import load_study
+from minimind.study.manifest import Sensitivity, load_study
+from minimind.study.report import sensitivity_figure
 from minimind.study.streams import train
 
 T0 = 1_700_000_000_000
@@ -70,27 +72,21 @@ def _params(**extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """Experiments `arms` (a baseline and four arms), `tuned-best` (two arms named by a
-    sweep's choice) and `grid` (the sweep's trials, one failed), 3 paired seeds each."""
+    """Experiments `arms` (a baseline and four arms, 3 paired seeds each) and `grid` (a
+    sweep's trials, one failed, then the invocation of its best.yaml: two tuned arms)."""
     root = tmp_path_factory.mktemp("study-store")
     uri = f"sqlite:///{root}/mlflow.db"
     client = MlflowClient(uri)
     start = T0
-    for experiment, variants in (
-        ("arms", ["base", "good", "bad", "noisy", "same"]),
-        ("tuned-best", ["block=prenorm,lr=0.004", "block=postnorm,lr=0.002"]),
-    ):
-        exp = client.create_experiment(experiment, artifact_location=str(root / experiment))
-        parent = log_parent(client, exp, experiment, start)
-        for variant in variants:
-            block = variant.split(",")[0].removeprefix("block=") if "block" in variant else ""
-            for seed in range(3):
-                start += 1000
-                log_child(
-                    client, exp, parent, variant, seed, start,
-                    params=_params(**({"model.block": block} if block else {})),
-                    metrics=_metrics(FINAL[variant][seed], start),
-                )  # fmt: skip
+    exp = client.create_experiment("arms", artifact_location=str(root / "arms"))
+    parent = log_parent(client, exp, "arms", start)
+    for variant in ("base", "good", "bad", "noisy", "same"):
+        for seed in range(3):
+            start += 1000
+            log_child(
+                client, exp, parent, variant, seed, start,
+                params=_params(), metrics=_metrics(FINAL[variant][seed], start),
+            )  # fmt: skip
     exp = client.create_experiment("grid", artifact_location=str(root / "grid"))
     parent = log_parent(client, exp, "grid/block", start)
     for trial, (block, lr, final) in enumerate(GRID):
@@ -100,7 +96,19 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
             params=_params(**{"model.block": block, "train.optimizer.lr": str(lr)}),
             metrics=[] if final is None else _metrics(final, start),
             status="FINISHED" if final is not None else "FAILED",
+            tags={"trial_number": str(trial)},
         )  # fmt: skip
+    start += 1000
+    parent = log_parent(client, exp, "grid-best", start)
+    for variant in ("block=prenorm,lr=0.004", "block=postnorm,lr=0.002"):
+        block, lr = (part.split("=")[1] for part in variant.split(","))
+        for seed in range(3):
+            start += 1000
+            log_child(
+                client, exp, parent, variant, seed, start,
+                params=_params(**{"model.block": block, "train.optimizer.lr": lr}),
+                metrics=_metrics(FINAL[variant][seed], start),
+            )  # fmt: skip
     return uri
 
 
@@ -118,12 +126,12 @@ MANIFEST = {
         "same": {"label": "same", "experiment": "arms", "variant": "same"},
         "pre": {
             "label": "pre tuned",
-            "experiment": "tuned-best",
+            "experiment": "grid",
             "where": {"model.block": "prenorm"},
         },
         "post": {
             "label": "post tuned",
-            "experiment": "tuned-best",
+            "experiment": "grid",
             "where": {"model.block": "postnorm"},
         },
     },
@@ -348,3 +356,11 @@ def test_the_study_mlp_arms_have_equal_active_parameters() -> None:
 def test_a_missing_manifest_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="file not found"):
         load_study(tmp_path / "nope.yaml")
+
+
+def test_the_learning_rate_figure_draws_the_sweep_s_trials_alone(store: str) -> None:
+    sensitivity = Sensitivity(experiment="grid", x="train.optimizer.lr", by="model.block")
+    fig = sensitivity_figure(sensitivity, load_runs(store, ["grid"], all_runs=True), "val/bpb")
+    # pre-norm: two finished trials; post-norm: one finished and one failed (a cross); the
+    # best.yaml runs logged beside them are no trials.
+    assert sorted(len(line.get_xdata()) for line in fig.axes[0].lines) == [1, 1, 2]

@@ -27,7 +27,7 @@ from matplotlib.ticker import FuncFormatter
 from minimind.compare import RunSet, load_runs, plots, render
 from minimind.compare.report import CSS, header_fields
 from minimind.compare.table import curve_key
-from minimind.record import GIT_COMMIT_TAG, SPEC_HASH_TAG
+from minimind.record import GIT_COMMIT_TAG, SPEC_HASH_TAG, TRIAL_NUMBER_TAG
 from minimind.study.analysis import AxisResult, Finding
 from minimind.study.manifest import Sensitivity, Study
 
@@ -146,8 +146,11 @@ def finding_rows(study: Study, results: list[AxisResult]) -> list[list[str]]:
 
 def sensitivity_figure(sensitivity: Sensitivity, runset: RunSet, metric: str) -> Figure | None:
     """The final objective of every trial against `sensitivity.x`, a line per `by` value;
-    trials that finished without the objective (diverged, failed) are crosses at the top."""
-    runs = runset.runs
+    trials that finished without the objective (diverged, failed) are crosses at the top. Runs
+    of the experiment that are no trial (`minimind run best.yaml` logs beside them) are left
+    out."""
+    trial = runset.runs.get(f"tags.{TRIAL_NUMBER_TAG}", pd.Series(dtype=object))
+    runs = runset.runs[trial.reindex(runset.runs.index).notna()]
     x_col, by_col = f"params.{sensitivity.x}", f"params.{sensitivity.by}"
     if x_col not in runs or by_col not in runs:
         return None
