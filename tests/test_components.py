@@ -413,3 +413,61 @@ def test_qk_norm_under_bf16_autocast_runs_the_fused_norm_without_a_dtype_warning
         loss = model(ids, labels=ids).loss
     loss.backward()
     assert not [w for w in recwarn if "Mismatch dtype" in str(w.message)]
+
+
+@pytest.mark.parametrize(("block", "norm_first"), [("prenorm", True), ("postnorm", False)])
+def test_blocks_match_torch_transformer_layers(block: str, norm_first: bool) -> None:
+    """A pre-norm and a post-norm block (MHA and a ReLU MLP with biases, LayerNorm, no rotation)
+    equal torch's own `TransformerEncoderLayer` with `norm_first` on and off, given the same
+    weights and a causal mask: the residual wiring against an independent implementation."""
+    dim, n_heads, hidden = 32, 4, 64
+    torch.manual_seed(0)
+    ours = registry.build(
+        "block",
+        block,
+        attention=registry.build(
+            "attention",
+            {"name": "mha", "bias": True},
+            dim=dim,
+            n_heads=n_heads,
+            n_kv_heads=n_heads,
+            head_dim=dim // n_heads,
+            dropout=0.0,
+        ),  # fmt: skip
+        mlp=registry.build(
+            "mlp", {"name": "relu", "hidden": hidden, "bias": True}, dim=dim, dropout=0.0
+        ),
+        norm=lambda: registry.build("norm", "layernorm", dim=dim),
+    ).eval()
+    reference = torch.nn.TransformerEncoderLayer(
+        dim,
+        n_heads,
+        hidden,
+        dropout=0.0,
+        activation="relu",
+        batch_first=True,
+        norm_first=norm_first,
+    ).eval()
+    attn = ours.attn
+    with torch.no_grad():
+        reference.self_attn.in_proj_weight.copy_(
+            torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
+        )
+        reference.self_attn.in_proj_bias.copy_(
+            torch.cat([attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias])
+        )
+        reference.self_attn.out_proj.weight.copy_(attn.o_proj.weight)
+        reference.self_attn.out_proj.bias.copy_(attn.o_proj.bias)
+        reference.linear1.weight.copy_(ours.mlp.up_proj.weight)
+        reference.linear1.bias.copy_(ours.mlp.up_proj.bias)
+        reference.linear2.weight.copy_(ours.mlp.down_proj.weight)
+        reference.linear2.bias.copy_(ours.mlp.down_proj.bias)
+        for mine, theirs in ((ours.attn_norm, reference.norm1), (ours.mlp_norm, reference.norm2)):
+            mine.weight.normal_(1.0, 0.1)
+            mine.bias.normal_(0.0, 0.1)
+            theirs.load_state_dict(mine.state_dict())
+    x = torch.randn(2, 7, dim)
+    mask = torch.nn.Transformer.generate_square_subsequent_mask(7)
+    expected = reference(x, src_mask=mask, is_causal=True)
+    got = ours(x, rotate=lambda q, k: (q, k))
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
