@@ -11,7 +11,7 @@ run: install
 	minimind run experiments/quickstart.yaml
 
 # The study: the card's ablations and the modern axes, 3 paired seeds per arm, read against the
-# literature into results/study/ (about 90 minutes on 2 CPU cores).
+# literature into results/study/ (about an hour on 2 CPU cores).
 study: install
 	minimind study experiments/study/study.yaml --train
 

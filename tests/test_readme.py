@@ -149,7 +149,7 @@ SKIPPED: dict[str, str] = {
     "--artifacts-destination /srv/mlflow-artifacts --host 127.0.0.1 --port 5000": "a PostgreSQL "
     "server (tests/test_tracking_server.py runs an mlflow server on sqlite)",
     "minimind sync FILE --tracking-uri http://127.0.0.1:5000": "a tracking server",
-    "make study": f"{INSTALLS}, then trains the study for about 90 minutes (tests/test_study.py "
+    "make study": f"{INSTALLS}, then trains the study for about an hour (tests/test_study.py "
     "runs its streams' code and the shipped study's specs)",
     "minimind study experiments/study/study.yaml --report-dir results/generated/study": "reads "
     "the runs `make study` trains (tests/test_study.py renders a report through the same command "
