@@ -585,6 +585,7 @@ def test_help_does_not_import_torch():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 
+@pytest.mark.parametrize("command", [["run"], ["sweep"], ["data", "prepare"]])
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -592,7 +593,7 @@ def test_help_does_not_import_torch():
         ("model: {mlp: {name: moe, top_k: 9}}", "error: model.mlp: mlp 'moe': top_k (9) must be"),
     ],
 )
-def test_a_spec_error_exits_2_without_importing_torch(tmp_path, text, message):
+def test_a_spec_error_exits_2_without_importing_torch(tmp_path, command, text, message):
     # A bad spec is answered at once: validating one needs the registry's names and options,
     # never torch, which alone takes seconds to import.
     spec = tmp_path / "bad.yaml"
@@ -600,7 +601,7 @@ def test_a_spec_error_exits_2_without_importing_torch(tmp_path, text, message):
     code = (
         "import sys\n"
         "from minimind.cli import main\n"
-        f"assert main(['run', {str(spec)!r}]) == 2\n"
+        f"assert main([*{command!r}, {str(spec)!r}]) == 2\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
     result = subprocess.run(

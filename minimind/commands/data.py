@@ -28,13 +28,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _prepare(args: argparse.Namespace) -> int:
+    from minimind.spec import SpecError, load_spec
+
+    try:  # a bad spec is answered before torch is imported (seconds)
+        spec = load_spec(args.spec, args.override)
+    except SpecError as err:
+        return fail(str(err))
     from minimind.data import DataError
     from minimind.plain_table import plain_table
     from minimind.plan import plan_run, prepare_all
-    from minimind.spec import SpecError, load_spec
 
     try:
-        prepared = prepare_all(plan_run(load_spec(args.spec, args.override)))
+        prepared = prepare_all(plan_run(spec))
     except (DataError, SpecError) as err:
         return fail(str(err))
     headers = ["corpus", "manifest", "vocab", "train tokens", "val tokens", "val bytes", "shards"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from minimind.commands.options import add_spec_arguments
+from minimind.exit_codes import fail
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -42,7 +43,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    # Imported here so that `minimind --help` and other commands stay quick.
+    from minimind.spec import SpecError, load_spec
+
+    try:  # a bad spec is answered before torch is imported (seconds)
+        load_spec(args.spec, args.override)
+    except SpecError as err:
+        return fail(str(err))
     from minimind.sweep import run_sweep
 
     return run_sweep(
