@@ -172,7 +172,7 @@ def _write(tmp_path: Path, manifest: dict) -> Path:
 @pytest.fixture(scope="module")
 def results(store: str, tmp_path_factory: pytest.TempPathFactory):
     study = load_study(_write(tmp_path_factory.mktemp("manifest"), MANIFEST))
-    return study, analyse(study, store)
+    return study, analyse(study, store)[0]
 
 
 def test_each_axis_is_one_corrected_family_with_its_own_references(results) -> None:
@@ -272,6 +272,19 @@ def test_the_report_is_rendered_from_the_runs(store: str, tmp_path: Path) -> Non
         (lambda m: m["arms"]["bad"].update(where={"x": 1}), "give exactly one of variant"),
         (lambda m: m.update(streams=[["python evil.py"]]), "streams[0][0]: a command is"),
         (lambda m: m["axes"][0]["comparisons"][0].update(expect="nicer"), "expect"),
+        (lambda m: m.update(streams=[["minimind run 'a.yaml"]]), "streams[0][0]: cannot be split"),
+        (
+            lambda m: m["axes"][1]["sensitivity"][0].update(x="train.optimizer.lrr"),
+            "axes[1].sensitivity[0].x: no run of grid has param train.optimizer.lrr",
+        ),
+        (
+            lambda m: m["arms"]["post"].update(where={"model.blok": "postnorm"}),
+            "arms.post.where: no run of grid has param model.blok",
+        ),
+        (
+            lambda m: m["arms"]["post"].update(where={"train.steps": 10}),
+            "arms.post: where {'train.steps': 10} matches variants",
+        ),
         (lambda m: m.update(equivalence_margin=0), "equivalence_margin"),
     ],
 )
@@ -327,13 +340,12 @@ def test_the_shipped_study_names_arms_its_specs_make() -> None:
         if path.name != "study.yaml":
             spec = load_spec(path)
             specs[spec.name] = spec
-    # A sweep's best.yaml is named <spec>-best and keeps each cell's assignments.
     variants = {name: {v.name for v in expand(spec)} for name, spec in specs.items()}
     for key, arm in study.arms.items():
         if arm.variant is not None:
             assert arm.variant in variants[arm.experiment], key
-        else:
-            cells = [v.spec for v in expand(specs[arm.experiment.removesuffix("-best")])]
+        else:  # a sweep's best.yaml logs into the sweep's experiment, with a cell's assignments
+            cells = [v.spec for v in expand(specs[arm.experiment])]
             assert any(
                 all(_flat_value(cell, k) == str(v) for k, v in arm.where.items()) for cell in cells
             ), key

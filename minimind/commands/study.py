@@ -7,6 +7,7 @@ from pathlib import Path
 
 from minimind.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, fail
 from minimind.paths import DEFAULT_TRACKING_URI, REPORTS_DIR
+from minimind.writable import unwritable_dir
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -42,11 +43,17 @@ def run_study(args: argparse.Namespace) -> int:
         study = load_study(args.manifest)
     except SpecError as e:
         return fail(f"{args.manifest}: {e}")
+    report_dir = args.report_dir or study.report_dir
+    logs = REPORTS_DIR / study.name
+    for flag, folder in (("--report-dir", report_dir), ("the stream logs", logs)):
+        problem = unwritable_dir(folder)
+        if problem and (args.train or folder == report_dir):
+            return fail(f"{flag}: {problem}")
     if args.train:
         from minimind.study.streams import train
 
         try:
-            failures = train(study, REPORTS_DIR / study.name)
+            failures = train(study, logs)
         except KeyboardInterrupt:
             return fail("interrupted; the runs ended KILLED", EXIT_INTERRUPTED)
         if failures:
@@ -59,8 +66,8 @@ def run_study(args: argparse.Namespace) -> int:
     from minimind.study.report import write_report
 
     try:
-        results = analyse(study, args.tracking_uri)
+        results, sweeps = analyse(study, args.tracking_uri)
     except CompareError as e:
         return fail(str(e), e.exit_code)
-    write_report(study, results, args.tracking_uri, args.report_dir or study.report_dir)
+    write_report(study, results, sweeps, report_dir)
     return EXIT_OK

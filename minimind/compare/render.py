@@ -245,9 +245,10 @@ def _against(comparison: Comparison) -> str:
 def _compute_note(comparison: Comparison) -> str:
     if "compute_x" not in comparison.table or comparison.table["compute_x"].isna().all():
         return ""
+    reference = "reference" if comparison.references else "baseline"
     return (
-        f" compute ×: the baseline's {comparison.compute_unit} to reach the variant's final "
-        f"{comparison.metric} on the baseline's mean validation curve, over the variant's "
+        f" compute ×: the {reference}'s {comparison.compute_unit} to reach the variant's final "
+        f"{comparison.metric} on the {reference}'s validation curve, over the variant's "
         "(geometric mean over seeds; ≥ beyond the curve's end, ≤ before its start)."
     )
 

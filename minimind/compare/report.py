@@ -56,7 +56,7 @@ def _unique(df: pd.DataFrame, column: str) -> list[str]:
     return sorted({str(v) for v in df[column].dropna() if str(v)})
 
 
-def _devices(runs: pd.DataFrame) -> str:
+def devices(runs: pd.DataFrame) -> str:
     """The devices the runs trained on, from their device tags: `cpu`, or `cuda (<GPU name>)`."""
     labels = set()
     for _, run in runs.iterrows():
@@ -90,7 +90,7 @@ def header_fields(comparison: Comparison) -> dict[str, str]:
         "description": first_of("params.description"),
         "spec hash": first_of(f"tags.{SPEC_HASH_TAG}"),
         "git commit": first_of(f"tags.{GIT_COMMIT_TAG}"),
-        "device": _devices(runs),
+        "device": devices(runs),
         "precision": ", ".join(_unique(runs, f"tags.{PRECISION_TAG}")) or "unknown",
         "dates": dates,
         "runs": comparison.runset.selection,

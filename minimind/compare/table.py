@@ -407,7 +407,9 @@ def compare(
         table[f"{metric}_p_adj"] = [c.p_adj for c in cis]
         table[f"{metric}_within_noise"] = [c.within_noise for c in cis]
         table[f"{metric}_mde"] = [c.mde for c in cis]
-        level = corrected_level(len(reference_of), correction)
+        # The level of the deltas' intervals: corrected for the comparisons that have one.
+        tested = sum(not np.isnan(c.p) for c in family.values())
+        level = corrected_level(tested, correction)
         multipliers: dict[str, Multiplier] = {}
         unit = _compute_per_step(runset.runs)[1]
         for ref in dict.fromkeys(reference_of.values()):

@@ -22,6 +22,8 @@ from minimind.record import is_maximized
 from minimind.study.manifest import Arm, ArmComparison, Axis, Expectation, Study
 
 Agreement = Literal["agrees", "disagrees", "too weak to tell", "no interval"]
+MAX_SEEDS_TO_DETECT = 1000
+"""Above this, a finding says no number of seeds (an effect tiny next to its noise)."""
 
 
 class StudyError(CompareError):
@@ -82,22 +84,38 @@ def load_experiments(study: Study, tracking_uri: str) -> dict[str, RunSet]:
     return {name: load_runs(tracking_uri, [name]) for name in experiments}
 
 
+def _equals(column: pd.Series, value: object) -> pd.Series:
+    """Which params (MLflow keeps them as text) equal `value`: as numbers when both are numbers
+    (`0.001` is `1e-3`), else as text."""
+    numbers = pd.to_numeric(column, errors="coerce")
+    if isinstance(value, int | float) and not isinstance(value, bool) and numbers.notna().any():
+        return numbers == float(value)
+    return column.astype(str) == str(value)
+
+
 def arm_runs(key: str, arm: Arm, runset: RunSet) -> pd.DataFrame:
-    """The runs of `arm` in its experiment's `runset`, with `variant` set to its label."""
+    """The runs of `arm` in its experiment's `runset`, with `variant` set to its label: one
+    variant's runs, or `StudyError` naming the arm."""
     runs = runset.runs
+    if runs.empty:
+        raise StudyError(f"arms.{key}: no runs in {arm.experiment} ({runset.selection})")
     if arm.variant is not None:
         mine = runs["variant"] == arm.variant
     else:
         mine = pd.Series(True, index=runs.index)
         for param, value in (arm.where or {}).items():
-            column = runs.get(f"params.{param}", pd.Series(None, index=runs.index, dtype=object))
-            mine &= column.astype(str) == str(value)
+            if f"params.{param}" not in runs:
+                raise StudyError(f"arms.{key}.where: no run of {arm.experiment} has param {param}")
+            mine &= _equals(runs[f"params.{param}"], value)
     if not mine.any():
         chosen = f"variant {arm.variant!r}" if arm.variant is not None else f"where {arm.where}"
         raise StudyError(
             f"arms.{key}: no run of {chosen} in {arm.experiment} ({runset.selection}); "
             f"variants there: {', '.join(sorted(runs['variant'].unique())) or '(none)'}"
         )
+    variants = sorted(runs.loc[mine, "variant"].unique())
+    if len(variants) > 1:
+        raise StudyError(f"arms.{key}: where {arm.where} matches variants {', '.join(variants)}")
     return runs[mine].assign(variant=arm.label)
 
 
@@ -157,10 +175,40 @@ def seeds_to_detect(comparison: Comparison, arm: str, against: str) -> int | Non
     if len(d) < 2 or not np.std(d, ddof=1) > 0 or not abs(d.mean()) > 0:
         return None
     alpha = 1.0 - comparison.level
+    if abs(d.mean()) < np.std(d, ddof=1) / math.sqrt(MAX_SEEDS_TO_DETECT):
+        return None  # beyond any design worth stating, and the solver's search would crawl
     return seeds_for_power(float(d.mean()), float(np.std(d, ddof=1)), alpha, paired=True)
 
 
-def analyse(study: Study, tracking_uri: str) -> list[AxisResult]:
-    """Every axis of `study`, from the latest invocation of each experiment its arms name."""
+def load_sweeps(study: Study, tracking_uri: str) -> dict[str, RunSet]:
+    """Every run of each experiment a sensitivity figure reads (a sweep's trials), checked for
+    the params and the objective the figure draws (`StudyError` naming the field)."""
+    sweeps: dict[str, RunSet] = {}
+    for i, axis in enumerate(study.axes):
+        for k, sensitivity in enumerate(axis.sensitivity):
+            where = f"axes[{i}].sensitivity[{k}]"
+            try:
+                runset = sweeps.get(sensitivity.experiment) or load_runs(
+                    tracking_uri, [sensitivity.experiment], all_runs=True
+                )
+            except CompareError as e:
+                raise StudyError(f"{where}.experiment: {e}") from e
+            for field in ("x", "by"):
+                param = getattr(sensitivity, field)
+                if f"params.{param}" not in runset.runs:
+                    raise StudyError(
+                        f"{where}.{field}: no run of {sensitivity.experiment} has param {param}"
+                    )
+            if f"metrics.{study.metric}" not in runset.runs:
+                raise StudyError(f"{where}.experiment: no run of it logged {study.metric}")
+            sweeps[sensitivity.experiment] = runset
+    return sweeps
+
+
+def analyse(study: Study, tracking_uri: str) -> tuple[list[AxisResult], dict[str, RunSet]]:
+    """Every axis of `study`, from the latest invocation of each experiment its arms name, and
+    the sweeps its sensitivity figures read."""
     runsets = load_experiments(study, tracking_uri)
-    return [analyse_axis(study, axis, runsets) for axis in study.axes]
+    return [analyse_axis(study, axis, runsets) for axis in study.axes], load_sweeps(
+        study, tracking_uri
+    )

@@ -8,6 +8,7 @@ whole; every problem is one `SpecError` naming its field path, e.g.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Literal
 
@@ -111,6 +112,10 @@ class Study(StrictNumbers):
             for j, command in enumerate(stream):
                 if not command.startswith("minimind "):
                     field_error(("streams", i, j), "a command is `minimind ...`")
+                try:
+                    shlex.split(command)
+                except ValueError as e:
+                    field_error(("streams", i, j), f"cannot be split into arguments: {e}")
         names = list(self.arms)
         labels = [arm.label for arm in self.arms.values()]
         for key, arm in self.arms.items():

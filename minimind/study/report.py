@@ -15,6 +15,7 @@ import io
 import os
 import platform
 import sys
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -24,10 +25,16 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from minimind.compare import RunSet, load_runs, plots, render
-from minimind.compare.report import CSS, header_fields
+from minimind.compare import RunSet, plots, render
+from minimind.compare.report import CSS, devices
 from minimind.compare.table import curve_key
-from minimind.record import GIT_COMMIT_TAG, SPEC_HASH_TAG, TRIAL_NUMBER_TAG
+from minimind.record import (
+    GIT_COMMIT_TAG,
+    PRECISION_TAG,
+    SPEC_HASH_TAG,
+    TRIAL_NUMBER_TAG,
+    is_maximized,
+)
 from minimind.study.analysis import AxisResult, Finding
 from minimind.study.manifest import Sensitivity, Study
 
@@ -89,7 +96,7 @@ def observed(finding: Finding, metric: str) -> str:
     text = f"{finding.arm} − {finding.against}: Δ {metric} {render.fmt_delta(row, metric)}"
     if method not in ("none", "baseline"):
         text += f" ({method}, {level} CI)"
-    text += f", {render.verdict(row, metric, maximize=False)}"
+    text += f", {render.verdict(row, metric, is_maximized(metric))}"
     multiplier = render.fmt_multiplier(row)
     return text + (f"; compute multiplier {multiplier}" if multiplier != render.MISSING else "")
 
@@ -182,7 +189,9 @@ def sensitivity_figure(sensitivity: Sensitivity, runset: RunSet, metric: str) ->
     return fig
 
 
-def axis_figures(study: Study, result: AxisResult, tracking_uri: str) -> dict[str, Figure]:
+def axis_figures(
+    study: Study, result: AxisResult, sweeps: Mapping[str, RunSet]
+) -> dict[str, Figure]:
     """The axis's figures by file stem: curves, final values, learning-rate curves."""
     comparison = result.comparison
     curve = curve_key(comparison.runset, study.metric)
@@ -193,8 +202,9 @@ def axis_figures(study: Study, result: AxisResult, tracking_uri: str) -> dict[st
         f"{name}_final": plots.final_bar_figure(comparison),
     }
     for k, sensitivity in enumerate(result.axis.sensitivity):
-        sweep = load_runs(tracking_uri, [sensitivity.experiment], all_runs=True)
-        figures[f"{name}_lr{k}"] = sensitivity_figure(sensitivity, sweep, study.metric)
+        figures[f"{name}_lr{k}"] = sensitivity_figure(
+            sensitivity, sweeps[sensitivity.experiment], study.metric
+        )
     return {stem: fig for stem, fig in figures.items() if fig is not None}
 
 
@@ -205,7 +215,6 @@ def environment(study: Study, results: list[AxisResult]) -> dict[str, str]:
 
     runs = pd.concat([r.comparison.runset.runs for r in results], ignore_index=True)
     runs = runs.drop_duplicates("run_id")
-    fields = header_fields(results[0].comparison)
 
     def tags(key: str) -> str:
         column = runs.get(f"tags.{key}", pd.Series(dtype=object)).dropna().astype(str)
@@ -227,8 +236,8 @@ def environment(study: Study, results: list[AxisResult]) -> dict[str, str]:
             f"{names.get(e, e)}: {h}" for e, h in hashes.items()
         ),
         "git commit of the runs": tags(GIT_COMMIT_TAG),
-        "device": fields["device"],
-        "precision": fields["precision"],
+        "device": devices(runs),
+        "precision": tags(PRECISION_TAG),
         "trained": f"{starts.min():%Y-%m-%d %H:%M} to {ends.max():%Y-%m-%d %H:%M} UTC "
         f"({(ends.max() - starts.min()).total_seconds() / 60:.0f} min wall-clock; "
         f"{busy / 60:.0f} min of run time in all)",
@@ -237,7 +246,7 @@ def environment(study: Study, results: list[AxisResult]) -> dict[str, str]:
         "processor": _processor(),
         "torch": torch.__version__,
         "python": platform.python_version(),
-        "tracking URI": fields["tracking URI"],
+        "tracking URI": results[0].comparison.runset.tracking_uri,
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
@@ -326,12 +335,16 @@ def _axis_html(study: Study, result: AxisResult, pngs: dict[str, bytes]) -> str:
 
 
 def to_html(
-    study: Study, results: list[AxisResult], pngs: dict[str, bytes], env: dict[str, str]
+    study: Study,
+    results: list[AxisResult],
+    pngs: dict[str, bytes],
+    stems: dict[str, list[str]],
+    env: dict[str, str],
 ) -> str:
     meta = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in env.items())
     summary = _html_table(FINDING_HEADERS, finding_rows(study, results), "findings")
     axes = "".join(
-        _axis_html(study, r, {s: p for s, p in pngs.items() if s.startswith(f"{r.axis.name}_")})
+        _axis_html(study, r, {stem: pngs[stem] for stem in stems.get(r.axis.name, [])})
         for r in results
     )
     commands = html.escape("\n\n".join(_commands(study)))
@@ -358,7 +371,8 @@ def _method_note(study: Study) -> str:
     return (
         f"Each axis is one family: its comparisons' p-values are {study.correction}-corrected "
         f"together and intervals are at the matching Bonferroni level; Δ is arm − reference "
-        f"in {study.metric} (lower is better), paired by seed where both arms ran the same "
+        f"in {study.metric} ({'higher' if is_maximized(study.metric) else 'lower'} is better), "
+        f"paired by seed where both arms ran the same "
         f"seeds. 'better'/'worse' expectations agree when the corrected test finds a "
         f"difference in that direction; 'equal' agrees when the whole interval lies within "
         f"±{study.equivalence_margin:g} (an equivalence test), disagrees when it lies wholly "
@@ -442,22 +456,24 @@ def findings_csv(study: Study, results: list[AxisResult]) -> str:
     return pd.DataFrame(records).to_csv(index=False)
 
 
-def write_report(study: Study, results: list[AxisResult], tracking_uri: str, folder: Path) -> Path:
+def write_report(
+    study: Study, results: list[AxisResult], sweeps: Mapping[str, RunSet], folder: Path
+) -> Path:
     """Write the report into `folder` (made if missing) and return its `index.html`."""
     folder.mkdir(parents=True, exist_ok=True)
     pngs: dict[str, bytes] = {}
     stems: dict[str, list[str]] = {}
     for result in results:
-        for stem, fig in axis_figures(study, result, tracking_uri).items():
+        for stem, fig in axis_figures(study, result, sweeps).items():
             pngs[stem] = _png(fig)
             (folder / f"{stem}.png").write_bytes(pngs[stem])
             stems.setdefault(result.axis.name, []).append(stem)
     env = environment(study, results)
-    (folder / "findings.csv").write_text(findings_csv(study, results))
+    (folder / "findings.csv").write_text(findings_csv(study, results), encoding="utf-8")
     runs = pd.concat([r.comparison.runs.assign(axis=r.axis.name) for r in results])
-    runs.to_csv(folder / "runs.csv", index=False)
-    (folder / "report.md").write_text(to_markdown(study, results, stems, env))
+    runs.to_csv(folder / "runs.csv", index=False, encoding="utf-8")
+    (folder / "report.md").write_text(to_markdown(study, results, stems, env), encoding="utf-8")
     index = folder / "index.html"
-    index.write_text(to_html(study, results, pngs, env), encoding="utf-8")
+    index.write_text(to_html(study, results, pngs, stems, env), encoding="utf-8")
     print(f"Study report written to {index}", file=sys.stderr)
     return index

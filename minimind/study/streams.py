@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from minimind.exit_codes import EXIT_FAILED
 from minimind.study.manifest import Study
 
 
@@ -43,7 +44,11 @@ def _run_stream(
             out.write(f"$ {command}\n")
             out.flush()
             start = time.monotonic()
-            code = subprocess.run(_argv(command), env=env, stdout=out, stderr=out).returncode
+            try:
+                code = subprocess.run(_argv(command), env=env, stdout=out, stderr=out).returncode
+            except OSError as e:  # the interpreter could not be started: the stream fails too
+                out.write(f"{e}\n")
+                code = EXIT_FAILED
             took = time.monotonic() - start
             if code != 0:
                 print(
