@@ -42,6 +42,7 @@ STUDY_CSS = """
 td.agrees { color: #1a7f37; font-weight: 600; } td.disagrees { color: #cf222e; font-weight: 600; }
 td.too-weak-to-tell, td.no-interval { color: #9a6700; }
 table.findings td { white-space: normal; text-align: left; }
+table.comparison td:last-child { white-space: normal; min-width: 13rem; text-align: left; }
 p.expected { background: #f6f8fa; padding: .5rem .8rem; border-left: 3px solid #8c959f; }
 div.discussion { border-left: 3px solid #0969da; padding: .1rem .9rem; margin: 1rem 0; }
 """
