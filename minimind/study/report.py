@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from minimind.compare import RunSet, plots, render
 from minimind.compare.report import CSS, devices
@@ -179,9 +179,10 @@ def sensitivity_figure(sensitivity: Sensitivity, runset: RunSet, metric: str) ->
             ax.plot(x[~ok], np.full((~ok).sum(), top), "x", color=color, ms=10)
     if sensitivity.log_x:
         ax.set_xscale("log")
-    plain = FuncFormatter(lambda v, _: f"{v:g}")  # 0.004, not 4m or 4×10⁻³
-    ax.xaxis.set_major_formatter(plain)
-    ax.xaxis.set_minor_formatter(plain)
+    # Ticks at the values tried, written plainly (0.004, not 4m or 4×10⁻³), and no others.
+    ax.set_xticks(sorted(pd.to_numeric(runs[x_col], errors="coerce").dropna().unique()))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel(sensitivity.x)
     ax.set_ylabel(f"final {metric} of each trial run")
     ax.set_title(f"{sensitivity.experiment}: {metric} against {sensitivity.x} (x: no result)")
