@@ -22,7 +22,7 @@ from minimind.sweep.storage import open_storage
 
 pytestmark = pytest.mark.slow
 MACHINES = 3
-TRIALS = 4
+TRIALS = 6  # enough that the machines joining second find trials left
 GRACE_S = 4
 TIMEOUT_S = 500
 
@@ -69,7 +69,9 @@ def test_machines_share_a_postgres_study_and_a_killed_workers_trial_is_retried(
         "grace_period": GRACE_S,
         "retries": 1,
     }
-    train = {"steps": 80, "eval_every": 40, "log_every": 10, "sample_tokens": 0}
+    # Trials long enough that machine-0 alone cannot finish the study while the others start
+    # (a few seconds each on a busy machine): every machine must take part.
+    train = {"steps": 160, "eval_every": 40, "log_every": 10, "sample_tokens": 0}
     path = write_spec(sweep=sweep, train=train)
     storage = open_storage(SweepConfig(storage=postgres_url))
 

@@ -351,3 +351,40 @@ def test_a_study_is_resumed_only_by_the_spec_that_made_it(sweep_file, capsys) ->
     assert "error: sweep.objective: study 'tiny'" in err and "optimizes minimize val/bpb" in err
     # `--trials` and `--workers` are not part of the spec hash: topping up is allowed.
     assert plan_sweep(path, trials=9, workers=2).cells[0].cell_hash == cell.cell_hash
+
+
+def test_an_interrupt_lost_in_a_finalizer_is_delivered_again(monkeypatch) -> None:
+    """A KeyboardInterrupt raised inside a weakref callback is 'ignored' by Python (a traceback
+    on stderr, the interrupt dropped): a worker sends itself SIGINT again instead, and any other
+    unraisable exception still reaches the hook that was in place."""
+    import signal
+    import sys
+    import weakref
+
+    from minimind.sweep.worker import _deliver_interrupts_lost_in_finalizers
+
+    passed: list[type] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: passed.append(u.exc_type))
+    _deliver_interrupts_lost_in_finalizers()
+    delivered: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: delivered.append(signum))
+
+    class Finalized:
+        pass
+
+    def interrupt(ref: object) -> None:
+        raise KeyboardInterrupt
+
+    def fail(ref: object) -> None:
+        raise ValueError("in a finalizer")
+
+    try:
+        first, second = Finalized(), Finalized()
+        refs = [weakref.ref(first, interrupt), weakref.ref(second, fail)]
+        del first, second
+        for _ in range(100):  # the handler runs at the main thread's next bytecode
+            if delivered:
+                break
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert delivered == [signal.SIGINT] and passed == [ValueError], refs
