@@ -54,7 +54,7 @@ class ReluMLP(declared.ReluMLP, DenseMLP):
 
     def __init__(self, options: declared.ReluMLP.Options, *, dim: int, dropout: float) -> None:
         super().__init__()
-        hidden = options.hidden or 4 * dim
+        hidden = self.hidden_of(options, dim)
         self.up_proj = nn.Linear(dim, hidden, bias=options.bias)
         self.down_proj = nn.Linear(hidden, dim, bias=options.bias)
         self.dropout = nn.Dropout(dropout)
@@ -103,7 +103,7 @@ class SwiGLUMLP(declared.SwiGLUMLP, DenseMLP):
 
     def __init__(self, options: declared.SwiGLUMLP.Options, *, dim: int, dropout: float) -> None:
         super().__init__()
-        hidden = options.hidden or declared.swiglu_hidden(dim)
+        hidden = self.hidden_of(options, dim)
         self.gate_proj = nn.Linear(dim, hidden, bias=options.bias)
         self.up_proj = nn.Linear(dim, hidden, bias=options.bias)
         self.down_proj = nn.Linear(hidden, dim, bias=options.bias)

@@ -45,10 +45,11 @@ def run_study(args: argparse.Namespace) -> int:
         return fail(f"{args.manifest}: {e}")
     report_dir = args.report_dir or study.report_dir
     logs = REPORTS_DIR / study.name
-    for flag, folder in (("--report-dir", report_dir), ("the stream logs", logs)):
-        problem = unwritable_dir(folder)
-        if problem and (args.train or folder == report_dir):
-            return fail(f"{flag}: {problem}")
+    # Both checked before an hour of training, not found unwritable after it.
+    outputs = [("--report-dir", report_dir), *([("the stream logs", logs)] if args.train else [])]
+    for what, folder in outputs:
+        if problem := unwritable_dir(folder):
+            return fail(f"{what}: {problem}")
     if args.train:
         from minimind.study.streams import train
 

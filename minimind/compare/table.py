@@ -266,11 +266,17 @@ def curve_key(runset: RunSet, metric: str) -> str:
     return sampled if f"metrics.{sampled}" in runset.runs.columns else metric
 
 
+def tokens_per_step(runs: pd.DataFrame) -> pd.Series:
+    """Each run's training tokens per optimizer step: batch × context × accumulation (NaN for a
+    run that lacks them)."""
+    tokens = _param(runs, "train.batch_size") * _param(runs, "train.seq_len")
+    return tokens * _param(runs, "train.grad_accum").fillna(1.0)
+
+
 def _compute_per_step(runs: pd.DataFrame) -> tuple[pd.Series, str]:
     """Each run's compute per optimizer step, by run_id, and its unit: FLOPs (tokens per step
     × FLOPs per token) when every run has both, else tokens, else 1 step."""
-    tokens = _param(runs, "train.batch_size") * _param(runs, "train.seq_len")
-    tokens = tokens * _param(runs, "train.grad_accum").fillna(1.0)
+    tokens = tokens_per_step(runs)
     flops = tokens * _param(runs, "flops_per_token")
     for values, unit in ((flops, "FLOPs"), (tokens, "tokens")):
         if len(runs) and values.notna().all():

@@ -27,7 +27,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from minimind.compare import RunSet, plots, render
 from minimind.compare.report import CSS, devices
-from minimind.compare.table import curve_key
+from minimind.compare.table import curve_key, tokens_per_step
 from minimind.record import (
     GIT_COMMIT_TAG,
     PRECISION_TAG,
@@ -66,16 +66,9 @@ FINDING_HEADERS = ["axis", "comparison", "expected", "observed Δ [CI]", "agreem
 
 
 def _tokens_per_run(runs: pd.DataFrame) -> pd.Series:
-    """Training tokens of each run, by group: steps × batch × context × accumulation."""
-
-    def param(key: str, default: float = np.nan) -> pd.Series:
-        column = runs.get(f"params.{key}", pd.Series(np.nan, index=runs.index))
-        return pd.to_numeric(column, errors="coerce").fillna(default)
-
-    tokens = (param("train.steps") * param("train.batch_size") * param("train.seq_len")) * param(
-        "train.grad_accum", 1.0
-    )
-    return tokens.groupby(runs["variant"]).first()
+    """Training tokens of each group's runs: steps × tokens per step."""
+    steps = pd.to_numeric(runs.get("params.train.steps"), errors="coerce")
+    return (steps * tokens_per_step(runs)).groupby(runs["variant"]).first()
 
 
 def _agreement_text(finding: Finding, metric: str) -> str:

@@ -21,23 +21,42 @@ def swiglu_hidden(dim: int, multiple: int = 64) -> int:
     return multiple * math.ceil(math.ceil(8 * dim / 3) / multiple)
 
 
-@register("mlp", "relu", implementation="registry.mlp:ReluMLP")
-class ReluMLP:
+class Dense:
+    """What the dense kinds share: their options, the inner width (`hidden`, else the kind's
+    default) and the count of `matrices` dim x hidden matrices, with biases on the inner
+    projections and the output one."""
+
+    matrices = 2
+
     @dataclass(frozen=True)
     class Options:
         hidden: Hidden = None
         bias: bool = False
 
     @classmethod
+    def default_hidden(cls, dim: int) -> int:
+        return 4 * dim
+
+    @classmethod
+    def hidden_of(cls, options: Options, dim: int) -> int:
+        return options.hidden or cls.default_hidden(dim)
+
+    @classmethod
     def param_count(cls, options: Options, *, dim: int, dropout: float) -> int:
-        hidden = options.hidden or 4 * dim
-        return 2 * dim * hidden + ((hidden + dim) if options.bias else 0)
+        hidden = cls.hidden_of(options, dim)
+        biases = (cls.matrices - 1) * hidden + dim if options.bias else 0
+        return cls.matrices * dim * hidden + biases
+
+
+@register("mlp", "relu", implementation="registry.mlp:ReluMLP")
+class ReluMLP(Dense):
+    pass
 
 
 @register("mlp", "gelu", implementation="registry.mlp:GeluMLP")
 class GeluMLP(ReluMLP):
     @dataclass(frozen=True)
-    class Options(ReluMLP.Options):
+    class Options(Dense.Options):
         approximate: Literal["none", "tanh"] = "none"
 
 
@@ -47,13 +66,9 @@ class Relu2MLP(ReluMLP):
 
 
 @register("mlp", "swiglu", implementation="registry.mlp:SwiGLUMLP")
-class SwiGLUMLP:
-    @dataclass(frozen=True)
-    class Options:
-        hidden: Hidden = None
-        bias: bool = False
+class SwiGLUMLP(Dense):
+    matrices = 3  # gate, up and down
 
     @classmethod
-    def param_count(cls, options: Options, *, dim: int, dropout: float) -> int:
-        hidden = options.hidden or swiglu_hidden(dim)
-        return 3 * dim * hidden + ((2 * hidden + dim) if options.bias else 0)
+    def default_hidden(cls, dim: int) -> int:
+        return swiglu_hidden(dim)
