@@ -10,7 +10,7 @@ import torch
 from minimind import metrics
 from minimind.checkpoint import RunCheckpoint, load_checkpoint
 from minimind.data import prepare_data
-from minimind.device import resolve_device
+from minimind.device import resolve_run_device
 from minimind.optim import lr_multiplier
 from minimind.spec import TrainConfig, validate_spec
 from minimind.train import Trainer
@@ -41,9 +41,9 @@ def make(tiny_spec):
     def build(seed: int = 0, **changes) -> Trainer:
         spec = validate_spec(tiny_spec(**changes))
         data = prepare_data(spec.data)
-        return Trainer(
-            spec.model_config_obj(), spec.train, data, seed, resolve_device(spec.train.device)
-        )
+        model_cfg = spec.model_config_obj()
+        device = resolve_run_device(spec.train, model_cfg.dim)
+        return Trainer(model_cfg, spec.train, data, seed, device)
 
     return build
 
