@@ -1,7 +1,8 @@
 """One trial: suggested values -> a spec -> a training run per seed -> the objective value(s).
 
 Each seed trains in its own MLflow child run of the study's parent run, named `trial-<n>` (or
-`trial-<n>/seed<k>` with `sweep.seeds_per_trial` > 1). Its params are the resolved spec with the
+`trial-<n>/seed<k>` with `sweep.seeds_per_trial` > 1), by the path of `minimind run`'s children
+(`minimind.child_run`, with the same artifacts); what a trial adds are its `TrialHooks`. Its params are the resolved spec with the
 suggested values in it (flattened, as `minimind run` logs them), its tags those of a `run` child
 plus `trial_number`, `study` and `state` (`complete`, `pruned` or `failed`); see
 `minimind.record`.
