@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
     import torch
 
     from minimind.config import ModelConfig
-    from minimind.spec import Spec
 
 ROLE_TAG = "minimind.role"
 PARENT_ROLE, CHILD_ROLE = "parent", "child"
@@ -123,26 +123,25 @@ def study_parent_tags(study: str, variant: str, plan_hash: str) -> dict[str, str
     return {STUDY_TAG: study, VARIANT_TAG: variant, SPEC_HASH_TAG: plan_hash}
 
 
-def child_params(spec: Spec, seed: int) -> dict[str, Any]:
-    """A child run's params: the flattened resolved spec, its seed and the model's size."""
-    # Imported here: `minimind.spec` checks sweep objectives against `RUN_METRICS`.
-    from minimind.spec import flatten
-
-    cfg = spec.model_config_obj()
+def child_params(
+    flat_spec: Mapping[str, Any], cfg: ModelConfig, seq_len: int, seed: int
+) -> dict[str, Any]:
+    """A child run's params: its flattened resolved spec (`spec.flatten`), its seed and the
+    size of its model `cfg` (FLOPs per token at `seq_len`)."""
     return {
-        **flatten(spec),
+        **flat_spec,
         "seed": seed,
         "num_params": cfg.num_params(),
         "num_active_params": cfg.num_active_params(),
         "num_non_embedding_params": cfg.num_non_embedding_params(),
-        "flops_per_token": cfg.flops_per_token(spec.train.seq_len),
+        "flops_per_token": cfg.flops_per_token(seq_len),
     }
 
 
 def child_tags(
     plan_hash: str,
     variant: str,
-    spec: Spec,
+    cfg: ModelConfig,
     seed: int,
     device: torch.device,
     amp_dtype: torch.dtype | None,
@@ -151,7 +150,7 @@ def child_tags(
 ) -> dict[str, str]:
     """A child run's tags (the tracker adds the role, the parent and `git_commit`): its variant
     and seed, the whole spec's hash, the manifest hash of the data it reads
-    (`PreparedData.manifest_hash`), the components of `spec`'s model and the device (and
+    (`PreparedData.manifest_hash`), the components of its model `cfg` and the device (and
     autocast dtype) it trains with."""
     tags = {
         VARIANT_TAG: variant,
@@ -159,7 +158,7 @@ def child_tags(
         SPEC_HASH_TAG: plan_hash,
         DATA_MANIFEST_TAG: data_manifest,
     }
-    tags.update(component_tags(spec.model_config_obj()))
+    tags.update(component_tags(cfg))
     tags.update(device_tags(device, amp_dtype))
     return tags
 

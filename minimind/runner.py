@@ -176,9 +176,10 @@ def run_child(
     if earlier is None:
         manifest = data[data_key(spec.data)].manifest_hash
         tags = child_tags(
-            plan.plan_hash, variant.name, spec, seed, device, amp_dtype, data_manifest=manifest
+            plan.plan_hash, variant.name, model_cfg, seed, device, amp_dtype, data_manifest=manifest
         )
-        handle = tracker.start_child(parent, name, child_params(spec, seed), tags)
+        params = child_params(flatten(spec), model_cfg, spec.train.seq_len, seed)
+        handle = tracker.start_child(parent, name, params, tags)
     else:
         handle = tracker.resume_run(earlier.info.run_id)
     with handle:

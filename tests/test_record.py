@@ -44,7 +44,13 @@ def test_device_tags_on_cuda_add_the_gpu_name(monkeypatch) -> None:
 def test_child_tags() -> None:
     spec = validate_spec({"name": "x", "model": {"preset": "tiny", "position": "rope-gptj"}})
     tags = record.child_tags(
-        "0123abcd4567", "pos=gptj", spec, 2, torch.device("cpu"), None, data_manifest="feedc0de"
+        "0123abcd4567",
+        "pos=gptj",
+        spec.model_config_obj(),
+        2,
+        torch.device("cpu"),
+        None,
+        data_manifest="feedc0de",
     )
     assert tags == {
         "variant": "pos=gptj",

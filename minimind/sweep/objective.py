@@ -34,7 +34,15 @@ from minimind.record import (
     trial_run_name,
     trial_tags,
 )
-from minimind.spec import ReduceConfig, Spec, SpecError, SweepConfig, dump_spec, with_values
+from minimind.spec import (
+    ReduceConfig,
+    Spec,
+    SpecError,
+    SweepConfig,
+    dump_spec,
+    flatten,
+    with_values,
+)
 from minimind.sweep.algorithms import is_pruning
 from minimind.sweep.liveness import record_worker
 from minimind.sweep.space import suggest
@@ -186,11 +194,18 @@ class TrialObjective:
         manifest = ctx.data_for(spec.data).manifest_hash
         tags = {
             **child_tags(
-                ctx.plan_hash, ctx.variant, spec, seed, device, amp_dtype, data_manifest=manifest
+                ctx.plan_hash,
+                ctx.variant,
+                model_cfg,
+                seed,
+                device,
+                amp_dtype,
+                data_manifest=manifest,
             ),
             **trial_tags(ctx.study, trial.number),
         }
-        run = ctx.tracker.start_child(ctx.parent_run_id, name, child_params(spec, seed), tags)
+        params = child_params(flatten(spec), model_cfg, spec.train.seq_len, seed)
+        run = ctx.tracker.start_child(ctx.parent_run_id, name, params, tags)
         run_ids.append(run.run_id)
         record_worker(trial, ctx.tracker.uri, run_ids)
         with run:
