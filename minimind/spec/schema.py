@@ -1,4 +1,4 @@
-"""The experiment spec schema (docs/architecture.md, 'The spec') and its whole-spec checks.
+"""The experiment spec schema (README.md, 'Specs'; docs/architecture.md, 'Layers') and its whole-spec checks.
 
 `Spec` validates everything a run needs before anything trains: each section, the cross-section
 constraints (`train.seq_len` within `model.max_seq_len`), every ablation variant and both ends of
@@ -208,13 +208,19 @@ class Spec(StrictNumbers):
         if len(self._variants) < 2:
             field_error(("match",), "needs an ablation: variants to match to the first")
         base = self.base_tree()
-        target = size(self._variants[0][1], match.by)
+
+        def measure(spec: Spec) -> float:
+            return size(spec.model_config_obj(), spec.train.seq_len, match.by)
+
+        target = measure(self._variants[0][1])
         matched = [self._variants[0]]
         for assignments, spec in self._variants[1:]:
-            if abs(size(spec, match.by) - target) <= match.tolerance * target:
+            if abs(measure(spec) - target) <= match.tolerance * target:
                 matched.append((assignments, spec))
                 continue
-            outcome = match_knob(lambda a: try_validate(base, a), assignments, target, match)
+            outcome = match_knob(
+                lambda a: try_validate(base, a), measure, assignments, target, match
+            )
             if isinstance(outcome, str):
                 field_error(("match",), f"variant {variant_name(assignments)}: {outcome}")
             matched.append((assignments, outcome[0]))
