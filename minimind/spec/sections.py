@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 import registry
+from minimind.corrections import DEFAULT_CORRECTION, Correction
 from minimind.paths import DEFAULT_TRACKING_URI
 from minimind.strict_model import StrictNumbers, field_error
 
@@ -170,7 +171,7 @@ class PowerHint(_Section):
 
     delta: float = Field(gt=0)
     sd: float = Field(gt=0)
-    correction: Literal["holm", "bonferroni", "none"] = "holm"
+    correction: Correction = DEFAULT_CORRECTION
 
 
 class TrackingConfig(_Section):
