@@ -273,6 +273,13 @@ CASES: list[tuple[str, str, list[str], str]] = [
         "sweep.pruner: a multi-objective study cannot be pruned",
     ),
     (
+        "match-tolerance-boolean",
+        "name: x\nablate: {model.mlp: [swiglu, relu2]}\n"
+        "match: {knob: model.mlp.hidden, tolerance: true}\n",
+        [],
+        "match.tolerance: must be a number, not true",
+    ),
+    (
         "sweep-direction-contradicts-the-metric",
         "name: x\nsweep: {objective: perf/tokens_per_s, direction: minimize}\n",
         [],

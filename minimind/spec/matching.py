@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from minimind.spec.sections import Section
 
 if TYPE_CHECKING:
     from minimind.config import ModelConfig
@@ -23,12 +25,10 @@ KNOB_LIMIT = 1 << 20
 """The largest knob value searched."""
 
 
-class MatchConfig(BaseModel):
+class MatchConfig(Section):
     """The size every variant is matched on (`by`), the integer model field resized to do it
     (`knob`, a dotted key such as `model.mlp.hidden` or `model.dim`) and the relative
     tolerance."""
-
-    model_config = ConfigDict(extra="forbid")
 
     by: MatchBy = "params"
     knob: str = Field(pattern=r"^model\.")

@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from minimind.record import RUN_METRICS, is_maximized
 from minimind.spec.errors import show, suggest
-from minimind.strict_model import StrictNumbers, field_error
+from minimind.spec.sections import Section
+from minimind.strict_model import field_error
 
 # Metrics a trial can be scored on: those a training run logs.
 OBJECTIVE_METRICS: tuple[str, ...] = RUN_METRICS
@@ -24,10 +25,6 @@ Direction = Literal["minimize", "maximize"]
 Scalar = bool | int | float | str | None  # what Optuna's categorical distribution stores safely
 
 _DB_URL = re.compile(r"[A-Za-z][\w+.-]*://.*")
-
-
-class _Section(StrictNumbers):
-    model_config = ConfigDict(extra="forbid")
 
 
 def natural_direction(metric: str) -> Direction:
@@ -50,7 +47,7 @@ def _contradiction(metric: Any, direction: Any) -> str | None:
     )
 
 
-class Objective(_Section):
+class Objective(Section):
     """A metric a trial is scored on and its direction, which is the metric's own
     (`record.is_maximized`): given, it must agree; left out, it is taken from the metric."""
 
@@ -81,7 +78,7 @@ class Objective(_Section):
         return metric
 
 
-class ReduceConfig(_Section):
+class ReduceConfig(Section):
     """How a trial's logged metric becomes its value: the `last` point, the `min` or `max` over
     evaluations, or the mean of the last `k` points (`mean_last_k`)."""
 
@@ -89,18 +86,18 @@ class ReduceConfig(_Section):
     k: int = Field(default=3, gt=0)
 
 
-class SamplerConfig(_Section):
+class SamplerConfig(Section):
     name: Literal["tpe", "random", "grid", "cmaes", "nsga2", "bruteforce"] = "tpe"
     seed: int | None = 0
     options: dict[str, Any] = Field(default_factory=dict)  # keyword arguments of the sampler
 
 
-class PrunerConfig(_Section):
+class PrunerConfig(Section):
     name: Literal["median", "hyperband", "successive_halving", "none"] = "median"
     options: dict[str, Any] = Field(default_factory=dict)  # keyword arguments of the pruner
 
 
-class ParamSpec(_Section):
+class ParamSpec(Section):
     """One search dimension, mapped onto Optuna's `suggest_float`, `suggest_int` or
     `suggest_categorical`. `float`/`int` need `low` and `high` (inclusive); `categorical` needs
     `choices`."""
@@ -153,7 +150,7 @@ class ParamSpec(_Section):
         return list(self.choices) if self.type == "categorical" else [self.low, self.high]
 
 
-class SweepConfig(_Section):
+class SweepConfig(Section):
     """An Optuna study. `objective` is a metric name or a list of names or of
     `{metric, direction}`; it is stored as the list. Each objective's direction is its metric's
     own (`record.is_maximized`); a `direction` given, on an objective or for all of them, must
