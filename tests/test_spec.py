@@ -445,6 +445,14 @@ def test_a_sweep_objective_takes_its_direction_from_the_metric(tmp_path: Path) -
     assert SweepConfig().directions == ["minimize"]  # the default objective, val/bpb
 
 
+def test_the_sweep_section_of_a_spec_without_one_is_an_error_naming_it() -> None:
+    spec = validate_spec({"name": "x"})
+    with pytest.raises(SpecError, match=r"^sweep: missing: `minimind sweep` needs a sweep"):
+        spec.sweep_section()
+    swept = validate_spec({"name": "x", "sweep": {"objective": "val/bpb"}})
+    assert swept.sweep_section() is swept.sweep
+
+
 def test_plugins_are_loaded_before_the_model_validates(tmp_path: Path) -> None:
     # In a subprocess: the plugin registers a component for good, other tests must not see it.
     write(

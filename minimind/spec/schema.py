@@ -226,12 +226,21 @@ class Spec(StrictNumbers):
             matched.append((assignments, outcome[0]))
         self._variants = matched
 
+    def sweep_section(self) -> SweepConfig:
+        """The `sweep:` section, for the code that runs a sweep: a spec without one is a
+        `SpecError` naming the field."""
+        if self.sweep is None:
+            raise SpecError(
+                "sweep",
+                "missing: `minimind sweep` needs a sweep section (see experiments/lr_sweep.yaml)",
+            )
+        return self.sweep
+
     def _check_sweep_params(self) -> None:
         """Both ends of each range and every choice must validate, in every variant."""
-        assert self.sweep is not None
         base = self.base_tree()
         ablated = ablated_keys(self.ablate)
-        for key, param in self.sweep.params.items():
+        for key, param in self.sweep_section().params.items():
             where = f"sweep.params.{key}"
             problem = key_problem(key)
             if problem:

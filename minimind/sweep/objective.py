@@ -142,8 +142,7 @@ class TrialContext:
 
     @property
     def sweep(self) -> SweepConfig:
-        assert self.spec.sweep is not None
-        return self.spec.sweep
+        return self.spec.sweep_section()
 
     @property
     def seeds(self) -> list[int]:

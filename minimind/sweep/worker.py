@@ -69,8 +69,7 @@ def work(job: WorkerJob, data: Mapping[str, PreparedData] | None = None) -> str:
 
         torch.set_num_threads(job.threads)
     spec = validate_spec(job.spec_tree)
-    sweep = spec.sweep
-    assert sweep is not None
+    sweep = spec.sweep_section()
     _quiet_optuna_once_interrupted()
     _deliver_interrupts_lost_in_finalizers()
     storage = open_storage(sweep)
