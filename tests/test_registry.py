@@ -257,3 +257,23 @@ def test_cli_lists_plugin_components(tmp_path, monkeypatch, scratch_registry, ca
     assert main(["registry", "norm", "--plugin", "user_norms_plugin_cli"]) == 0
     assert "  scalenorm  (aliases: scale-norm)" in capsys.readouterr().out
     monkeypatch.delitem(sys.modules, "user_norms_plugin_cli")
+
+
+@pytest.mark.parametrize(
+    ("spec", "option"),
+    [
+        ({"name": "adamw", "betas2": 0.9}, "betas2"),  # unknown
+        ({"name": "adamw", "eps": -1.0}, "eps"),  # ill-typed
+        ({"name": "no_such_optimizer"}, None),  # about the name, not an option
+    ],
+)
+def test_a_registry_error_names_the_option_it_is_about(spec, option):
+    with pytest.raises(registry.RegistryError) as caught:
+        registry.resolve("optimizer", spec)
+    assert caught.value.option == option
+
+
+def test_an_option_an_alias_fixes_is_named():
+    with pytest.raises(registry.RegistryError, match="fixed") as caught:
+        registry.resolve("position", {"name": "rope-gptj", "style": "neox"})
+    assert caught.value.option == "style"

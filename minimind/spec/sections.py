@@ -6,7 +6,6 @@ Every field has a default that runs on a CPU, so a spec needs only a `name`.
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -40,8 +39,7 @@ class OptimizerConfig(Section):
         try:
             self.name, resolved = registry.resolve("optimizer", {"name": self.name, **options})
         except registry.RegistryError as err:
-            option = re.match(r"(?:unknown )?option '(\w+)'", str(err))
-            field_error((option[1],) if option else ("name",), str(err))
+            field_error((err.option or "name",), str(err))
         self.__pydantic_extra__ = resolved
         return self
 
