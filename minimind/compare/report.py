@@ -11,7 +11,6 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
-from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from minimind.compare import plots, render
@@ -244,9 +243,7 @@ def write_report(comparison: Comparison, folder: str | Path, log_to_parent: bool
     if log_to_parent and len(parents) == 1:
         run_id = parents["run_id"].iloc[0]
         try:
-            MlflowClient(comparison.runset.tracking_uri).log_artifacts(
-                run_id, str(folder), ARTIFACT_PATH
-            )
+            comparison.runset.client.log_artifacts(run_id, str(folder), ARTIFACT_PATH)
         except (MlflowException, OSError) as e:
             print(f"compare: could not log the report to parent run {run_id}: {e}", file=sys.stderr)
     return index
