@@ -100,9 +100,10 @@ def internal_edges(module: str) -> set[str]:
 
 
 def layer_table() -> list[tuple[str, list[str]]]:
-    """The rows of the map's layer table: (layer, the module prefixes its modules cell names),
-    top layer first. `minimind/spec/` -> `minimind.spec`, `minimind/record.py` ->
-    `minimind.record`."""
+    """The rows of the map's layer table: (layer, the modules its modules cell names), top layer
+    first. A folder names a package and every module in it (`minimind/spec/` ->
+    `minimind.spec.`), a file one module (`minimind/record.py` -> `minimind.record`,
+    `minimind/__init__.py` -> `minimind`)."""
     text = ARCHITECTURE.read_text()
     section = text.split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
     rows = []
@@ -111,11 +112,12 @@ def layer_table() -> list[tuple[str, list[str]]]:
         if len(cells) < 3 or cells[0] in ("layer", "") or set(cells[0]) <= {"-"}:
             continue
         paths = re.findall(r"`([^`]+)`", cells[1])
-        prefixes = [
-            ".".join(Path(p.removesuffix("/").removesuffix(".py").removesuffix("/__init__")).parts)
+        modules = [
+            ".".join(Path(p.removesuffix(".py").removesuffix("/__init__")).parts)
+            + ("." if p.endswith("/") else "")
             for p in paths
         ]
-        rows.append((cells[0], prefixes))
+        rows.append((cells[0], modules))
     return rows
 
 
@@ -123,13 +125,14 @@ LAYERS = layer_table()
 
 
 def layer_of(module: str) -> int:
-    """The index in `LAYERS` of the most specific prefix that places `module`."""
+    """The index in `LAYERS` of the row that names `module`, or the package it is in (the most
+    specific one)."""
     best: tuple[int, int] | None = None
-    for index, (_, prefixes) in enumerate(LAYERS):
-        for prefix in prefixes:
-            if module == prefix or module.startswith(f"{prefix}."):
-                if best is None or len(prefix) > best[1]:
-                    best = (index, len(prefix))
+    for index, (_, names) in enumerate(LAYERS):
+        for name in names:
+            placed = f"{module}.".startswith(name) if name.endswith(".") else module == name
+            if placed and (best is None or len(name) > best[1]):
+                best = (index, len(name))
     if best is None:
         raise LookupError(f"{module} is in no layer of {ARCHITECTURE.name}")
     return best[0]
