@@ -189,7 +189,8 @@ class Trainer:
         """Train until the budget is spent or the loss turns non-finite (status FAILED)."""
         cfg = self.cfg
         self.model.train()
-        with training_progress(label, self.max_steps, self.step) as progress:
+        quiet = not distributed.is_main_process()
+        with training_progress(label, self.max_steps, self.step, quiet=quiet) as progress:
             done = self._budget_spent(self._training_clock())
             while not done:
                 log_now = (self.step + 1) % cfg.log_every == 0 or self.step + 1 == self.max_steps
