@@ -53,7 +53,7 @@ def test_child_tags() -> None:
     assert tags == {
         "variant": "pos=gptj",
         "seed": "2",
-        "spec_hash": "0123abcd4567",
+        "plan_hash": "0123abcd4567",
         "data_manifest": "feedc0de",
         "component.norm": "rmsnorm",
         "component.position": "rope",

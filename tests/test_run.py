@@ -74,7 +74,7 @@ def test_run_logs_parent_children_params_tags_metrics_and_artifacts(write_spec, 
     spec = load_spec(path)
     (parent,) = parents
     assert parent.info.status == "FINISHED"
-    assert parent.data.tags["spec_hash"] == spec_hash(spec)
+    assert parent.data.tags["plan_hash"] == spec_hash(spec)
     assert {c.info.run_name for c in children} == {
         f"norm={norm}/seed{seed}" for norm in ("rmsnorm", "layernorm") for seed in (0, 1)
     }
@@ -88,7 +88,7 @@ def test_run_logs_parent_children_params_tags_metrics_and_artifacts(write_spec, 
         assert child.info.status == "FINISHED"
         assert tags["mlflow.parentRunId"] == parent.info.run_id
         assert tags["variant"] == variant and tags["seed"] == seed
-        assert tags["spec_hash"] == spec_hash(spec)
+        assert tags["plan_hash"] == spec_hash(spec)
         assert tags["component.norm"] == variant.removeprefix("norm=")
         assert tags["component.attention"] == "gqa" and tags["component.mlp"] == "swiglu"
         assert tags["device"] == device.type and tags["precision"] == precision

@@ -17,7 +17,16 @@ from mlflow.entities import Run, ViewType
 from mlflow.exceptions import MlflowException
 
 from minimind.exit_codes import EXIT_BAD_INPUT
-from minimind.record import PARENT_ROLE, PARENT_TAG, ROLE_TAG, RUN_NAME_TAG, SEED_TAG, VARIANT_TAG
+from minimind.record import (
+    LEGACY_HASH_TAG,
+    PARENT_ROLE,
+    PARENT_TAG,
+    PLAN_HASH_TAG,
+    ROLE_TAG,
+    RUN_NAME_TAG,
+    SEED_TAG,
+    VARIANT_TAG,
+)
 from minimind.tracking.backend import connect, sqlite_db_path
 
 HISTORY_WORKERS = 16
@@ -117,7 +126,8 @@ def _search(
 
 def _frame(runs: Sequence[Run]) -> pd.DataFrame:
     """`runs` as `mlflow.search_runs` lays them out: the run's info, then `metrics.<key>` (NaN
-    where a run has not logged it), `params.<key>` and `tags.<key>` (None where missing)."""
+    where a run has not logged it), `params.<key>` and `tags.<key>` (None where missing); a
+    run of an earlier version has its plan hash copied from the legacy tag to its own."""
     rows = [
         {
             "run_id": run.info.run_id,
@@ -133,6 +143,9 @@ def _frame(runs: Sequence[Run]) -> pd.DataFrame:
         for run in runs
     ]
     frame = pd.DataFrame(rows, columns=None if rows else list(INFO_COLUMNS))
+    legacy, own = f"tags.{LEGACY_HASH_TAG}", f"tags.{PLAN_HASH_TAG}"
+    if legacy in frame.columns:  # runs of earlier versions: their plan hash under its old tag
+        frame[own] = frame.get(own, frame[legacy]).fillna(frame[legacy])
     for column in frame.columns:
         if column.startswith(("params.", "tags.")):
             frame[column] = frame[column].astype(object).where(frame[column].notna(), None)

@@ -31,8 +31,8 @@ from minimind.compare.report import CSS, devices
 from minimind.compare.table import curve_key, tokens_per_step
 from minimind.record import (
     GIT_COMMIT_TAG,
+    PLAN_HASH_TAG,
     PRECISION_TAG,
-    SPEC_HASH_TAG,
     TRIAL_NUMBER_TAG,
     is_maximized,
 )
@@ -245,7 +245,7 @@ def environment(study: Study, results: list[AxisResult]) -> dict[str, str]:
         column = runs.get(f"tags.{key}", pd.Series(dtype=object)).dropna().astype(str)
         return ", ".join(sorted(set(column))) or "unknown"
 
-    hashes = runs.groupby("experiment_id")[f"tags.{SPEC_HASH_TAG}"].agg(
+    hashes = runs.groupby("experiment_id")[f"tags.{PLAN_HASH_TAG}"].agg(
         lambda s: ", ".join(sorted(set(s.dropna().astype(str))))
     )
     names = {

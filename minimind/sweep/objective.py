@@ -124,7 +124,7 @@ class TrialContext:
     spec: Spec
     variant: str
     study: str
-    plan_hash: str  # of the whole spec: the children's `spec_hash` tag, as `run` tags them
+    plan_hash: str  # of the whole spec: the children's `plan_hash` tag, as `run` tags them
     tracker: Tracker
     parent_run_id: str
     data: dict[str, PreparedData] = field(default_factory=dict)  # by `data` section

@@ -51,7 +51,7 @@ class WorkerJob:
     variant: str
     study: str
     cell_hash: str  # of the cell's spec, which the study remembers
-    plan_hash: str  # of the whole spec, for the children's `spec_hash` tag as in `run`
+    plan_hash: str  # of the whole spec, for the children's `plan_hash` tag as in `run`
     parent_run_id: str
     target: int
     deadline: float | None  # time.time() after which no trial starts
