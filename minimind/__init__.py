@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from minimind.config import ModelConfig
     from minimind.generation import SamplingOptions
-    from minimind.model import KVCache, LMOutput, MiniMindLM
+    from minimind.kv_cache import KVCache
+    from minimind.model import LMOutput, MiniMindLM
 
 # Imported on first use, so that `minimind --help` and the CLI's start-up do not import torch.
 _HOMES = {
-    "KVCache": "minimind.model",
+    "KVCache": "minimind.kv_cache",
     "LMOutput": "minimind.model",
     "MiniMindLM": "minimind.model",
     "ModelConfig": "minimind.config",

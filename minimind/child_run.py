@@ -25,7 +25,7 @@ from minimind.checkpoint import RunCheckpoint
 from minimind.data import PreparedData
 from minimind.device import resolve_run_device
 from minimind.record import child_params, child_tags, component_labels, device_tags
-from minimind.spec import Spec, dump_spec
+from minimind.spec import Spec, dump_spec, flatten
 from minimind.train import MetricSink, Trainer, TrainOutcome
 
 if TYPE_CHECKING:  # mlflow and matplotlib take seconds to import
@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # mlflow and matplotlib take seconds to import
 @dataclass
 class ChildRun:
     """What names and trains one child run: its tracker and parent, its name, the whole spec's
-    hash (`spec_hash` tag), its ablation cell, its resolved spec, its seed and its data.
+    hash (`plan_hash` tag), its ablation cell, its resolved spec, its seed and its data.
 
     `earlier_run_id` reopens that run instead of starting one (`minimind run --resume`), and
     continues from `checkpoint_path` when the checkpoint there is this run's. Without a
@@ -88,12 +88,12 @@ def train_child(child: ChildRun, hooks: ChildHooks | None = None) -> TrainOutcom
         tags = child_tags(
             child.plan_hash,
             child.variant,
-            spec,
+            model_cfg,
             child.seed,
             run_device,
             data_manifest=child.data.manifest_hash,
         )
-        params = child_params(spec, child.seed)
+        params = child_params(flatten(spec), model_cfg, spec.train.seq_len, child.seed)
         run = child.tracker.start_child(child.parent_run_id, name, params, {**tags, **child.tags})
     else:
         run = child.tracker.resume_run(child.earlier_run_id)

@@ -10,7 +10,7 @@ top-p, then sampling (or argmax when temperature is 0).
 The model's logits may be wider than its vocabulary (`ModelConfig.padded_vocab_size`); only the
 first `config.vocab_size` are kept, so a padded id, which no tokenizer can decode, is never drawn.
 
-The past tokens' keys and values come from a cache (`registry.kv_cache`): `dynamic` grows by
+The past tokens' keys and values come from a cache (`minimind.kv_cache`): `dynamic` grows by
 concatenation, `static` is preallocated for the whole generation and keeps its shapes from token
 to token (with `compile_decode`, its one-token step is compiled, as CUDA graphs on CUDA), `none`
 re-encodes the context at every step. Nothing waits for the device between tokens except the

@@ -25,9 +25,9 @@ from torch import nn
 import registry
 from minimind.config import ModelConfig
 from minimind.generation import RANDOM_SAMPLING, SamplingOptions, generate_tokens
+from minimind.kv_cache import KVCache, StaticKVCache, positions_after
 from minimind.loss import IGNORE_INDEX, chunked_loss_sum, loss_sums, soft_cap
 from registry.attention import DocumentMask
-from registry.kv_cache import KVCacheLayer, StaticKVCache
 
 RESIDUAL_OUTPUTS = ("o_proj.weight", "down_proj.weight")
 """Output projections into the residual stream: their init std is scaled by 1/sqrt(2·n_layers),
@@ -43,30 +43,6 @@ class LMOutput:
     aux_loss: torch.Tensor  # 0-dim sum of the mlps' auxiliary losses (already scaled); 0 if dense
     # 0-dim mean of logsumexp(logits)² over the targets (PaLM's z-loss, unscaled), when asked for
     z_loss: torch.Tensor | None = None
-
-
-def _positions(past: int, length: int, max_len: int, device: torch.device) -> torch.Tensor:
-    """Absolute positions [length] of tokens that follow `past` others; ValueError beyond
-    max_len."""
-    if past + length > max_len:
-        raise ValueError(f"sequence of {past + length} tokens exceeds max_seq_len {max_len}")
-    return torch.arange(past, past + length, device=device)
-
-
-class KVCache:
-    """Per-layer keys and values for incremental decoding that grow with each forward (see
-    `registry.kv_cache`); `len(cache)` is the tokens seen."""
-
-    def __init__(self, n_layers: int, max_len: int, device: torch.device) -> None:
-        self.max_len, self.device = max_len, device
-        self.layers = [KVCacheLayer() for _ in range(n_layers)]
-
-    def __len__(self) -> int:
-        return len(self.layers[0])
-
-    def positions(self, length: int) -> torch.Tensor:
-        """Absolute positions [length] of the next tokens, after the cached ones."""
-        return _positions(len(self), length, self.max_len, self.device)
 
 
 class MiniMindLM(nn.Module):
@@ -167,7 +143,7 @@ class MiniMindLM(nn.Module):
         """
         length = input_ids.size(1)
         if cache is None:
-            positions = _positions(0, length, self.config.max_seq_len, input_ids.device)
+            positions = positions_after(0, length, self.config.max_seq_len, input_ids.device)
         else:
             positions = cache.positions(length)
         x = self.dropout(self.position.embed(self.embed_tokens(input_ids), positions))

@@ -4,12 +4,13 @@ The writers (`minimind run`, `minimind sweep`) build their runs with what is her
 readers (`minimind compare` and its report) find and group runs by these tags, never by parsing
 a run's name.
 
-- A parent run per `minimind run` invocation, tagged `minimind.role=parent` and `spec_hash`
-  (the hash of the whole spec, by which `--resume` finds it); a parent per study of
+- A parent run per `minimind run` invocation, tagged `minimind.role=parent` and `plan_hash`
+  (the hash of the whole spec, by which `--resume` finds it; runs of earlier versions carry it
+  as `spec_hash`, still read); a parent per study of
   `minimind sweep`, also tagged `study` and `variant`.
 - A child run per variant × seed, named `<variant>/seed<k>`, or per trial (and seed), named
   `trial-<n>` (`trial-<n>/seed<k>`). Tags: `minimind.role=child`, `mlflow.parentRunId`,
-  `variant`, `seed`, `spec_hash`, `component.<slot>` (and `component.<slot>.options`), the
+  `variant`, `seed`, `plan_hash`, `component.<slot>` (and `component.<slot>.options`), the
   device it trained on (`device`, `precision`, and `gpu_name` on CUDA) and `git_commit`; a trial's also `study`,
   `trial_number` and `state`; a run that did not finish, `failure_reason`. Params: the
   flattened resolved spec, `seed` and the model's size.
@@ -22,21 +23,25 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import registry
 
 if TYPE_CHECKING:
+    import torch
+
     from minimind.config import ModelConfig
-    from minimind.device import RunDevice
-    from minimind.spec import Spec
 
 ROLE_TAG = "minimind.role"
 PARENT_ROLE, CHILD_ROLE = "parent", "child"
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own: the UI nests a child under its parent
 RUN_NAME_TAG = "mlflow.runName"
-SPEC_HASH_TAG = "spec_hash"  # of the whole spec an invocation ran, every variant in it
+PLAN_HASH_TAG = "plan_hash"  # of the whole spec an invocation ran, every variant in it
+# The tag runs recorded before the hashes had names of their own carry the plan hash under;
+# read (`plan_hash_lookups`, `compare.runs`), never written.
+LEGACY_HASH_TAG = "spec_hash"
 VARIANT_TAG = "variant"
 SEED_TAG = "seed"
 DATA_MANIFEST_TAG = "data_manifest"  # hash of the prepared token shards' manifest the run read
@@ -111,53 +116,58 @@ def process_tags() -> dict[str, str]:
 
 
 def parent_tags(plan_hash: str) -> dict[str, str]:
-    """The tags of a `minimind run` parent (the tracker adds the role); `plan_hash` is the whole
-    spec's `spec_hash`."""
-    return {SPEC_HASH_TAG: plan_hash}
+    """The tags of a `minimind run` parent (the tracker adds the role): `plan_hash`, the whole
+    spec's hash."""
+    return {PLAN_HASH_TAG: plan_hash}
+
+
+def plan_hash_lookups(plan_hash: str) -> list[dict[str, str]]:
+    """The tags that find the runs of an invocation of the spec hashing to `plan_hash`, in
+    turn: its own tag, then the legacy tag that runs of earlier versions carry it under."""
+    return [{PLAN_HASH_TAG: plan_hash}, {LEGACY_HASH_TAG: plan_hash}]
 
 
 def study_parent_tags(study: str, variant: str, plan_hash: str) -> dict[str, str]:
     """The tags of a study's parent run: its study, its ablation cell and the whole spec's
     hash, as its trials' runs and `minimind run` have it."""
-    return {STUDY_TAG: study, VARIANT_TAG: variant, SPEC_HASH_TAG: plan_hash}
+    return {STUDY_TAG: study, VARIANT_TAG: variant, PLAN_HASH_TAG: plan_hash}
 
 
-def child_params(spec: Spec, seed: int) -> dict[str, Any]:
-    """A child run's params: the flattened resolved spec, its seed and the model's size."""
-    # Imported here: `minimind.spec` checks sweep objectives against `RUN_METRICS`.
-    from minimind.spec import flatten
-
-    cfg = spec.model_config_obj()
+def child_params(
+    flat_spec: Mapping[str, Any], cfg: ModelConfig, seq_len: int, seed: int
+) -> dict[str, Any]:
+    """A child run's params: its flattened resolved spec (`spec.flatten`), its seed and the
+    size of its model `cfg` (FLOPs per token at `seq_len`)."""
     return {
-        **flatten(spec),
+        **flat_spec,
         "seed": seed,
         "num_params": cfg.num_params(),
         "num_active_params": cfg.num_active_params(),
         "num_non_embedding_params": cfg.num_non_embedding_params(),
-        "flops_per_token": cfg.flops_per_token(spec.train.seq_len),
+        "flops_per_token": cfg.flops_per_token(seq_len),
     }
 
 
 def child_tags(
     plan_hash: str,
     variant: str,
-    spec: Spec,
+    cfg: ModelConfig,
     seed: int,
-    run_device: RunDevice,
+    run_device: ResolvedDevice,
     *,
     data_manifest: str,
 ) -> dict[str, str]:
     """A child run's tags (the tracker adds the role, the parent and `git_commit`): its variant
     and seed, the whole spec's hash, the manifest hash of the data it reads
-    (`PreparedData.manifest_hash`), the components of `spec`'s model and the device (and
+    (`PreparedData.manifest_hash`), the components of its model `cfg` and the device (and
     autocast dtype) it trains with."""
     tags = {
         VARIANT_TAG: variant,
         SEED_TAG: str(seed),
-        SPEC_HASH_TAG: plan_hash,
+        PLAN_HASH_TAG: plan_hash,
         DATA_MANIFEST_TAG: data_manifest,
     }
-    tags.update(component_tags(spec.model_config_obj()))
+    tags.update(component_tags(cfg))
     tags.update(device_tags(run_device))
     return tags
 
@@ -167,7 +177,18 @@ def trial_tags(study: str, number: int) -> dict[str, Any]:
     return {TRIAL_NUMBER_TAG: number, STUDY_TAG: study}
 
 
-def device_tags(run_device: RunDevice) -> dict[str, str]:
+class ResolvedDevice(Protocol):
+    """What the tags read of a run's resolved device (`minimind.device.RunDevice`, a layer
+    below this one, hence a protocol rather than an import)."""
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def precision(self) -> str: ...
+
+
+def device_tags(run_device: ResolvedDevice) -> dict[str, str]:
     """`device` (its type: `cpu`, `cuda`, `mps`), `precision` (`RunDevice.precision`: `bf16`,
     or `fp32` without autocast) and, on CUDA, `gpu_name`."""
     # Imported here: the spec checks sweep objectives against `RUN_METRICS`, and a spec error

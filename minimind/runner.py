@@ -8,7 +8,7 @@ open the tracker. The runs are those of `minimind.record`: one parent per invoca
 child `<variant>/seed<k>` per run, each trained by `minimind.child_run` (the path a sweep's
 trials take too) with the spec, a model summary, samples and a loss figure as artifacts. A child that fails (non-finite loss, an exception) ends FAILED and the
 others go on; Ctrl-C or SIGTERM end the current child and the parent KILLED. `--resume` reopens
-the newest parent with the same `spec_hash`, skips its FINISHED children, continues the others
+the newest parent with the same `plan_hash`, skips its FINISHED children, continues the others
 from their checkpoints and starts the missing ones.
 """
 
@@ -22,7 +22,13 @@ from minimind.child_run import ChildRun, train_child
 from minimind.data import DataError, PreparedData
 from minimind.exit_codes import EXIT_FAILED, EXIT_OK, fail
 from minimind.plan import Plan, data_key, describe_plan, plan_run, prepare_all
-from minimind.record import checkpoint_path, child_run_name, parent_tags, process_tags
+from minimind.record import (
+    checkpoint_path,
+    child_run_name,
+    parent_tags,
+    plan_hash_lookups,
+    process_tags,
+)
 from minimind.spec import Spec, SpecError, Variant, dump_spec, flatten
 from minimind.train import TrainOutcome
 
@@ -115,12 +121,13 @@ def _print_comparison_unless_unreachable(uri: str, experiment: str, parent_run_i
 def _open_parent(tracker: Tracker, plan: Plan, resume: bool) -> tuple[RunHandle, dict[str, Run]]:
     """The parent run (new, or reopened with `resume`) and its earlier children by name."""
     spec = plan.spec
-    for parent_id in tracker.close_dead_parents(parent_tags(plan.plan_hash)):
+    lookups = plan_hash_lookups(plan.plan_hash)
+    for parent_id in [p for tags in lookups for p in tracker.close_dead_parents(tags)]:
         distributed.main_print(
             f"closed parent run {parent_id} of a dead earlier invocation as KILLED"
         )
     if resume:
-        found = tracker.find_parent(parent_tags(plan.plan_hash))
+        found = next(filter(None, (tracker.find_parent(tags) for tags in lookups)), None)
         if found is not None:
             parent_id = found.info.run_id
             # A SIGKILLed process left its runs RUNNING; end them so that an interruption of

@@ -162,7 +162,8 @@ class Trainer:
         cfg, budget = self.cfg, self.budget
         every = cfg.checkpoint_every  # None: no checkpoints at all, not even the last
         self.model.train()
-        with training_progress(label, budget.max_steps, self.step) as progress:
+        quiet = not distributed.is_main_process()
+        with training_progress(label, budget.max_steps, self.step, quiet=quiet) as progress:
             done = budget.spent(self.step, self._training_clock())
             while not done:
                 log_now = (self.step + 1) % cfg.log_every == 0 or self.step + 1 == budget.max_steps

@@ -3,8 +3,9 @@
 - `mha`: n_kv_heads = n_heads;  `mqa`: n_kv_heads = 1;  `gqa`: the config's `n_kv_heads`.
 Projections are named `q_proj`, `k_proj`, `v_proj`, `o_proj` as in Llama, so weights map onto HF
 transformers. Training runs `F.scaled_dot_product_attention(is_causal=True)` with `enable_gqa`, so
-K/V are never repeated in memory. Decoding with a cache attends with the mask that the cache gives
-(`registry.kv_cache`).
+K/V are never repeated in memory. Decoding with a cache attends with the mask that the cache gives:
+a cache is anything with the `CacheLayer` interface per layer (the model's caches are in
+`minimind/kv_cache.py`).
 A `DocumentMask` confines attention to each token's own document within a packed window
 (block-causal): a boolean mask for SDPA, or FlexAttention's block mask on CUDA, which skips the
 blocks across documents.
@@ -20,6 +21,7 @@ Options, checks and counts are declared in `registry/declarations/attention.py`.
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -27,8 +29,28 @@ from torch import nn
 
 from registry.core import build
 from registry.declarations import attention as declared
-from registry.kv_cache import CacheLayer, causal_mask
 from registry.position import Rotate
+
+
+class CacheLayer(Protocol):
+    """One attention layer's cache, as attention uses it: `update` takes the new keys and values
+    [B, Hkv, T, hd] (before any GQA repetition) and returns every key and value to attend to,
+    with the boolean mask [T, S] of what each new query may see (True: allowed), or None where
+    SDPA's own `is_causal` (T = S) or no mask (T = 1) is right."""
+
+    def update(
+        self, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]: ...
+
+
+def causal_mask(n_queries: int, n_keys: int, device: torch.device | None = None) -> torch.Tensor:
+    """Boolean mask [n_queries, n_keys], True where attention is allowed.
+
+    Aligned bottom-right: query i is the token at absolute position n_keys - n_queries + i and sees
+    keys 0..that position.
+    """
+    ones = torch.ones(n_queries, n_keys, dtype=torch.bool, device=device)
+    return ones.tril(diagonal=n_keys - n_queries)
 
 
 @dataclass

@@ -11,9 +11,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from registry.attention import DocumentMask
+from registry.attention import CacheLayer, DocumentMask
 from registry.declarations import block as declared
-from registry.kv_cache import CacheLayer
 from registry.position import Rotate
 
 

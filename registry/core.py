@@ -56,7 +56,13 @@ C = TypeVar("C", bound=type)
 
 
 class RegistryError(ValueError):
-    """The one error type of the registry: unknown slot, name or option, or an ill-typed option."""
+    """The one error type of the registry: unknown slot, name or option, or an ill-typed option.
+    `option` names the option an error is about (unknown, fixed by an alias, or ill-typed), so
+    that a caller can point at the field without reading the message."""
+
+    def __init__(self, message: str, *, option: str | None = None) -> None:
+        super().__init__(message)
+        self.option = option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,11 +227,13 @@ def _validated_options(slot: str, spec: ComponentSpec) -> tuple[_Entry, Any]:
     for key, value in given.items():
         if key not in fields:
             raise RegistryError(
-                f"unknown option {key!r} for {label}; valid options: {valid}{suggest(key, fields)}"
+                f"unknown option {key!r} for {label}; valid options: {valid}{suggest(key, fields)}",
+                option=key,
             )
         if key in entry.fixed and value != entry.fixed[key]:
             raise RegistryError(
-                f"option {key!r} of {label} is fixed to {entry.fixed[key]!r} by alias {name!r}"
+                f"option {key!r} of {label} is fixed to {entry.fixed[key]!r} by alias {name!r}",
+                option=key,
             )
         try:
             values[key] = _adapter(entry.declaration, key).validate_python(value)
@@ -234,7 +242,8 @@ def _validated_options(slot: str, spec: ComponentSpec) -> tuple[_Entry, Any]:
             raise RegistryError(
                 f"option {key!r} of {label} must be "
                 f"{_type_name(_option_types(entry.declaration)[key])}, "
-                f"got {value!r} ({reason}); valid options: {valid}"
+                f"got {value!r} ({reason}); valid options: {valid}",
+                option=key,
             ) from None
     for key, value in entry.fixed.items():
         values.setdefault(key, value)

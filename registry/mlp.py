@@ -9,7 +9,7 @@ Used as the experts of a `moe` mlp, each kind also runs all its experts at once 
 `grouped_forward` (`torch.nn.functional.grouped_mm`, for `dispatch: grouped_mm`): the experts'
 weights are stacked on each call, a differentiable copy, so gradients still reach every expert's
 own `nn.Linear` and the parameter names (state_dict, checkpoints) are those of the per-expert loop.
-Experts with `bias: true` have no grouped form (`registry.moe.grouped_mm_unsupported`).
+Experts with `bias: true` have no grouped form (`registry.declarations.moe.grouped_mm_unsupported`).
 """
 
 from collections.abc import Sequence

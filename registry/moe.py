@@ -37,43 +37,14 @@ Balancing (`balance`):
 Options, checks and counts are declared in `registry/declarations/moe.py`.
 """
 
-from collections.abc import Mapping
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from registry.core import build, component_class, resolve
+from registry.core import build
 from registry.declarations import moe as declared
-
-# grouped_mm wants operand rows of 16 bytes: 8 elements in bf16/fp16 (4 would do in fp32).
-GROUPED_MM_ALIGNMENT = 8
-
-
-def grouped_mm_unsupported(expert: str | Mapping[str, object]) -> str | None:
-    """Why experts built from the mlp spec `expert` cannot use `dispatch: grouped_mm`, or None."""
-    if not hasattr(F, "grouped_mm"):
-        return f"torch {torch.__version__} has no torch.nn.functional.grouped_mm"
-    name, options = resolve("mlp", expert)
-    if not hasattr(component_class("mlp", name), "grouped_forward"):
-        return f"mlp {name!r} has no grouped_forward"
-    if options.get("bias"):
-        # grouped_mm adds one bias to every group, not one per expert
-        return "experts with bias: true have no grouped form"
-    return None
-
-
-def grouped_mm_misaligned(dim: int, expert: nn.Module) -> str | None:
-    """Why grouped_mm cannot take the matrices of `expert` (any device, meta too), or None."""
-    sizes = sorted({size for p in expert.parameters() for size in p.shape})
-    odd = [size for size in sizes if size % GROUPED_MM_ALIGNMENT]
-    if not odd:
-        return None
-    return (
-        f"grouped_mm needs dim ({dim}) and the expert width to be multiples of "
-        f"{GROUPED_MM_ALIGNMENT}; expert matrix sizes {odd} are not"
-    )
+from registry.declarations.moe import grouped_mm_misaligned, grouped_mm_unsupported
 
 
 class MoE(declared.MoE, nn.Module):

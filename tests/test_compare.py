@@ -13,6 +13,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import mlflow
 import numpy as np
 import pandas as pd
 import pytest
@@ -284,6 +285,31 @@ def test_runs_are_grouped_by_their_tags_never_by_their_names(mlflow_uri) -> None
     assert np.isnan(runs.loc["norm=layernorm/seed2", "seed"])
     c = compare(load_runs(mlflow_uri, ["named"]))
     assert _row(c, "norm=rmsnorm")["n"] == 2 and _row(c, "norm=layernorm/seed2")["n"] == 1
+
+
+def test_loading_runs_reads_its_own_store_without_mlflows_global_uri(
+    mlflow_uri, monkeypatch
+) -> None:
+    """Compare opens the store through the client it was given: MLflow's global tracking URI,
+    which another thread may be using, is neither set nor read."""
+    client = MlflowClient(mlflow_uri)
+    exp = client.create_experiment("own")
+    parent = log_parent(client, exp, "own", T0)
+    for seed in (0, 1):
+        log_child(
+            client, exp, parent, "norm=rmsnorm", seed, T0 + 1000 * (seed + 1),
+            params=_params(RMS, seed), metrics=_curves(RMS, seed, T0),
+        )  # fmt: skip
+
+    def untouchable(*_: object) -> None:
+        raise AssertionError("MLflow's global tracking URI was used")
+
+    monkeypatch.setattr(mlflow, "set_tracking_uri", untouchable)
+    monkeypatch.setattr(mlflow, "get_tracking_uri", untouchable)
+    runset = load_runs(mlflow_uri, ["own"])
+    assert sorted(runset.runs["seed"]) == [0, 1]
+    assert list(runset.parents["run_id"]) == [parent]
+    assert runset.runs["tags.variant"].tolist() == ["norm=rmsnorm"] * 2
 
 
 def test_the_report_header_shows_the_recorded_device(mlflow_uri) -> None:

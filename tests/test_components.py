@@ -19,8 +19,9 @@ from transformers.models.gptj.modeling_gptj import (
 from transformers.models.gptj.modeling_gptj import create_sinusoidal_positions
 
 import registry
+from minimind.kv_cache import KVCacheLayer
+from registry.attention import causal_mask
 from registry.declarations.mlp import swiglu_hidden
-from registry.kv_cache import KVCacheLayer, causal_mask
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py: tiny ops, one thread
 

@@ -3,7 +3,6 @@ against a single process with the same global batch and data order."""
 
 from __future__ import annotations
 
-import ast
 import os
 import signal
 import subprocess
@@ -15,7 +14,6 @@ import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
 
-from minimind import distributed
 from minimind.cli import main
 from minimind.data.batches import TrainBatches
 from minimind.distributed import local_batch_size, torchrun_command
@@ -76,18 +74,6 @@ def test_the_launcher_is_torchrun_standalone():
         "run",
         "s.yaml",
     ]
-
-
-def test_distributed_imports_nothing_of_the_tracking_package():
-    # Process plumbing knows nothing of MLflow; the rank-0 tracker lives in minimind.tracking.
-    imported = []
-    for node in ast.walk(ast.parse(Path(distributed.__file__).read_text())):
-        if isinstance(node, ast.Import):
-            imported += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            imported.append(node.module or "")
-    assert "torch.distributed" in imported  # the walk sees the imports
-    assert not [m for m in imported if m.startswith("minimind.tracking")]
 
 
 def history(uri: str, experiment: str, key: str) -> tuple[list, list, list[tuple[int, float]]]:

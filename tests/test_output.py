@@ -41,13 +41,30 @@ def test_a_run_off_a_terminal_prints_a_line_per_log_window_and_no_mlflow_info(wr
     assert "base/seed0: FINISHED at step 12" in result.stdout
 
 
-def test_the_display_is_a_bar_on_a_terminal_lines_elsewhere_and_nothing_off_rank_0(
+def test_the_display_is_a_bar_on_a_terminal_lines_elsewhere_and_nothing_when_quiet(
     monkeypatch, capsys
 ):
+    """One display for every long task (training, tokenizing)."""
     monkeypatch.setattr(progress, "is_terminal", lambda: True)
-    with progress.training_progress("v/seed0", 10, 0) as shown:
+    with progress.display("task", 10, 0, status="-") as shown:
         assert isinstance(shown, progress.Bar)
+        shown.report(3, status="halfway", line="not printed")
+        task = shown.progress.tasks[0]
+        assert (task.completed, task.total, task.fields["status"]) == (3, 10, "halfway")
     capsys.readouterr()  # the bar's last frame
+    monkeypatch.setattr(progress, "is_terminal", lambda: False)
+    with progress.display("task", 10, 0) as shown:
+        shown.advance(1)  # a position only a bar shows
+        shown.report(2, status="s", line="task 2/10")
+    assert capsys.readouterr().err == "task 2/10\n"
+    with progress.display("task", 10, 0, quiet=True) as shown:
+        assert isinstance(shown, progress.Silent)
+    monkeypatch.setattr(progress.multiprocessing, "parent_process", lambda: object())
+    with progress.display("task", 10, 0) as shown:  # a spawned worker
+        assert isinstance(shown, progress.Silent)
+
+
+def test_a_run_reports_its_log_windows_and_keeps_quiet_off_rank_0(monkeypatch, capsys):
     monkeypatch.setattr(progress, "is_terminal", lambda: False)
     with progress.training_progress("v/seed0", 10, 0) as shown:
         shown.advance(1)
@@ -60,9 +77,27 @@ def test_the_display_is_a_bar_on_a_terminal_lines_elsewhere_and_nothing_off_rank
         "v/seed0 step 4/10 loss 4.5000 lr 1.50e-04 12,346 tok/s",
         "step 3 loss 4.0000 lr 1.00e-03 100 tok/s",
     ]
-    monkeypatch.setattr(distributed, "rank", lambda: 1)
+    monkeypatch.setattr(progress, "is_terminal", lambda: True)
     with progress.training_progress("v/seed0", 10, 0) as shown:
-        assert isinstance(shown, progress.Silent)
+        shown.log(4, 4.5, 1.5e-4, 12345.6)
+        assert shown.shown.progress.tasks[0].fields["status"] == "loss 4.500  12,346 tok/s"
+    with progress.training_progress("v/seed0", 10, 0, quiet=True) as shown:
+        assert isinstance(shown.shown, progress.Silent)
+
+
+def test_tokenizing_reports_each_piece_through_the_same_display(monkeypatch, capsys):
+    from minimind.data import prepare
+
+    monkeypatch.setattr(progress, "is_terminal", lambda: False)
+    counts = {split: {"docs": 10, "tokens": 500, "bytes": 2000} for split in ("train", "val")}
+    with prepare._progress("tiny", 3, 1) as advance:  # one piece done before
+        advance(counts)
+        advance(counts)
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" tokens")[0] for line in lines] == [
+        "tokenized tiny: piece 2/3, 20 docs  1,000",
+        "tokenized tiny: piece 3/3, 40 docs  2,000",
+    ]
 
 
 def test_only_rank_0_prints_the_lines_every_rank_would(monkeypatch, capsys):

@@ -17,6 +17,7 @@ from minimind.spec import (
     Objective,
     Spec,
     SpecError,
+    SweepConfig,
     dump_spec,
     expand,
     flatten,
@@ -423,6 +424,33 @@ def test_sweep_section_normalizes_shorthands(tmp_path: Path) -> None:
     assert multi is not None and multi.is_multi_objective
     assert multi.pruner.name == "none"  # the default for a study that cannot be pruned
     assert multi.directions == ["minimize", "maximize"]
+
+
+def test_a_sweep_objective_takes_its_direction_from_the_metric(tmp_path: Path) -> None:
+    # A sweep over throughput that leaves `direction` out must search for the fastest model,
+    # not the slowest.
+    sweep = load_spec(
+        write(
+            tmp_path,
+            "s.yaml",
+            """
+            name: s
+            sweep:
+              objective: [perf/tokens_per_s, val/bpb, {metric: perf/mfu}]
+            """,
+        )
+    ).sweep
+    assert sweep is not None
+    assert sweep.directions == ["maximize", "minimize", "maximize"]
+    assert SweepConfig().directions == ["minimize"]  # the default objective, val/bpb
+
+
+def test_the_sweep_section_of_a_spec_without_one_is_an_error_naming_it() -> None:
+    spec = validate_spec({"name": "x"})
+    with pytest.raises(SpecError, match=r"^sweep: missing: `minimind sweep` needs a sweep"):
+        spec.sweep_section()
+    swept = validate_spec({"name": "x", "sweep": {"objective": "val/bpb"}})
+    assert swept.sweep_section() is swept.sweep
 
 
 def test_plugins_are_loaded_before_the_model_validates(tmp_path: Path) -> None:

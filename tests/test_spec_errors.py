@@ -273,6 +273,32 @@ CASES: list[tuple[str, str, list[str], str]] = [
         "sweep.pruner: a multi-objective study cannot be pruned",
     ),
     (
+        "match-tolerance-boolean",
+        "name: x\nablate: {model.mlp: [swiglu, relu2]}\n"
+        "match: {knob: model.mlp.hidden, tolerance: true}\n",
+        [],
+        "match.tolerance: must be a number, not true",
+    ),
+    (
+        "sweep-direction-contradicts-the-metric",
+        "name: x\nsweep: {objective: perf/tokens_per_s, direction: minimize}\n",
+        [],
+        "sweep.direction: perf/tokens_per_s is better higher: its direction is maximize, "
+        "not minimize",
+    ),
+    (
+        "sweep-objective-direction-contradicts-the-metric",
+        "name: x\nsweep:\n  objective: [{metric: val/bpb, direction: maximize}]\n",
+        [],
+        "sweep.objective[0].direction: val/bpb is better lower: its direction is minimize",
+    ),
+    (
+        "sweep-direction-contradicts-the-default-objective",
+        "name: x\nsweep: {direction: maximize}\n",
+        [],
+        "sweep.direction: val/bpb is better lower",
+    ),
+    (
         "sweep-unknown-metric",
         "name: x\nsweep: {objective: val/bpd}\n",
         [],

@@ -4,6 +4,7 @@ study's specs and arms."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import numpy as np
@@ -258,6 +259,24 @@ def test_the_report_is_rendered_from_the_runs(store: str, tmp_path: Path) -> Non
     ]  # fmt: skip
     html = (folder / "index.html").read_text()
     assert html.count("data:image/png;base64,") == 5 and 'class="disagrees"' in html
+
+
+def test_the_report_tables_are_made_from_the_numbers(store: str, tmp_path: Path) -> None:
+    """An interval is set under its value and an agreement coloured by the finding itself, not
+    by reading formatted text back: a label with a bracket stays whole."""
+    from minimind.study import report
+
+    manifest = copy.deepcopy(MANIFEST)
+    manifest["arms"]["good"]["label"] = "good [lr 3e-3]"
+    study = load_study(_write(tmp_path, manifest))
+    results = analyse(study, store)[0]
+    page = report.to_html(study, results, {}, {}, {})
+    assert "<td>good [lr 3e-3]</td>" in page
+    finding = results[0].findings[0]
+    m, row = study.metric, finding.row
+    delta, low, high = row[f"{m}_delta"], row[f"{m}_delta_low"], row[f"{m}_delta_high"]
+    assert f'<td>{delta:+.4f}<br><span class="ci">[{low:+.4f}, {high:+.4f}]</span></td>' in page
+    assert f'<td class="{finding.agreement.replace(" ", "-")}">' in page
 
 
 @pytest.mark.parametrize(

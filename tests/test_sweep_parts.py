@@ -340,7 +340,7 @@ def test_a_study_is_resumed_only_by_the_spec_that_made_it(sweep_file, capsys) ->
     storage = open_storage(plan.sweep)
     (cell,) = plan.cells
     study = open_study(storage, cell.name, cell.sweep, cell.cell_hash)
-    assert study.user_attrs["spec_hash"] == cell.cell_hash == spec_hash(cell.spec)
+    assert study.user_attrs["cell_hash"] == cell.cell_hash == spec_hash(cell.spec)
     reopened = open_study(storage, cell.name, cell.sweep, cell.cell_hash)
     assert reopened.study_name == "tiny"  # the same spec reopens it
     assert main(["sweep", str(path), "-o", "train.steps=6"]) == 2
@@ -388,3 +388,17 @@ def test_an_interrupt_lost_in_a_finalizer_is_delivered_again(monkeypatch) -> Non
     finally:
         signal.signal(signal.SIGINT, previous)
     assert delivered == [signal.SIGINT] and passed == [ValueError], refs
+
+
+def test_a_study_stores_its_cell_hash_by_name_and_reads_the_legacy_one() -> None:
+    storage = optuna.storages.InMemoryStorage()
+    sweep = SweepConfig(objective="val/bpb")
+    study = open_study(storage, "new", sweep, "c0ffee")
+    assert study.user_attrs["cell_hash"] == "c0ffee" and "spec_hash" not in study.user_attrs
+    # A study of an earlier version: the cell's hash under `spec_hash`.
+    legacy = optuna.create_study(storage=storage, study_name="old")
+    legacy.set_user_attr("spec_hash", "abc123")
+    legacy.set_user_attr("objective", ["val/bpb"])
+    assert open_study(storage, "old", sweep, "abc123").study_name == "old"
+    with pytest.raises(SpecError, match=r"trains differently \(cell_hash abc123, this one ff"):
+        open_study(storage, "old", sweep, "ffffff")

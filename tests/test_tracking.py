@@ -398,3 +398,20 @@ def test_git_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         ["git", "log", "-1", "--format=%H"], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert git_commit() == expected and len(expected) == 40
+
+
+def test_an_invocation_is_found_by_its_plan_hash_or_the_legacy_tag(tracker: Tracker) -> None:
+    from minimind.record import parent_tags, plan_hash_lookups
+
+    legacy = tracker.start_parent("old", {"spec_hash": "h1"})  # recorded by an earlier version
+    legacy.end()
+    current = tracker.start_parent("new", parent_tags("h2"))
+    current.end()
+    assert current.run_id != legacy.run_id
+    found = {
+        plan_hash: next(filter(None, map(tracker.find_parent, plan_hash_lookups(plan_hash))))
+        for plan_hash in ("h1", "h2")
+    }
+    assert found["h1"].info.run_id == legacy.run_id
+    assert found["h2"].info.run_id == current.run_id
+    assert found["h2"].data.tags["plan_hash"] == "h2"

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from minimind.corrections import CORRECTIONS, DEFAULT_CORRECTION
 from minimind.exit_codes import EXIT_FAILED, EXIT_OK, fail
 from minimind.paths import DEFAULT_TRACKING_URI, REPORTS_DIR
 
@@ -46,8 +47,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--correction",
-        choices=("holm", "bonferroni", "none"),
-        default="holm",
+        choices=CORRECTIONS,
+        default=DEFAULT_CORRECTION,
         help="multiple-comparison correction over the variants compared with the baseline "
         "(default: holm; with one comparison there is nothing to correct)",
     )

@@ -64,15 +64,22 @@ def fmt_percent(fraction: float) -> str:
 
 def fmt_delta(row: pd.Series, metric: str, digits: int = 4) -> str:
     """'+0.0123 [-0.0050, +0.0296]'; the baseline row says 'baseline'."""
+    value, interval = delta_parts(row, metric, digits)
+    return f"{value} {interval}" if interval else value
+
+
+def delta_parts(row: pd.Series, metric: str, digits: int = 4) -> tuple[str, str]:
+    """`fmt_delta` in its two parts, for a table that sets the interval apart: ('+0.0123',
+    '[-0.0050, +0.0296]'), or ('baseline', '') and a delta without an interval with ''."""
     delta = row[f"{metric}_delta"]
     if row["is_baseline"]:
-        return "baseline"
+        return "baseline", ""
     if _nan(delta):
-        return MISSING
+        return MISSING, ""
     if _nan(row[f"{metric}_delta_low"]):
-        return f"{delta:+.{digits}f}"
+        return f"{delta:+.{digits}f}", ""
     low, high = row[f"{metric}_delta_low"], row[f"{metric}_delta_high"]
-    return f"{delta:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
+    return f"{delta:+.{digits}f}", f"[{low:+.{digits}f}, {high:+.{digits}f}]"
 
 
 def fmt_level(level: float) -> str:

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
-from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from minimind.compare import plots, render
 from minimind.compare.table import Comparison
-from minimind.record import DEVICE_TAG, GIT_COMMIT_TAG, GPU_NAME_TAG, PRECISION_TAG, SPEC_HASH_TAG
+from minimind.record import DEVICE_TAG, GIT_COMMIT_TAG, GPU_NAME_TAG, PLAN_HASH_TAG, PRECISION_TAG
 
 ARTIFACT_PATH = "comparison"
 
@@ -88,7 +87,7 @@ def header_fields(comparison: Comparison) -> dict[str, str]:
         "experiment": ", ".join(comparison.runset.experiments),
         "spec": first_of("params.name"),
         "description": first_of("params.description"),
-        "spec hash": first_of(f"tags.{SPEC_HASH_TAG}"),
+        "spec hash": first_of(f"tags.{PLAN_HASH_TAG}"),
         "git commit": first_of(f"tags.{GIT_COMMIT_TAG}"),
         "device": devices(runs),
         "precision": ", ".join(_unique(runs, f"tags.{PRECISION_TAG}")) or "unknown",
@@ -124,19 +123,22 @@ def _comparison_html(comparison: Comparison) -> str:
     at, delta_at = headers.index("verdict"), headers.index(render.delta_header(comparison))
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
 
-    def cell(i: int, text: str) -> str:
+    def cell(i: int, text: str, numbers: pd.Series) -> str:
         if i == at:
             return f'<td class="verdict">{html.escape(text)}</td>'
-        if i == delta_at and " [" in text:  # the interval on its own line keeps the table narrow
-            delta, interval = text.split(" ", 1)
-            return (
-                f'<td>{html.escape(delta)}<br><span class="ci">{html.escape(interval)}</span></td>'
-            )
+        if i == delta_at:  # the interval on its own line keeps the table narrow
+            delta, interval = render.delta_parts(numbers, comparison.metric)
+            if interval:
+                return (
+                    f'<td>{html.escape(delta)}<br><span class="ci">{html.escape(interval)}</span>'
+                    "</td>"
+                )
         return f"<td>{html.escape(text)}</td>"
 
     rows = []
-    for row in render.display_rows(comparison):
-        cells = "".join(cell(i, c) for i, c in enumerate(row))
+    numbers = (r for _, r in comparison.table.iterrows())  # the rows `display_rows` formats
+    for row, r in zip(render.display_rows(comparison), numbers, strict=True):
+        cells = "".join(cell(i, c, r) for i, c in enumerate(row))
         rows.append(f'<tr class="{_row_class(row[at])}">{cells}</tr>')
     return (
         f'<div class="scroll"><table class="comparison"><thead><tr>{head}</tr></thead>'
@@ -244,9 +246,7 @@ def write_report(comparison: Comparison, folder: str | Path, log_to_parent: bool
     if log_to_parent and len(parents) == 1:
         run_id = parents["run_id"].iloc[0]
         try:
-            MlflowClient(comparison.runset.tracking_uri).log_artifacts(
-                run_id, str(folder), ARTIFACT_PATH
-            )
+            comparison.runset.client.log_artifacts(run_id, str(folder), ARTIFACT_PATH)
         except (MlflowException, OSError) as e:
             print(f"compare: could not log the report to parent run {run_id}: {e}", file=sys.stderr)
     return index

@@ -7,19 +7,27 @@ name is shown, never parsed.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-import mlflow
 import pandas as pd
 from mlflow import MlflowClient
+from mlflow.entities import Run, ViewType
 from mlflow.exceptions import MlflowException
 
 from minimind.exit_codes import EXIT_BAD_INPUT
-from minimind.record import PARENT_ROLE, PARENT_TAG, ROLE_TAG, RUN_NAME_TAG, SEED_TAG, VARIANT_TAG
-from minimind.tracking.backend import sqlite_db_path
+from minimind.record import (
+    LEGACY_HASH_TAG,
+    PARENT_ROLE,
+    PARENT_TAG,
+    PLAN_HASH_TAG,
+    ROLE_TAG,
+    RUN_NAME_TAG,
+    SEED_TAG,
+    VARIANT_TAG,
+)
+from minimind.tracking.backend import connect, sqlite_db_path
 
 HISTORY_WORKERS = 16
 
@@ -64,26 +72,16 @@ class RunSet:
         return self._histories.get((run_id, key), pd.Series(dtype=float))
 
 
-@contextlib.contextmanager
-def _tracking_uri(uri: str) -> Iterator[None]:
-    """`mlflow.search_runs` reads the global tracking URI; set it for the call and restore it."""
-    previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(uri)
-    try:
-        yield
-    finally:
-        mlflow.set_tracking_uri(previous)
-
-
 def open_client(tracking_uri: str) -> MlflowClient:
-    """A client on `tracking_uri`; refuses a SQLite store that does not exist (it would be made)."""
+    """A client on `tracking_uri`, opened as the runs were written (`tracking.backend.connect`);
+    refuses a SQLite store that does not exist (it would be made)."""
     path = sqlite_db_path(tracking_uri)
     if path is not None and not path.exists():
         raise CompareError(
             f"no MLflow store at {path} (tracking URI {tracking_uri}); "
             "run `minimind run SPEC` first or pass --tracking-uri"
         )
-    return MlflowClient(tracking_uri)
+    return connect(tracking_uri)
 
 
 def resolve_experiments(client: MlflowClient, names: Sequence[str]) -> list[str]:
@@ -96,19 +94,62 @@ def resolve_experiments(client: MlflowClient, names: Sequence[str]) -> list[str]
     return list(names)
 
 
+INFO_COLUMNS = ("run_id", "experiment_id", "status", "artifact_uri", "start_time", "end_time")
+
+
 def _search(
-    tracking_uri: str, experiments: Sequence[str] | None, filter_string: str = ""
+    client: MlflowClient, experiments: Sequence[str] | None, filter_string: str = ""
 ) -> pd.DataFrame:
-    with _tracking_uri(tracking_uri):
+    """The active runs of `experiments` (every active experiment when None) that match
+    `filter_string`, oldest first, one row each in the columns of `mlflow.search_runs`, which
+    reads MLflow's global tracking URI instead of `client`'s."""
+    if experiments:
+        found = [client.get_experiment_by_name(name) for name in experiments]
+        ids = [e.experiment_id for e in found if e is not None]
+    else:
+        ids = [e.experiment_id for e in client.search_experiments(ViewType.ACTIVE_ONLY)]
+    runs: list[Run] = []
+    token = None
+    while ids:
         try:
-            return mlflow.search_runs(
-                experiment_names=list(experiments) if experiments else None,
-                search_all_experiments=not experiments,
-                filter_string=filter_string,
-                order_by=["attributes.start_time ASC"],
+            page = client.search_runs(
+                ids, filter_string, order_by=["attributes.start_time ASC"], page_token=token
             )
         except MlflowException as e:
             raise CompareError(f"invalid --filter {filter_string!r}: {e.message}") from e
+        runs += page
+        token = page.token
+        if not token:
+            break
+    return _frame(runs)
+
+
+def _frame(runs: Sequence[Run]) -> pd.DataFrame:
+    """`runs` as `mlflow.search_runs` lays them out: the run's info, then `metrics.<key>` (NaN
+    where a run has not logged it), `params.<key>` and `tags.<key>` (None where missing); a
+    run of an earlier version has its plan hash copied from the legacy tag to its own."""
+    rows = [
+        {
+            "run_id": run.info.run_id,
+            "experiment_id": run.info.experiment_id,
+            "status": run.info.status,
+            "artifact_uri": run.info.artifact_uri,
+            "start_time": pd.to_datetime(run.info.start_time, unit="ms", utc=True),
+            "end_time": pd.to_datetime(run.info.end_time, unit="ms", utc=True),
+            **{f"metrics.{key}": value for key, value in run.data.metrics.items()},
+            **{f"params.{key}": value for key, value in run.data.params.items()},
+            **{f"tags.{key}": value for key, value in run.data.tags.items()},
+        }
+        for run in runs
+    ]
+    frame = pd.DataFrame(rows, columns=None if rows else list(INFO_COLUMNS))
+    legacy, own = f"tags.{LEGACY_HASH_TAG}", f"tags.{PLAN_HASH_TAG}"
+    if legacy in frame.columns:  # runs of earlier versions: their plan hash under its old tag
+        frame[own] = frame.get(own, frame[legacy]).fillna(frame[legacy])
+    for column in frame.columns:
+        if column.startswith(("params.", "tags.")):
+            frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
+    return frame
 
 
 def _tag(df: pd.DataFrame, key: str) -> pd.Series:
@@ -135,7 +176,7 @@ def _label(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def select_runs(
-    tracking_uri: str,
+    client: MlflowClient,
     experiments: Sequence[str] | None,
     *,
     all_runs: bool = False,
@@ -150,12 +191,12 @@ def select_runs(
     """
     if parent_run_id is not None:
         quoted = parent_run_id.replace("'", "")
-        children = _search(tracking_uri, experiments, f"tags.`{PARENT_TAG}` = '{quoted}'")
-        parents = _search(tracking_uri, experiments, f"attributes.run_id = '{quoted}'")
+        children = _search(client, experiments, f"tags.`{PARENT_TAG}` = '{quoted}'")
+        parents = _search(client, experiments, f"attributes.run_id = '{quoted}'")
         if parents.empty:
             raise CompareError(f"no parent run {parent_run_id} in {', '.join(experiments or [])}")
         return _label(children), parents, _invocation(parents.iloc[0], "invocation")
-    df = _search(tracking_uri, experiments, filter_string)
+    df = _search(client, experiments, filter_string)
     if df.empty:
         return (
             df,
@@ -217,7 +258,7 @@ def load_runs(
     if experiments:
         experiments = resolve_experiments(client, experiments)
     runs, parents, selection = select_runs(
-        tracking_uri,
+        client,
         experiments,
         all_runs=all_runs,
         filter_string=filter_string,

@@ -19,8 +19,9 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestIndPower, TTestPower
 
+from minimind.corrections import Correction
+
 CIMethod = Literal["auto", "welch", "bootstrap"]
-Correction = Literal["holm", "bonferroni", "none"]
 Pairing = Literal["auto", "on", "off"]
 
 ALPHA = 0.05

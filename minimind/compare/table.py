@@ -31,8 +31,8 @@ from minimind.compare.stats import (
 )
 from minimind.record import (
     FAILURE_REASON_TAG,
+    PLAN_HASH_TAG,
     RUN_METRICS,
-    SPEC_HASH_TAG,
     curve_metric,
     is_maximized,
 )
@@ -196,7 +196,7 @@ def _config_signature(runs: pd.DataFrame) -> pd.Series:
 def split_unpoolable(runs: pd.DataFrame, group: pd.Series) -> pd.Series:
     """`group`, with the runs of a group whose resolved configs differ (other than in the seed)
     split into rows of their own, named `<group> @<spec hash>` (the first 8 characters of the
-    `spec_hash` tag of the split's first run), or `<group> @config<k>` when the hashes do not
+    `plan_hash` tag of the split's first run), or `<group> @config<k>` when the hashes do not
     tell the configs apart."""
     signature = _config_signature(runs)
     out = group.copy()
@@ -205,7 +205,7 @@ def split_unpoolable(runs: pd.DataFrame, group: pd.Series) -> pd.Series:
         kinds = list(dict.fromkeys(signature[mine]))
         if len(kinds) < 2:
             continue
-        column = f"tags.{SPEC_HASH_TAG}"
+        column = f"tags.{PLAN_HASH_TAG}"
         labels = []
         for kind in kinds:
             hashes = runs.loc[mine & (signature == kind)].get(column, pd.Series(dtype=object))

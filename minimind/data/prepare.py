@@ -19,7 +19,7 @@ import multiprocessing
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -46,6 +46,7 @@ from minimind.data.tokens import (
     worker_init,
 )
 from minimind.file_lock import creation_lock
+from minimind.progress import display
 
 # Bump when the cached files' meaning changes, so old entries are not reused.
 CACHE_VERSION = 2
@@ -270,36 +271,21 @@ def _say(message: str) -> None:
 
 
 @contextmanager
-def _progress(corpus: str, total: int, done: int) -> Iterator:
-    """`advance(counts)` per finished piece: a rich bar (documents, tokens, MB/s) on a terminal,
-    a line per piece on stderr otherwise."""
+def _progress(corpus: str, total: int, done: int) -> Iterator[Callable[[dict], None]]:
+    """`advance(counts)` per finished piece: a bar (documents, tokens, MB/s) on a terminal, a
+    line per piece on stderr otherwise (`progress.display`)."""
     start, totals = time.perf_counter(), {"docs": 0, "tokens": 0, "bytes": 0}
+    pieces = [done]
 
-    def update(counts: dict) -> str:
-        for field in totals:
-            totals[field] += sum(counts[split][field] for split in SPLITS)
-        rate = totals["bytes"] / 1e6 / max(time.perf_counter() - start, 1e-9)
-        return f"{totals['docs']:,} docs  {totals['tokens']:,} tokens  {rate:.1f} MB/s"
-
-    if not (sys.stderr.isatty() and multiprocessing.parent_process() is None):
-        pieces = [done]
+    with display(f"tokenizing {corpus}", total, done, transient=True) as shown:
 
         def advance(counts: dict) -> None:
+            for field in totals:
+                totals[field] += sum(counts[split][field] for split in SPLITS)
+            rate = totals["bytes"] / 1e6 / max(time.perf_counter() - start, 1e-9)
+            status = f"{totals['docs']:,} docs  {totals['tokens']:,} tokens  {rate:.1f} MB/s"
             pieces[0] += 1
-            _say(f"tokenized {corpus}: piece {pieces[0]}/{total}, {update(counts)}")
+            line = f"tokenized {corpus}: piece {pieces[0]}/{total}, {status}"
+            shown.report(pieces[0], status=status, line=line)
 
         yield advance
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[info]}"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
-        task = progress.add_task(f"tokenizing {corpus}", total=total, completed=done, info="")
-        yield lambda counts: progress.update(task, advance=1, info=update(counts))

@@ -1,4 +1,4 @@
-"""Experiment specs (docs/architecture.md, 'The spec'): schema, loading, overrides and expansion into variants.
+"""Experiment specs (README.md, 'Specs'; docs/architecture.md, 'Layers'): schema, loading, overrides and expansion into variants.
 
     from minimind.spec import load_spec, expand, flatten, spec_hash, SpecError
 

@@ -9,58 +9,62 @@ uses (an MoE against a dense model), `by: flops` the training FLOPs per token.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from minimind.spec.sections import Section
 
 if TYPE_CHECKING:
-    from minimind.spec.schema import Spec
+    from minimind.config import ModelConfig
+
+Variant = TypeVar("Variant")  # a validated variant: the schema's `Spec`
 
 MatchBy = Literal["params", "active_params", "flops"]
 KNOB_LIMIT = 1 << 20
 """The largest knob value searched."""
 
 
-class MatchConfig(BaseModel):
+class MatchConfig(Section):
     """The size every variant is matched on (`by`), the integer model field resized to do it
     (`knob`, a dotted key such as `model.mlp.hidden` or `model.dim`) and the relative
     tolerance."""
-
-    model_config = ConfigDict(extra="forbid")
 
     by: MatchBy = "params"
     knob: str = Field(pattern=r"^model\.")
     tolerance: float = Field(default=0.01, gt=0, lt=1)
 
 
-def size(spec: Spec, by: MatchBy) -> float:
-    """What `by` counts in `spec`: all parameters, active parameters, or FLOPs per token."""
-    cfg = spec.model_config_obj()
+def size(cfg: ModelConfig, seq_len: int, by: MatchBy) -> float:
+    """What `by` counts in the model `cfg` trained at `seq_len`: all parameters, active
+    parameters, or FLOPs per token."""
     if by == "params":
         return float(cfg.num_params())
     if by == "active_params":
         return float(cfg.num_active_params())
-    return float(cfg.flops_per_token(spec.train.seq_len))
+    return float(cfg.flops_per_token(seq_len))
 
 
 def match_knob(
-    build: Callable[[Mapping[str, Any]], Spec | tuple[str, str]],
+    build: Callable[[Mapping[str, Any]], Variant | tuple[str, str]],
+    measure: Callable[[Variant], float],
     assignments: Mapping[str, Any],
     target: float,
     match: MatchConfig,
-) -> tuple[Spec, int] | str:
-    """The variant (`assignments`, built by `build`) with `match.knob` set to the value whose
-    size is closest to `target`, and that value; or why none is within the tolerance.
+) -> tuple[Variant, int] | str:
+    """The variant (`assignments`, built by `build`, its size given by `measure`) with
+    `match.knob` set to the value whose size is closest to `target`, and that value; or why none
+    is within the tolerance.
 
     Sizes grow with the knob, so the smallest value reaching `target` is found by doubling then
     bisection, and it or the value below it is the closest.
     """
 
-    def at(value: int) -> tuple[Spec, float] | str:
+    def at(value: int) -> tuple[Variant, float] | str:
         outcome = build({**assignments, match.knob: value})
         if isinstance(outcome, tuple):
             return f"{match.knob}={value}: {outcome[0]}: {outcome[1]}"
-        return outcome, size(outcome, match.by)
+        return outcome, measure(outcome)
 
     low, high = 1, 1
     while True:

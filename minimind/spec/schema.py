@@ -1,4 +1,4 @@
-"""The experiment spec schema (docs/architecture.md, 'The spec') and its whole-spec checks.
+"""The experiment spec schema (README.md, 'Specs'; docs/architecture.md, 'Layers') and its whole-spec checks.
 
 `Spec` validates everything a run needs before anything trains: each section, the cross-section
 constraints (`train.seq_len` within `model.max_seq_len`), every ablation variant and both ends of
@@ -208,24 +208,39 @@ class Spec(StrictNumbers):
         if len(self._variants) < 2:
             field_error(("match",), "needs an ablation: variants to match to the first")
         base = self.base_tree()
-        target = size(self._variants[0][1], match.by)
+
+        def measure(spec: Spec) -> float:
+            return size(spec.model_config_obj(), spec.train.seq_len, match.by)
+
+        target = measure(self._variants[0][1])
         matched = [self._variants[0]]
         for assignments, spec in self._variants[1:]:
-            if abs(size(spec, match.by) - target) <= match.tolerance * target:
+            if abs(measure(spec) - target) <= match.tolerance * target:
                 matched.append((assignments, spec))
                 continue
-            outcome = match_knob(lambda a: try_validate(base, a), assignments, target, match)
+            outcome = match_knob(
+                lambda a: try_validate(base, a), measure, assignments, target, match
+            )
             if isinstance(outcome, str):
                 field_error(("match",), f"variant {variant_name(assignments)}: {outcome}")
             matched.append((assignments, outcome[0]))
         self._variants = matched
 
+    def sweep_section(self) -> SweepConfig:
+        """The `sweep:` section, for the code that runs a sweep: a spec without one is a
+        `SpecError` naming the field."""
+        if self.sweep is None:
+            raise SpecError(
+                "sweep",
+                "missing: `minimind sweep` needs a sweep section (see experiments/lr_sweep.yaml)",
+            )
+        return self.sweep
+
     def _check_sweep_params(self) -> None:
         """Both ends of each range and every choice must validate, in every variant."""
-        assert self.sweep is not None
         base = self.base_tree()
         ablated = ablated_keys(self.ablate)
-        for key, param in self.sweep.params.items():
+        for key, param in self.sweep_section().params.items():
             where = f"sweep.params.{key}"
             problem = key_problem(key)
             if problem:

@@ -6,21 +6,23 @@ Every field has a default that runs on a CPU, so a spec needs only a `name`.
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 import registry
+from minimind.corrections import DEFAULT_CORRECTION, Correction
 from minimind.paths import DEFAULT_TRACKING_URI
 from minimind.strict_model import StrictNumbers, field_error
 
 
-class _Section(StrictNumbers):
+class Section(StrictNumbers):
+    """The base of every section of a spec: strict numbers, and an unknown key is an error."""
+
     model_config = ConfigDict(extra="forbid")
 
 
-class OptimizerConfig(_Section):
+class OptimizerConfig(Section):
     """The registry's `optimizer` slot: `name` (adamw, sgd, muon or a plugin's), the `lr` and
     `weight_decay` every optimizer takes, and the named optimizer's own options (`minimind
     registry optimizer` lists them), filled in with their defaults once validated."""
@@ -37,8 +39,7 @@ class OptimizerConfig(_Section):
         try:
             self.name, resolved = registry.resolve("optimizer", {"name": self.name, **options})
         except registry.RegistryError as err:
-            option = re.match(r"(?:unknown )?option '(\w+)'", str(err))
-            field_error((option[1],) if option else ("name",), str(err))
+            field_error((err.option or "name",), str(err))
         self.__pydantic_extra__ = resolved
         return self
 
@@ -53,7 +54,7 @@ WARMUP_CAP = 1000
 TIME_BOUND_WARMUP = 30
 
 
-class ScheduleConfig(_Section):
+class ScheduleConfig(Section):
     """Learning-rate schedule: linear warmup over `warmup` steps, then the named decay.
 
     `min_lr_ratio` is the final lr as a fraction of `optimizer.lr` (cosine, linear, wsd).
@@ -68,7 +69,7 @@ class ScheduleConfig(_Section):
     decay_fraction: float = Field(default=0.2, gt=0, le=1)
 
 
-class TrainConfig(_Section):
+class TrainConfig(Section):
     """The training loop. The run ends at the first of `steps`, `tokens` or `time_limit` (seconds).
 
     One optimizer step consumes `batch_size * grad_accum * seq_len` tokens.
@@ -163,17 +164,17 @@ class TrainConfig(_Section):
         return self.schedule.model_copy(update={"warmup": self.warmup_steps})
 
 
-class PowerHint(_Section):
+class PowerHint(Section):
     """`power:` the difference in the objective an ablation should detect (`delta`) and the
     seed-to-seed sd expected (`sd`, as `minimind compare --noise` measures it); `--dry-run`
     prints the seeds per arm that detect it with 80% power under `correction`."""
 
     delta: float = Field(gt=0)
     sd: float = Field(gt=0)
-    correction: Literal["holm", "bonferroni", "none"] = "holm"
+    correction: Correction = DEFAULT_CORRECTION
 
 
-class TrackingConfig(_Section):
+class TrackingConfig(Section):
     """Where runs are logged. `experiment` defaults to the spec's `name`."""
 
     uri: str = Field(default=DEFAULT_TRACKING_URI, min_length=1)

@@ -9,14 +9,17 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from minimind.record import RUN_METRICS
+from minimind.record import RUN_METRICS, is_maximized
 from minimind.spec.errors import show, suggest
-from minimind.strict_model import StrictNumbers, field_error
+from minimind.spec.sections import Section
+from minimind.strict_model import field_error
 
 # Metrics a trial can be scored on: those a training run logs.
 OBJECTIVE_METRICS: tuple[str, ...] = RUN_METRICS
+
+DEFAULT_OBJECTIVE = "val/bpb"
 
 Direction = Literal["minimize", "maximize"]
 Scalar = bool | int | float | str | None  # what Optuna's categorical distribution stores safely
@@ -24,13 +27,45 @@ Scalar = bool | int | float | str | None  # what Optuna's categorical distributi
 _DB_URL = re.compile(r"[A-Za-z][\w+.-]*://.*")
 
 
-class _Section(StrictNumbers):
-    model_config = ConfigDict(extra="forbid")
+def natural_direction(metric: str) -> Direction:
+    """The direction in which `metric` gets better, as the run record knows it."""
+    return "maximize" if is_maximized(metric) else "minimize"
 
 
-class Objective(_Section):
+def _contradiction(metric: Any, direction: Any) -> str | None:
+    """Why `direction` is wrong for `metric`, or None (also for an unknown metric or direction,
+    which their own fields reject)."""
+    if metric not in OBJECTIVE_METRICS or direction not in ("minimize", "maximize"):
+        return None
+    natural = natural_direction(metric)
+    if direction == natural:
+        return None
+    better = "higher" if natural == "maximize" else "lower"
+    return (
+        f"{metric} is better {better}: its direction is {natural}, not {direction} "
+        f"(leave direction out to take it from the metric)"
+    )
+
+
+class Objective(Section):
+    """A metric a trial is scored on and its direction, which is the metric's own
+    (`record.is_maximized`): given, it must agree; left out, it is taken from the metric."""
+
     metric: str
-    direction: Direction = "minimize"
+    direction: Direction
+
+    @model_validator(mode="before")
+    @classmethod
+    def _metric_direction(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("metric"), str):
+            return data
+        metric = data["metric"]
+        if data.get("direction") is None:
+            return {**data, "direction": natural_direction(metric)}
+        problem = _contradiction(metric, data["direction"])
+        if problem:
+            field_error(("direction",), problem)
+        return data
 
     @field_validator("metric")
     @classmethod
@@ -43,7 +78,7 @@ class Objective(_Section):
         return metric
 
 
-class ReduceConfig(_Section):
+class ReduceConfig(Section):
     """How a trial's logged metric becomes its value: the `last` point, the `min` or `max` over
     evaluations, or the mean of the last `k` points (`mean_last_k`)."""
 
@@ -51,18 +86,18 @@ class ReduceConfig(_Section):
     k: int = Field(default=3, gt=0)
 
 
-class SamplerConfig(_Section):
+class SamplerConfig(Section):
     name: Literal["tpe", "random", "grid", "cmaes", "nsga2", "bruteforce"] = "tpe"
     seed: int | None = 0
     options: dict[str, Any] = Field(default_factory=dict)  # keyword arguments of the sampler
 
 
-class PrunerConfig(_Section):
+class PrunerConfig(Section):
     name: Literal["median", "hyperband", "successive_halving", "none"] = "median"
     options: dict[str, Any] = Field(default_factory=dict)  # keyword arguments of the pruner
 
 
-class ParamSpec(_Section):
+class ParamSpec(Section):
     """One search dimension, mapped onto Optuna's `suggest_float`, `suggest_int` or
     `suggest_categorical`. `float`/`int` need `low` and `high` (inclusive); `categorical` needs
     `choices`."""
@@ -115,17 +150,21 @@ class ParamSpec(_Section):
         return list(self.choices) if self.type == "categorical" else [self.low, self.high]
 
 
-class SweepConfig(_Section):
-    """An Optuna study. `objective` is a metric name (scored in `direction`) or a list of
-    `{metric, direction}`; it is stored as the list. A multi-objective study cannot be pruned,
+class SweepConfig(Section):
+    """An Optuna study. `objective` is a metric name or a list of names or of
+    `{metric, direction}`; it is stored as the list. Each objective's direction is its metric's
+    own (`record.is_maximized`); a `direction` given, on an objective or for all of them, must
+    agree with it. A multi-objective study cannot be pruned,
     so its pruner defaults to `none` and any other pruner is an error."""
 
     trials: int = Field(default=20, gt=0)
     timeout: float | None = Field(default=None, gt=0)
     objective: list[Objective] = Field(
-        default_factory=lambda: [Objective(metric="val/bpb")], min_length=1
+        default_factory=lambda: [Objective.model_validate({"metric": DEFAULT_OBJECTIVE})],
+        min_length=1,
     )
-    direction: Direction = "minimize"
+    # The direction of every objective that gives none; each metric's own when left out.
+    direction: Direction | None = None
     reduce: ReduceConfig = Field(default_factory=ReduceConfig)
     sampler: SamplerConfig = Field(default_factory=SamplerConfig)
     pruner: PrunerConfig = Field(default_factory=PrunerConfig)
@@ -147,18 +186,26 @@ class SweepConfig(_Section):
         if not isinstance(data, dict):
             return data
         data = dict(data)
-        direction = data.get("direction", "minimize")
-        objective = data.get("objective")
-        if isinstance(objective, str):
-            data["objective"] = [{"metric": objective, "direction": direction}]
-        elif isinstance(objective, list):
+        direction = data.get("direction")
+        objective = data.get("objective", DEFAULT_OBJECTIVE)
+        bare = [objective] if isinstance(objective, str) else objective
+        if direction is not None and isinstance(bare, list):
+            for o in bare:
+                metric = o if isinstance(o, str) else None
+                if isinstance(o, dict) and "direction" not in o:
+                    metric = o.get("metric")
+                problem = _contradiction(metric, direction)
+                if problem:
+                    field_error(("direction",), problem)
+        given = {} if direction is None else {"direction": direction}
+        if isinstance(bare, list):
             data["objective"] = [
-                {"metric": o, "direction": direction}
+                {"metric": o, **given}
                 if isinstance(o, str)
-                else {"direction": direction, **o}
+                else {**given, **o}
                 if isinstance(o, dict)
                 else o
-                for o in objective
+                for o in bare
             ]
         for key in ("reduce", "sampler", "pruner"):
             if isinstance(data.get(key), str):

@@ -16,6 +16,7 @@ import os
 import platform
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -30,8 +31,8 @@ from minimind.compare.report import CSS, devices
 from minimind.compare.table import curve_key, tokens_per_step
 from minimind.record import (
     GIT_COMMIT_TAG,
+    PLAN_HASH_TAG,
     PRECISION_TAG,
-    SPEC_HASH_TAG,
     TRIAL_NUMBER_TAG,
     is_maximized,
 )
@@ -71,6 +72,32 @@ def _tokens_per_run(runs: pd.DataFrame) -> pd.Series:
     return (steps * tokens_per_step(runs)).groupby(runs["variant"]).first()
 
 
+@dataclass(frozen=True)
+class Cell:
+    """A table cell made from numbers: its text, an interval shown under it in HTML (after it in
+    markdown), and the HTML class that colours it."""
+
+    text: str
+    interval: str = ""
+    css: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.text} {self.interval}" if self.interval else self.text
+
+    def html(self) -> str:
+        attribute = f' class="{self.css}"' if self.css else ""
+        under = f'<br><span class="ci">{html.escape(self.interval)}</span>' if self.interval else ""
+        return f"<td{attribute}>{html.escape(self.text)}{under}</td>"
+
+
+def _delta_cell(row: pd.Series, metric: str) -> Cell:
+    return Cell(*render.delta_parts(row, metric))
+
+
+def _agreement_cell(finding: Finding, metric: str) -> Cell:
+    return Cell(_agreement_text(finding, metric), css=finding.agreement.replace(" ", "-"))
+
+
 def _agreement_text(finding: Finding, metric: str) -> str:
     if finding.agreement != "too weak to tell":
         return finding.agreement
@@ -95,8 +122,8 @@ def observed(finding: Finding, metric: str) -> str:
     return text + (f"; compute multiplier {multiplier}" if multiplier != render.MISSING else "")
 
 
-def axis_rows(result: AxisResult) -> list[list[str]]:
-    """The axis table as strings, in `AXIS_HEADERS` order: references first, then each arm."""
+def axis_rows(result: AxisResult) -> list[list[Cell]]:
+    """The axis table, in `AXIS_HEADERS` order: references first, then each arm."""
     comparison = result.comparison
     m = comparison.metric
     table = comparison.table.set_index("variant")
@@ -110,35 +137,38 @@ def axis_rows(result: AxisResult) -> list[list[str]]:
         r["is_baseline"] = group not in expect
         finding = expect.get(group)
         flops = tokens.get(group, np.nan) * r["flops_per_token"]
+        texts = [
+            group,
+            finding.against if finding else "",
+            str(r["n"]) + (f" (+{r['n_failed']} failed)" if r["n_failed"] else ""),
+            render.fmt_count(r["num_params"]),
+            render.fmt_count(tokens.get(group, np.nan)),
+            render.MISSING if pd.isna(flops) else f"{flops:.3g}",
+            render.fmt_pm(r[f"{m}_mean"], r[f"{m}_std"]),
+        ]
         rows.append(
             [
-                group,
-                finding.against if finding else "",
-                str(r["n"]) + (f" (+{r['n_failed']} failed)" if r["n_failed"] else ""),
-                render.fmt_count(r["num_params"]),
-                render.fmt_count(tokens.get(group, np.nan)),
-                render.MISSING if pd.isna(flops) else f"{flops:.3g}",
-                render.fmt_pm(r[f"{m}_mean"], r[f"{m}_std"]),
-                render.fmt_delta(r, m) if finding else "reference",
-                render.fmt_p(r, m) if finding else "",
-                render.fmt_multiplier(r),
-                render.fmt_count(r["perf/tokens_per_s_median"]),
-                finding.comparison.expect if finding else "",
-                _agreement_text(finding, m) if finding else "",
+                *map(Cell, texts),
+                _delta_cell(r, m) if finding else Cell("reference"),
+                Cell(render.fmt_p(r, m) if finding else ""),
+                Cell(render.fmt_multiplier(r)),
+                Cell(render.fmt_count(r["perf/tokens_per_s_median"])),
+                Cell(finding.comparison.expect if finding else ""),
+                _agreement_cell(finding, m) if finding else Cell(""),
             ]
         )
     return rows
 
 
-def finding_rows(study: Study, results: list[AxisResult]) -> list[list[str]]:
+def finding_rows(study: Study, results: list[AxisResult]) -> list[list[Cell]]:
     """The summary: one row per comparison of every axis."""
     return [
         [
-            result.axis.name,
-            f"{f.arm} vs {f.against}",
-            f.comparison.expect,
-            render.fmt_delta(f.row, study.metric),
-            _agreement_text(f, study.metric),
+            Cell(result.axis.name),
+            Cell(f"{f.arm} vs {f.against}"),
+            Cell(f.comparison.expect),
+            _delta_cell(f.row, study.metric),
+            _agreement_cell(f, study.metric),
         ]
         for result in results
         for f in result.findings
@@ -215,7 +245,7 @@ def environment(study: Study, results: list[AxisResult]) -> dict[str, str]:
         column = runs.get(f"tags.{key}", pd.Series(dtype=object)).dropna().astype(str)
         return ", ".join(sorted(set(column))) or "unknown"
 
-    hashes = runs.groupby("experiment_id")[f"tags.{SPEC_HASH_TAG}"].agg(
+    hashes = runs.groupby("experiment_id")[f"tags.{PLAN_HASH_TAG}"].agg(
         lambda s: ", ".join(sorted(set(s.dropna().astype(str))))
     )
     names = {
@@ -276,26 +306,11 @@ def _commands(study: Study) -> list[str]:
     return [f"OMP_NUM_THREADS={study.threads_per_stream} (each stream on its own)", *lines]
 
 
-def _html_table(headers: list[str], rows: list[list[str]], css_class: str) -> str:
+def _html_table(headers: list[str], rows: list[list[Cell]], css_class: str) -> str:
     """A table whose agreement cells are coloured and whose intervals sit on a line of their
     own under the value, so that the wide columns stay narrow."""
-
-    def cell(header: str, text: str) -> str:
-        if header == "agreement":
-            kind = text.split(" (")[0].replace(" ", "-")
-            return f'<td class="{kind}">{html.escape(text)}</td>'
-        if " [" in text:
-            value, interval = text.split(" [", 1)
-            return (
-                f'<td>{html.escape(value)}<br><span class="ci">[{html.escape(interval)}</span></td>'
-            )
-        return f"<td>{html.escape(text)}</td>"
-
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(cell(h, c) for h, c in zip(headers, row, strict=True)) + "</tr>"
-        for row in rows
-    )
+    body = "".join("<tr>" + "".join(cell.html() for cell in row) + "</tr>" for row in rows)
     return (
         f'<div class="scroll"><table class="{css_class}"><thead><tr>{head}</tr></thead>'
         f"<tbody>{body}</tbody></table></div>"
@@ -389,7 +404,7 @@ def to_markdown(
         "",
         _method_note(study),
         "",
-        render.markdown_table(FINDING_HEADERS, finding_rows(study, results)),
+        _markdown_table(FINDING_HEADERS, finding_rows(study, results)),
     ]
     for result in results:
         axis = result.axis
@@ -401,7 +416,7 @@ def to_markdown(
             "",
             render.caption(result.comparison),
             "",
-            render.markdown_table(AXIS_HEADERS, axis_rows(result)),
+            _markdown_table(AXIS_HEADERS, axis_rows(result)),
             "",
             "**Observed**:",
             "",
@@ -413,6 +428,10 @@ def to_markdown(
     parts += ["## Environment", "", *(f"- **{k}**: {v}" for k, v in env.items()), ""]
     parts += ["## Commands", "", "```", "\n\n".join(_commands(study)), "```", ""]
     return "\n".join(parts)
+
+
+def _markdown_table(headers: list[str], rows: list[list[Cell]]) -> str:
+    return render.markdown_table(headers, [[str(cell) for cell in row] for row in rows])
 
 
 def findings_csv(study: Study, results: list[AxisResult]) -> str:

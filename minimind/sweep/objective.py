@@ -110,7 +110,7 @@ class TrialContext:
     spec: Spec
     variant: str
     study: str
-    plan_hash: str  # of the whole spec: the children's `spec_hash` tag, as `run` tags them
+    plan_hash: str  # of the whole spec: the children's `plan_hash` tag, as `run` tags them
     tracker: Tracker
     parent_run_id: str
     data: dict[str, PreparedData] = field(default_factory=dict)  # by `data` section
@@ -128,8 +128,7 @@ class TrialContext:
 
     @property
     def sweep(self) -> SweepConfig:
-        assert self.spec.sweep is not None
-        return self.spec.sweep
+        return self.spec.sweep_section()
 
     @property
     def seeds(self) -> list[int]:

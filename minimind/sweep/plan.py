@@ -41,8 +41,7 @@ class StudyCell:
 
     @property
     def sweep(self) -> SweepConfig:
-        assert self.spec.sweep is not None
-        return self.spec.sweep
+        return self.spec.sweep_section()
 
 
 @dataclass(frozen=True)
@@ -56,8 +55,7 @@ class SweepPlan:
 
     @property
     def sweep(self) -> SweepConfig:
-        assert self.spec.sweep is not None
-        return self.spec.sweep
+        return self.spec.sweep_section()
 
 
 def plan_sweep(
@@ -81,12 +79,7 @@ def plan_sweep(
         extra.append(f"tracking.uri={tracking_uri}")
     run_plan = plan_run(load_spec(path, [*overrides, *extra]))
     spec = run_plan.spec
-    if spec.sweep is None:
-        raise SpecError(
-            "sweep",
-            "missing: `minimind sweep` needs a sweep section (see experiments/lr_sweep.yaml)",
-        )
-    sweep = spec.sweep
+    sweep = spec.sweep_section()
     if not sweep.params:
         raise SpecError(
             "sweep.params",

@@ -1,7 +1,8 @@
 """Opening a study and its MLflow parent run, and counting its trials.
 
 A study remembers (user attributes) the hash of the ablation cell's spec that created it (its
-`cell_hash`, stored as `spec_hash`) and its objective metrics: resuming it from a spec that
+`cell_hash`; studies of earlier versions stored it as `spec_hash`, still read) and its
+objective metrics: resuming it from a spec that
 trains differently would mix incomparable trials, so that is an error. It also remembers its MLflow parent run, which every later
 invocation reopens, so one study is one parent run with one child per trial.
 """
@@ -21,7 +22,8 @@ from minimind.sweep.plan import StudyCell
 if TYPE_CHECKING:
     from minimind.tracking import RunHandle, Tracker
 
-CELL_HASH_ATTR = "spec_hash"  # the name studies have always stored the cell's hash under
+CELL_HASH_ATTR = "cell_hash"
+LEGACY_CELL_HASH_ATTR = "spec_hash"  # where studies of earlier versions stored it
 METRICS_ATTR = "objective"
 PARENT_ATTR = "mlflow_parent_run_id"
 
@@ -93,16 +95,17 @@ def open_study(
 
 def _check_matches(study: optuna.Study, name: str, sweep: SweepConfig, cell_hash: str) -> None:
     attrs = study.user_attrs
-    if CELL_HASH_ATTR not in attrs:
+    stored = attrs.get(CELL_HASH_ATTR, attrs.get(LEGACY_CELL_HASH_ATTR))
+    if stored is None:
         study.set_user_attr(CELL_HASH_ATTR, cell_hash)
         study.set_user_attr(METRICS_ATTR, sweep.metrics)
-        attrs = study.user_attrs
+        attrs, stored = study.user_attrs, cell_hash
     hint = "set another name (-o name=...) to start a new study"
-    if attrs[CELL_HASH_ATTR] != cell_hash:
+    if stored != cell_hash:
         raise SpecError(
             "name",
             f"study {name!r} in {sweep.storage} was made from a spec that trains "
-            f"differently (spec_hash {attrs[CELL_HASH_ATTR]}, this one {cell_hash}); {hint}",
+            f"differently (cell_hash {stored}, this one {cell_hash}); {hint}",
         )
     directions = [d.name.lower() for d in study.directions]
     if attrs.get(METRICS_ATTR) != sweep.metrics or directions != sweep.directions:
@@ -124,8 +127,8 @@ def open_parent(
     tracker: Tracker, study: optuna.Study, cell: StudyCell, plan_hash: str
 ) -> RunHandle:
     """The study's MLflow parent run: reopened when the study names one in this experiment,
-    else created with tags `study`, `variant` and `spec_hash` (`plan_hash`, the whole spec's, as
-    its trials' runs and `minimind run` have it), and the cell's spec as params and file."""
+    else created with tags `study`, `variant` and `plan_hash` (the whole spec's, as its trials'
+    runs and `minimind run` have it), and the cell's spec as params and file."""
     known = study.user_attrs.get(PARENT_ATTR)
     if known:
         runs = tracker.find_runs({ROLE_TAG: PARENT_ROLE, STUDY_TAG: cell.name})

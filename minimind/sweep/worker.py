@@ -51,7 +51,7 @@ class WorkerJob:
     variant: str
     study: str
     cell_hash: str  # of the cell's spec, which the study remembers
-    plan_hash: str  # of the whole spec, for the children's `spec_hash` tag as in `run`
+    plan_hash: str  # of the whole spec, for the children's `plan_hash` tag as in `run`
     parent_run_id: str
     target: int
     deadline: float | None  # time.time() after which no trial starts
@@ -69,8 +69,7 @@ def work(job: WorkerJob, data: Mapping[str, PreparedData] | None = None) -> str:
 
         torch.set_num_threads(job.threads)
     spec = validate_spec(job.spec_tree)
-    sweep = spec.sweep
-    assert sweep is not None
+    sweep = spec.sweep_section()
     _quiet_optuna_once_interrupted()
     _deliver_interrupts_lost_in_finalizers()
     storage = open_storage(sweep)

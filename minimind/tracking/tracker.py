@@ -203,7 +203,7 @@ class Tracker:
     def find_parent(
         self, tags: Mapping[str, str], statuses: Iterable[str] | None = None
     ) -> Run | None:
-        """The newest parent run with all of `tags` (e.g. `{"spec_hash": h}`) and a status in
+        """The newest parent run with all of `tags` (e.g. `{"plan_hash": h}`) and a status in
         `statuses` (any when None), or None."""
         runs = self.find_runs({ROLE_TAG: PARENT_ROLE, **tags}, statuses)
         return runs[0] if runs else None

@@ -1,17 +1,53 @@
 """mlp slot, `moe`: a dropless token-choice mixture of experts with optional shared experts
 (implemented, and its routing and balancing described, in `registry/moe.py`)."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from annotated_types import Ge, Gt
 
-from registry.core import build, count_params, declaration, register, resolve
+from registry.core import build, component_class, count_params, declaration, register, resolve
 from registry.declarations.mlp import Hidden
+
+if TYPE_CHECKING:
+    from torch import nn
+
+# grouped_mm wants operand rows of 16 bytes: 8 elements in bf16/fp16 (4 would do in fp32).
+GROUPED_MM_ALIGNMENT = 8
 
 
 def grouped_mm_error(reason: str) -> ValueError:
     return ValueError(f"dispatch grouped_mm: {reason}; use dispatch loop or auto")
+
+
+def grouped_mm_unsupported(expert: str | Mapping[str, object]) -> str | None:
+    """Why experts built from the mlp spec `expert` cannot use `dispatch: grouped_mm`, or None."""
+    # Imported here: only this dispatch needs torch, and a spec without it validates without.
+    import torch
+    import torch.nn.functional as F
+
+    if not hasattr(F, "grouped_mm"):
+        return f"torch {torch.__version__} has no torch.nn.functional.grouped_mm"
+    name, options = resolve("mlp", expert)
+    if not hasattr(component_class("mlp", name), "grouped_forward"):
+        return f"mlp {name!r} has no grouped_forward"
+    if options.get("bias"):
+        # grouped_mm adds one bias to every group, not one per expert
+        return "experts with bias: true have no grouped form"
+    return None
+
+
+def grouped_mm_misaligned(dim: int, expert: "nn.Module") -> str | None:
+    """Why grouped_mm cannot take the matrices of `expert` (any device, meta too), or None."""
+    sizes = sorted({size for p in expert.parameters() for size in p.shape})
+    odd = [size for size in sizes if size % GROUPED_MM_ALIGNMENT]
+    if not odd:
+        return None
+    return (
+        f"grouped_mm needs dim ({dim}) and the expert width to be multiples of "
+        f"{GROUPED_MM_ALIGNMENT}; expert matrix sizes {odd} are not"
+    )
 
 
 @register("mlp", "moe", implementation="registry.moe:MoE")
@@ -36,10 +72,6 @@ class MoE:
             if issubclass(declaration("mlp", self.expert), MoE):
                 raise ValueError("expert must be a dense mlp, not moe")
             if self.dispatch == "grouped_mm":
-                # Whether torch and the experts' implementation have a grouped form: only this
-                # dispatch imports them.
-                from registry.moe import grouped_mm_unsupported
-
                 reason = grouped_mm_unsupported(self.expert_spec())
                 if reason is not None:
                     raise grouped_mm_error(reason)
@@ -55,8 +87,6 @@ class MoE:
         if options.dispatch != "grouped_mm":
             return
         import torch  # the expert's matrix sizes, from one built on the meta device
-
-        from registry.moe import grouped_mm_misaligned
 
         with torch.device("meta"):
             expert = build("mlp", options.expert_spec(), dim=dim, dropout=0.0)

@@ -1,42 +1,50 @@
 """Keys and values of past tokens for incremental decoding: a growing cache and a static one.
 
-Attention hands each layer's cache the new keys and values [B, Hkv, T, hd] (before any GQA
-repetition) and gets back every key and value to attend to, with the boolean mask [T, S] of what
-each new query may see (True: allowed), or None where SDPA's own `is_causal` (T = S) or no mask
-(T = 1) is right:
+A cache holds one `registry.attention.CacheLayer` per layer, which attention hands the new keys
+and values [B, Hkv, T, hd] (before any GQA repetition) and from which it gets back every key and
+value to attend to, with the mask of what each new query may see; the model asks the cache for
+the absolute positions of the tokens of each forward (`positions`).
 
-- `KVCacheLayer` grows: new entries are concatenated after the old ones, so every step's shapes
-  differ. Its mask is aligned to the bottom right, because `is_causal=True` aligns top-left when
-  there are fewer queries than keys.
+- `KVCache` grows: each layer's new entries are concatenated after the old ones, so every step's
+  shapes differ. Its mask is aligned to the bottom right, because `is_causal=True` aligns
+  top-left when there are fewer queries than keys.
 - `StaticKVCache` is preallocated for `capacity` tokens: each forward writes its tokens at their
   positions (`index_copy_`), attends over all `capacity` slots, and masks the slots after each
   query's position. Its shapes do not change from token to token and its next position lives on
   the device, so a decode step can be compiled once and replayed as a CUDA graph.
+
+`MiniMindLM.new_cache` and `new_static_cache` make them.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import torch
 
-
-class CacheLayer(Protocol):
-    """One attention layer's cache, as attention uses it."""
-
-    def update(
-        self, k: torch.Tensor, v: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]: ...
+from registry.attention import causal_mask
 
 
-def causal_mask(n_queries: int, n_keys: int, device: torch.device | None = None) -> torch.Tensor:
-    """Boolean mask [n_queries, n_keys], True where attention is allowed.
+def positions_after(past: int, length: int, max_len: int, device: torch.device) -> torch.Tensor:
+    """Absolute positions [length] of tokens that follow `past` others; ValueError beyond
+    max_len."""
+    if past + length > max_len:
+        raise ValueError(f"sequence of {past + length} tokens exceeds max_seq_len {max_len}")
+    return torch.arange(past, past + length, device=device)
 
-    Aligned bottom-right: query i is the token at absolute position n_keys - n_queries + i and sees
-    keys 0..that position.
-    """
-    ones = torch.ones(n_queries, n_keys, dtype=torch.bool, device=device)
-    return ones.tril(diagonal=n_keys - n_queries)
+
+class KVCache:
+    """Per-layer keys and values for incremental decoding that grow with each forward;
+    `len(cache)` is the tokens seen."""
+
+    def __init__(self, n_layers: int, max_len: int, device: torch.device) -> None:
+        self.max_len, self.device = max_len, device
+        self.layers = [KVCacheLayer() for _ in range(n_layers)]
+
+    def __len__(self) -> int:
+        return len(self.layers[0])
+
+    def positions(self, length: int) -> torch.Tensor:
+        """Absolute positions [length] of the next tokens, after the cached ones."""
+        return positions_after(len(self), length, self.max_len, self.device)
 
 
 class KVCacheLayer:
