@@ -142,7 +142,7 @@ class Trainer:
         self.max_steps = cfg.planned_steps
         # With only a time limit, the schedule's horizon is re-estimated after every step.
         schedule = cfg.resolved_schedule
-        self.horizon = self.max_steps or schedule.warmup + 1
+        self.horizon = self.max_steps or cfg.warmup_steps + 1
         self.scheduler = build_schedule(self.optimizer, schedule, lambda: self.horizon)
         pin = pins_memory(self.device)
         # The batch order: the run's seed unless the spec fixes it (`train.data_seed`).
@@ -230,6 +230,7 @@ class Trainer:
 
     def _estimate_horizon(self, elapsed: float) -> None:
         """The steps that fit in the time limit at the pace so far (time-only budgets)."""
+        assert self.cfg.time_limit is not None  # only time-limited runs estimate it
         pace = self.step * self.cfg.time_limit / max(elapsed, 1e-9)
         self.horizon = max(self.step + 1, math.ceil(pace))
 
@@ -424,13 +425,16 @@ class Trainer:
                 replace(SAMPLING, eos_token_id=self.data.eos_id),
                 generator=generator,
             )
+        assert isinstance(out, torch.Tensor)  # not streamed: the whole sequences
         decode = self.data.tokenizer.decode
         return [
             Sample(decode(row[:length].tolist()), decode(row[length:].tolist()))
             for row in out.cpu()
         ]
 
-    def _outcome(self, status: str, reason: str | None = None, samples=()) -> TrainOutcome:
+    def _outcome(
+        self, status: Literal["FINISHED", "FAILED"], reason: str | None = None, samples=()
+    ) -> TrainOutcome:
         val_loss, val_bpb = self._val if self._val is not None else (None, None)
         return TrainOutcome(
             status=status,
