@@ -14,6 +14,7 @@ trial or two above `trials`, never below.
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing
 import os
 import signal
@@ -139,11 +140,6 @@ def run_trials(
     retries: int,
 ) -> str:
     """The worker loop (see the module docstring)."""
-    ended: list[FrozenTrial] = []  # the trial the last `optimize` call ended, if it ended one
-
-    def record_ended(_study: optuna.Study, trial: FrozenTrial) -> None:
-        ended.append(trial)
-
     failures_in_a_row = 0
     while True:
         release_orphans(study, retries)
@@ -157,9 +153,14 @@ def run_trials(
         if counts.finished + counts.running >= target:
             time.sleep(POLL_S)
             continue
-        ended.clear()
+        ended: list[FrozenTrial] = []
         try:
-            study.optimize(objective, n_trials=1, catch=(Exception,), callbacks=[record_ended])
+            study.optimize(
+                objective,
+                n_trials=1,
+                catch=(Exception,),
+                callbacks=[functools.partial(_record_ended, ended)],
+            )
         except (optuna.exceptions.UpdateFinishedTrialError, ValueError) as err:
             # Objective errors are caught above; this is Optuna's own bookkeeping, e.g. telling
             # a trial that another worker failed as stale (its heartbeat was lost under load).
@@ -168,6 +169,11 @@ def run_trials(
             continue
         failed = bool(ended) and ended[0].state == TrialState.FAIL
         failures_in_a_row = failures_in_a_row + 1 if failed else 0
+
+
+def _record_ended(ended: list[FrozenTrial], _study: optuna.Study, trial: FrozenTrial) -> None:
+    """An `optimize` callback: keeps the trial that ended."""
+    ended.append(trial)
 
 
 def worker_main(job: WorkerJob) -> None:
