@@ -16,7 +16,7 @@ import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import numpy as np
 import torch
@@ -74,7 +74,8 @@ class _KeepWriteError:
 def _torch_save(state: dict[str, Any], file: IO[bytes], path: Path) -> None:
     sink = _KeepWriteError(file)
     try:
-        torch.save(state, sink)
+        # cast: torch.save writes to a file object through `write` and `flush` alone.
+        torch.save(state, cast(IO[bytes], sink))
     except (RuntimeError, OSError):
         if sink.error is None:
             raise
@@ -162,7 +163,9 @@ def capture_rng_state() -> dict[str, Any]:
     `cached_gaussian`).
     """
     version, internal, gauss_next = random.getstate()
-    _, keys, pos, has_gauss, cached_gaussian = np.random.get_state(legacy=True)
+    numpy_state = np.random.get_state(legacy=True)
+    assert isinstance(numpy_state, tuple)  # legacy=True: the MT19937 tuple, not the dict
+    _, keys, pos, has_gauss, cached_gaussian = numpy_state
     return {
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],

@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # mlflow and matplotlib take seconds to import
     from matplotlib.figure import Figure
 
     from minimind.tracking import RunHandle, Tracker
+    from minimind.tracking.rank_zero import NullRunHandle, RankZeroTracker
 
 
 @dataclass
@@ -45,7 +46,7 @@ class ChildRun:
     as a new one).
     """
 
-    tracker: Tracker
+    tracker: Tracker | RankZeroTracker
     parent_run_id: str
     name: str
     plan_hash: str
@@ -62,18 +63,18 @@ class ChildHooks:
     """What a caller adds to the path; the defaults are `minimind run`'s (the run itself is the
     metric sink, nothing else). A sweep's objective overrides them."""
 
-    def started(self, run: RunHandle) -> None:
+    def started(self, run: RunHandle | NullRunHandle) -> None:
         """The run exists (started or reopened), before anything trains."""
 
-    def sink(self, run: RunHandle) -> MetricSink:
+    def sink(self, run: RunHandle | NullRunHandle) -> MetricSink:
         """Where the trainer logs its metrics."""
         return run
 
-    def interrupted(self, run: RunHandle, exc: BaseException) -> None:
+    def interrupted(self, run: RunHandle | NullRunHandle, exc: BaseException) -> None:
         """Training raised `exc` (re-raised after this; the handle ends the run FAILED, or
         KILLED on Ctrl-C, unless this ended it)."""
 
-    def ended(self, run: RunHandle, outcome: TrainOutcome) -> None:
+    def ended(self, run: RunHandle | NullRunHandle, outcome: TrainOutcome) -> None:
         """Training returned `outcome`, before the run ends (FAILED with its reason when the
         outcome did not finish)."""
 
@@ -120,7 +121,7 @@ def train_child(child: ChildRun, hooks: ChildHooks | None = None) -> TrainOutcom
 
 
 def _continue_from_checkpoint(
-    child: ChildRun, run: RunHandle, trainer: Trainer
+    child: ChildRun, run: RunHandle | NullRunHandle, trainer: Trainer
 ) -> RunCheckpoint | None:
     """The run's checkpoint (None without a path); a reopened run continues from it when it is
     this run's (stamped with its id: another invocation of the same spec writes the same path)."""

@@ -21,6 +21,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 import registry
 from minimind.strict_model import StrictNumbers
+from registry.declarations.block import Block as BlockDeclaration
 
 Component = str | dict[str, Any]
 
@@ -191,6 +192,7 @@ class ModelConfig(StrictNumbers):
     @classmethod
     def _known_component(cls, spec: Any, info: ValidationInfo) -> Component:
         # "plain": the registry checks the type too, so a bad value gives one error at the field
+        assert info.field_name is not None  # a field validator's
         registry.resolve(info.field_name, spec)
         return spec if isinstance(spec, str) else dict(spec)
 
@@ -273,6 +275,7 @@ class ModelConfig(StrictNumbers):
     def _body_params(self, active: bool) -> int:
         """Parameters of the blocks and the final norm."""
         block = registry.declaration("block", self.component("block")[0])
+        assert issubclass(block, BlockDeclaration)
         norm = self._count("norm")
         per_layer = self._count("attention") + self._count("mlp", active) + block.n_norms * norm
         return self.n_layers * per_layer + (norm if block.final_norm else 0)

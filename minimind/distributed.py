@@ -33,11 +33,15 @@ import inspect
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
+
+if TYPE_CHECKING:
+    from torch.distributed.fsdp import FSDPModule
+    from typing_extensions import TypeIs  # typing.TypeIs from Python 3.13
 
 T = TypeVar("T")
 
@@ -132,7 +136,9 @@ def wrap_model(
     if parallel == "fsdp":
         from torch.distributed.fsdp import fully_shard
 
-        for block in model.layers:  # one all-gather per block, freed after its use
+        layers = model.layers
+        assert isinstance(layers, torch.nn.ModuleList)  # MiniMind's blocks
+        for block in layers:  # one all-gather per block, freed after its use
             fully_shard(block)
         fully_shard(model)  # embeddings, final norm, head (tied weights stay one parameter)
         return model
@@ -146,14 +152,14 @@ def wrap_model(
 # every rank, and a broadcast per forward would make evaluation's uneven shares a collective.
 # torch 2.13 renamed the option (its old name warns; the new one still syncs once, at
 # construction, which equal buffers do not mind); older torch knows only the old name.
-NO_FORWARD_BUFFER_SYNC = (
+NO_FORWARD_BUFFER_SYNC: dict[str, Any] = (
     {"forward_sync_buffers": False}
     if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
     else {"broadcast_buffers": False}
 )
 
 
-def gradient_sync(module: torch.nn.Module, sync: bool) -> contextlib.AbstractContextManager:
+def gradient_sync(module: Callable[..., Any], sync: bool) -> contextlib.AbstractContextManager:
     """Inside it, backward all-reduces gradients only if `sync` (skip it on all but the last
     micro-batch of a gradient-accumulation step); `module` may be compiled."""
     inner = getattr(module, "_orig_mod", module)
@@ -167,7 +173,7 @@ def gradient_sync(module: torch.nn.Module, sync: bool) -> contextlib.AbstractCon
 
 
 @contextlib.contextmanager
-def _fsdp_no_sync(module: torch.nn.Module) -> Iterator[None]:
+def _fsdp_no_sync(module: FSDPModule) -> Iterator[None]:
     module.set_requires_gradient_sync(False)
     try:
         yield
@@ -175,7 +181,7 @@ def _fsdp_no_sync(module: torch.nn.Module) -> Iterator[None]:
         module.set_requires_gradient_sync(True)
 
 
-def is_sharded(model: torch.nn.Module) -> bool:
+def is_sharded(model: object) -> TypeIs[FSDPModule]:
     """Whether `model` is sharded by FSDP2 (its forward is then a collective on every rank)."""
     try:
         from torch.distributed.fsdp import FSDPModule

@@ -186,6 +186,7 @@ class Evaluation:
                 replace(SAMPLING, eos_token_id=self.data.eos_id),
                 generator=generator,
             )
+        assert isinstance(out, torch.Tensor)  # not streamed: the whole sequences
         decode = self.data.tokenizer.decode
         return [
             TextSample(decode(row[:length].tolist()), decode(row[length:].tolist()))

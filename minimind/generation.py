@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -76,7 +76,9 @@ class CausalLM(Protocol):
     """What generation needs from a model (MiniMindLM provides it)."""
 
     training: bool
-    config: _SizedConfig
+
+    @property
+    def config(self) -> _SizedConfig: ...  # read-only here: a model's own config type fits
 
     def __call__(self, input_ids: torch.Tensor, *, cache: object = None) -> object: ...
     def new_cache(self) -> object: ...
@@ -173,7 +175,7 @@ def generate_tokens(
 
 
 def _last_logits(
-    model: CausalLM, forward: Callable[..., object], input_ids: torch.Tensor, cache: object
+    model: CausalLM, forward: Callable[..., Any], input_ids: torch.Tensor, cache: object
 ) -> torch.Tensor:
     """Logits [B, vocab_size] of the last position (padded ids cut off) of `forward` (the model
     or its compiled decode step), in eval mode without autograd."""

@@ -19,6 +19,8 @@ from transformers import LlamaConfig, LlamaForCausalLM, MixtralConfig
 from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
 
 from minimind.model import MiniMindLM
+from registry.attention import CausalSelfAttention
+from registry.mlp import SwiGLUMLP
 from registry.moe import MoE
 
 # MiniMindLM parameter names -> LlamaForCausalLM parameter names, applied in order.
@@ -56,13 +58,16 @@ def llama_config(model: MiniMindLM) -> LlamaConfig:
         if not ok:
             raise ValueError(f"no LlamaForCausalLM twin: {field}={getattr(cfg, field)!r}")
     layer = model.layers[0]
+    mlp_module, attention_module = layer.mlp, layer.attn
+    # The kinds checked above: built-in swiglu and causal self-attention.
+    assert isinstance(mlp_module, SwiGLUMLP) and isinstance(attention_module, CausalSelfAttention)
     return LlamaConfig(
         vocab_size=cfg.padded_vocab_size,  # the padded tables, so the weights copy 1:1
         hidden_size=cfg.dim,
-        intermediate_size=layer.mlp.gate_proj.out_features,
+        intermediate_size=mlp_module.gate_proj.out_features,
         num_hidden_layers=cfg.n_layers,
         num_attention_heads=cfg.n_heads,
-        num_key_value_heads=layer.attn.n_kv_heads,
+        num_key_value_heads=attention_module.n_kv_heads,
         head_dim=cfg.resolved_head_dim,
         max_position_embeddings=cfg.max_seq_len,
         rms_norm_eps=norm["eps"],
@@ -108,7 +113,11 @@ def to_hf_mixtral_moe(moe: MoE, experts_implementation: str = "eager") -> Mixtra
             "no MixtralSparseMoeBlock twin: needs swiglu experts, n_shared 0, top_k >= 2 and "
             f"balance aux_loss, got {options}"
         )
-    first = moe.experts[0]
+    experts: list[SwiGLUMLP] = []
+    for expert in moe.experts:
+        assert isinstance(expert, SwiGLUMLP)  # options.expert is swiglu
+        experts.append(expert)
+    first = experts[0]
     if first.gate_proj.bias is not None:
         raise ValueError("no MixtralSparseMoeBlock twin: Mixtral experts have no biases")
     config = MixtralConfig(
@@ -124,7 +133,7 @@ def to_hf_mixtral_moe(moe: MoE, experts_implementation: str = "eager") -> Mixtra
     with torch.no_grad():
         block.gate.weight.copy_(moe.router.weight)
         block.experts.gate_up_proj.copy_(
-            torch.stack([torch.cat((e.gate_proj.weight, e.up_proj.weight)) for e in moe.experts])
+            torch.stack([torch.cat((e.gate_proj.weight, e.up_proj.weight)) for e in experts])
         )
-        block.experts.down_proj.copy_(torch.stack([e.down_proj.weight for e in moe.experts]))
+        block.experts.down_proj.copy_(torch.stack([e.down_proj.weight for e in experts]))
     return block.to(moe.router.weight.device)

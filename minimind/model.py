@@ -17,6 +17,7 @@ import functools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -46,6 +47,10 @@ class LMOutput:
 
 
 class MiniMindLM(nn.Module):
+    # Any: a position kind, a plugin's too, is any module with `embed` and `rotation`
+    # (registry/position.py, PositionModule).
+    position: Any
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
@@ -69,7 +74,7 @@ class MiniMindLM(nn.Module):
             )
             for _ in range(config.n_layers)
         )
-        self.norm = norm() if type(self.layers[0]).final_norm else nn.Identity()
+        self.norm = norm() if type(self._blocks()[0]).final_norm else nn.Identity()
         self.lm_head = nn.Linear(config.dim, config.padded_vocab_size, bias=False)
         self._init_weights()
         if config.tie_embeddings:
@@ -162,20 +167,21 @@ class MiniMindLM(nn.Module):
         loss = z_loss_mean = None
         if labels is not None:
             targets = self._targets(labels)
-            if chunked:
+            if loss_chunk_tokens is not None:  # chunked
                 # the cap goes inside each chunk, which is all the chunked path ever holds
                 terms = functools.partial(loss_sums, softcap=cap, with_z_loss=with_z_loss)
                 sums = chunked_loss_sum(
                     hidden.flatten(0, 1), self.lm_head.weight, targets, loss_chunk_tokens, terms
                 )
             else:
+                assert logits is not None  # not chunked
                 sums = loss_sums(logits.flatten(0, 1).float(), targets, with_z_loss=with_z_loss)
             scored = (targets != IGNORE_INDEX).sum()
             if with_z_loss:
                 loss, z_loss_mean = sums[0] / scored, sums[1] / scored
             else:
                 loss = sums / scored
-        aux_loss = sum((layer.mlp.aux_loss for layer in self.layers), x.new_zeros(()))
+        aux_loss = sum((block.mlp.aux_loss for block in self._blocks()), x.new_zeros(()))
         return LMOutput(logits=logits, loss=loss, aux_loss=aux_loss, z_loss=z_loss_mean)
 
     @staticmethod
@@ -188,10 +194,15 @@ class MiniMindLM(nn.Module):
         """
         return F.pad(labels[:, 1:], (0, 1), value=IGNORE_INDEX).flatten()
 
+    def _blocks(self) -> list[Any]:
+        """The blocks. Any: a block kind, a plugin's too, is any module with `final_norm` and an
+        `mlp`, itself any mlp kind, which sets `aux_loss` and `expert_load` (registry/mlp.py)."""
+        return list(self.layers)
+
     def moe_load(self) -> torch.Tensor | None:
         """[n_moe_layers, n_experts]: each layer's share of routed assignments in the last forward."""
         loads = [
-            layer.mlp.expert_load for layer in self.layers if layer.mlp.expert_load is not None
+            block.mlp.expert_load for block in self._blocks() if block.mlp.expert_load is not None
         ]
         return torch.stack(loads) if loads else None
 

@@ -39,9 +39,11 @@ def build_optimizer(
     Otherwise the multi-tensor (foreach) path, the fastest on the CPU.
     """
     spec = {"name": cfg.name, **cfg.options()}
-    return registry.build(
+    optimizer = registry.build(
         "optimizer", spec, model=model, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=fused
     )
+    assert isinstance(optimizer, torch.optim.Optimizer)  # what the optimizer slot builds
+    return optimizer
 
 
 def describe_optimizer(model: nn.Module, cfg: OptimizerConfig) -> list[str]:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # mlflow takes seconds to import: not needed for spec errors
     from mlflow.entities import Run
 
     from minimind.tracking import RunHandle, Tracker
+    from minimind.tracking.rank_zero import NullRunHandle, RankZeroTracker
 
 
 def run_spec(spec: Spec, *, dry_run: bool = False, resume: bool = False) -> int:
@@ -67,8 +68,10 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
     from minimind.tracking.rank_zero import make_tracker
 
     spec = plan.spec
+    experiment = spec.tracking.experiment
+    assert experiment is not None  # the spec defaults it to its name
     try:
-        tracker = make_tracker(spec.tracking.uri, spec.tracking.experiment)
+        tracker = make_tracker(spec.tracking.uri, experiment)
     except TrackingUnreachable as err:
         return fail(str(err))
     parent, earlier = _open_parent(tracker, plan, resume)
@@ -94,7 +97,7 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
         if failed:
             parent.end("FAILED", f"{len(failed)} of {plan.n_runs} runs failed: {', '.join(failed)}")
     if distributed.is_main_process():
-        _print_comparison_unless_unreachable(tracker.uri, spec.tracking.experiment, parent.run_id)
+        _print_comparison_unless_unreachable(tracker.uri, experiment, parent.run_id)
         print(f"\nbrowse the runs: mlflow ui --backend-store-uri {tracker.uri}")
     return EXIT_FAILED if failed else EXIT_OK
 
@@ -118,7 +121,9 @@ def _print_comparison_unless_unreachable(uri: str, experiment: str, parent_run_i
         )
 
 
-def _open_parent(tracker: Tracker, plan: Plan, resume: bool) -> tuple[RunHandle, dict[str, Run]]:
+def _open_parent(
+    tracker: Tracker | RankZeroTracker, plan: Plan, resume: bool
+) -> tuple[RunHandle | NullRunHandle, dict[str, Run]]:
     """The parent run (new, or reopened with `resume`) and its earlier children by name."""
     spec = plan.spec
     lookups = plan_hash_lookups(plan.plan_hash)
@@ -152,8 +157,8 @@ def _open_parent(tracker: Tracker, plan: Plan, resume: bool) -> tuple[RunHandle,
 
 
 def run_child(
-    tracker: Tracker,
-    parent: RunHandle,
+    tracker: Tracker | RankZeroTracker,
+    parent: RunHandle | NullRunHandle,
     plan: Plan,
     variant: Variant,
     seed: int,
@@ -162,8 +167,10 @@ def run_child(
 ) -> TrainOutcome:
     """Train one variant × seed in its child run (created, or reopened from `earlier`)."""
     spec = variant.spec
+    experiment = plan.spec.tracking.experiment
+    assert experiment is not None  # the spec defaults it to its name
     path = checkpoint_path(
-        spec.train.checkpoint_dir, plan.spec.tracking.experiment, plan.plan_hash, variant.name, seed
+        spec.train.checkpoint_dir, experiment, plan.plan_hash, variant.name, seed
     )
     child = ChildRun(
         tracker,

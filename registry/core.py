@@ -247,10 +247,11 @@ def _validated_options(slot: str, spec: ComponentSpec) -> tuple[_Entry, Any]:
             ) from None
     for key, value in entry.fixed.items():
         values.setdefault(key, value)
-    if getattr(entry.declaration, "Options", None) is None:
+    options = getattr(entry.declaration, "Options", None)
+    if options is None:
         return entry, None
     try:
-        return entry, entry.declaration.Options(**values)
+        return entry, options(**values)
     except ValueError as err:
         raise RegistryError(f"{label}: {err}") from None
 

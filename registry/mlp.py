@@ -41,6 +41,7 @@ class DenseMLP(nn.Module):
     """Shared by the dense kinds: no auxiliary loss and no experts."""
 
     expert_load: torch.Tensor | None = None
+    down_proj: nn.Linear  # every dense kind's output projection
 
     @property
     def aux_loss(self) -> torch.Tensor:

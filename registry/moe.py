@@ -51,6 +51,8 @@ class MoE(declared.MoE, nn.Module):
     """Mixture of experts: x [B, T, dim] -> [B, T, dim]; sets `aux_loss` (0-dim) and
     `expert_load` ([n_experts], the fraction of the routed assignments each expert took)."""
 
+    expert_bias: torch.Tensor  # [n_experts], a buffer
+
     def __init__(self, options: declared.MoE.Options, *, dim: int, dropout: float) -> None:
         super().__init__()
         self.options = options
@@ -118,7 +120,8 @@ class MoE(declared.MoE, nn.Module):
     def _run_grouped(self, rows: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
         """rows [N·k, dim] grouped by expert, counts [E] -> [N·k, dim], without a host sync."""
         offs = counts.cumsum(0).to(torch.int32)  # [E], end of each expert's block
-        return type(self.experts[0]).grouped_forward(list(self.experts), rows, offs)
+        kind = type(self.experts[0])  # an mlp kind with `grouped_forward` (grouped_mm_unsupported)
+        return kind.grouped_forward(list(self.experts), rows, offs)  # type: ignore[attr-defined]
 
     @staticmethod
     def _combine(

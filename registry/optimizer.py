@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import collections
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, overload
 
 import torch
 from torch import nn
@@ -152,6 +153,15 @@ def zeropower_via_newtonschulz(
     return x.T if tall else x
 
 
+def _reevaluate(closure: Callable[[], float] | None) -> float | None:
+    """The loss of `closure` (the `torch.optim.Optimizer.step` contract: it recomputes the loss
+    and the gradients, so it runs with autograd on inside the step's `no_grad`), or None."""
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()
+
+
 class NewtonSchulzMuon(torch.optim.Optimizer):
     """Muon for a torch without `torch.optim.Muon`, the same update as torch's (2.13):
 
@@ -177,8 +187,15 @@ class NewtonSchulzMuon(torch.optim.Optimizer):
         )
         super().__init__(params, defaults)
 
+    @overload
+    def step(self, closure: None = None) -> None: ...
+
+    @overload
+    def step(self, closure: Callable[[], float]) -> float: ...
+
     @torch.no_grad()
-    def step(self, closure: Any = None) -> None:
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
+        loss = _reevaluate(closure)
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
@@ -193,6 +210,7 @@ class NewtonSchulzMuon(torch.optim.Optimizer):
                 p.mul_(1 - group["lr"] * group["weight_decay"])
                 scale = math.sqrt(max(1, p.size(0) / p.size(1)))
                 p.add_(ortho, alpha=-group["lr"] * scale)
+        return loss
 
 
 MUON = getattr(torch.optim, "Muon", NewtonSchulzMuon)
@@ -213,10 +231,18 @@ class MuonWithAdamW(torch.optim.Optimizer):
         self.param_groups = groups
         self.state = collections.ChainMap(muon.state, adamw.state)  # type: ignore[assignment]
 
+    @overload
+    def step(self, closure: None = None) -> None: ...
+
+    @overload
+    def step(self, closure: Callable[[], float]) -> float: ...
+
     @torch.no_grad()
-    def step(self, closure: Any = None) -> None:
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
+        loss = _reevaluate(closure)  # once, for the gradients both optimizers step on
         self.muon.step()
         self.adamw.step()
+        return loss
 
     def state_dict(self) -> dict[str, Any]:
         return {"muon": self.muon.state_dict(), "adamw": self.adamw.state_dict()}

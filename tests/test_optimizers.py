@@ -215,3 +215,36 @@ def test_muon_is_refused_under_fsdp():
         pytest.skip("this torch has no FSDP2")
     with pytest.raises(ValueError, match="muon does not run with parallel: fsdp"):
         TrainConfig(parallel="fsdp", optimizer={"name": "muon"})
+
+
+@pytest.mark.parametrize("name", ["muon", "fallback"])
+def test_a_step_with_a_closure_recomputes_the_loss_and_steps_on_its_gradients(name):
+    """`Optimizer.step(closure)`: the closure runs (with autograd on), its loss is returned and
+    the update uses the gradients it computed."""
+    model, reference = twins()
+    inputs = torch.randint(0, 61, (2, 8), generator=torch.Generator().manual_seed(0))
+    if name == "muon":
+        optimizer = build_optimizer(model, OptimizerConfig(name="muon"), fused=False)
+        expected = build_optimizer(reference, OptimizerConfig(name="muon"), fused=False)
+    else:
+        settings = dict(lr=0.05, weight_decay=0.1, momentum=0.95, nesterov=True, ns_steps=5)
+        matrices = [p for n, p in model.named_parameters() if n in expected_muon_names(model)]
+        optimizer = NewtonSchulzMuon(matrices, **settings)
+        reference_matrices = [
+            p for n, p in reference.named_parameters() if n in expected_muon_names(reference)
+        ]
+        expected = NewtonSchulzMuon(reference_matrices, **settings)
+
+    def closure() -> float:
+        model.zero_grad()
+        loss = model(inputs, labels=inputs).loss
+        loss.backward()
+        return loss.item()
+
+    loss = optimizer.step(closure)
+    reference.zero_grad()
+    reference_loss = reference(inputs, labels=inputs).loss
+    reference_loss.backward()
+    expected.step()
+    assert loss == reference_loss.item()
+    assert_same_weights(model, reference)

@@ -32,7 +32,7 @@ import yaml
 
 from minimind.bench.context import BenchContext
 from minimind.bench.results import Row, Target
-from minimind.data import DataConfig, prepare_data
+from minimind.data import DataConfig, TokenizerConfig, prepare_data
 from minimind.data.sources import read_text_corpus
 from minimind.data.tokenizer import train_bpe
 
@@ -46,7 +46,7 @@ RSS_TARGET_BYTES = 2 << 30
 STARTUP_PROBE = """
 import json, sys, time
 start = time.perf_counter()
-from minimind.data import DataConfig, prepare_data
+from minimind.data import DataConfig, TokenizerConfig, prepare_data
 from minimind.data.batches import TrainBatches
 imported = time.perf_counter()
 data = prepare_data(DataConfig.model_validate_json(sys.argv[1]))
@@ -180,7 +180,7 @@ def _config(directory: Path, cache: Path, tokenizer: Path, procs: int | None) ->
     return DataConfig(
         corpus=str(directory),
         streaming=True,  # the files as they are: no Arrow copy, one piece per file
-        tokenizer={"path": str(tokenizer)},
+        tokenizer=TokenizerConfig(path=str(tokenizer)),
         num_proc=procs,
         bos_align=True,
         cache_dir=str(cache),

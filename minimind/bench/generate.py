@@ -36,13 +36,15 @@ def run(ctx: BenchContext) -> list[Row]:
 
     def decoder(cache: str):
         def decode() -> torch.Tensor:
-            return model.generate(
+            tokens = model.generate(
                 prompt,
                 new_tokens,
                 GREEDY,
                 cache=cache,
                 compile_decode=compiled and cache == "static",
             )
+            assert isinstance(tokens, torch.Tensor)  # not streamed: the whole sequence
+            return tokens
 
         return decode
 

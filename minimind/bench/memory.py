@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import torch
-from torch._C._profiler import _EventType
+from torch._C._profiler import _ExtraFields_Allocation
 from torch.profiler import ProfilerActivity, profile
 
 
@@ -60,11 +60,14 @@ def _profiled_peak(prof: profile) -> int:
     allocation event), so the tally starts at 0 and tensors from before the step are excluded.
     """
     peak = 0
-    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    results = prof.profiler.kineto_results if prof.profiler is not None else None
+    assert results is not None, "the profile has ended"
+    stack = list(results.experimental_event_tree())
     while stack:
         node = stack.pop()
-        if node.tag == _EventType.Allocation and node.extra_fields.device.type == "cpu":
-            peak = max(peak, node.extra_fields.total_allocated)
+        fields = node.extra_fields  # an allocation's, for an allocation event
+        if isinstance(fields, _ExtraFields_Allocation) and fields.device.type == "cpu":
+            peak = max(peak, fields.total_allocated)
         stack.extend(node.children)
     return peak
 

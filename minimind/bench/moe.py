@@ -85,7 +85,9 @@ def run(ctx: BenchContext) -> list[Row]:
 def _build(dim: int, device: torch.device, dispatch: str) -> MoE:
     spec = {"name": "moe", "n_experts": N_EXPERTS, "top_k": TOP_K, "dispatch": dispatch}
     with device:
-        return registry.build("mlp", spec, dim=dim, dropout=0.0)
+        moe = registry.build("mlp", spec, dim=dim, dropout=0.0)
+    assert isinstance(moe, MoE)
+    return moe
 
 
 def _other_dispatch(ours: MoE, picked: str, ctx: BenchContext) -> str | None:

@@ -66,7 +66,7 @@ def run(ctx: BenchContext) -> list[Row]:
         batch_size=batch,
         seq_len=seq,
         precision="fp32",
-        device=device.type,
+        device=device.type,  # type: ignore[arg-type]  # str, not the Literal: pydantic checks it
         log_every=LOG_EVERY,
         eval_every=10**9,
         eval_batches=1,
@@ -147,6 +147,7 @@ def _bare_round(trainer: Trainer, steps: int) -> Callable[[], float]:
     a plain loop, and nothing else."""
     params = list(trainer.model.parameters())
     device, clip = trainer.device, trainer.cfg.grad_clip
+    assert clip is not None  # the bench's TrainConfig keeps the default clipping
 
     def timer() -> float:
         synchronize(device)

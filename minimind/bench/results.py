@@ -165,7 +165,7 @@ def machine_info(device: torch.device) -> dict[str, Any]:
 
 
 def _cpu_model_and_flags() -> tuple[str, set[str]]:
-    model, flags = platform.processor() or platform.machine(), set()
+    model, flags = platform.processor() or platform.machine(), set[str]()
     try:
         lines = Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:

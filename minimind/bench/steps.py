@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -43,7 +44,7 @@ class Trainee:
     def step_fn(
         self,
         bf16: bool = False,
-        compiled: nn.Module | None = None,
+        compiled: Callable[..., Any] | None = None,
         loss_chunk_tokens: int | None = None,
     ) -> Callable[[], None]:
         """A step: forward (through `compiled` if given), loss + aux loss, backward, AdamW.

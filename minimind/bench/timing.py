@@ -23,11 +23,14 @@ import functools
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
 from minimind.device import synchronize
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
 
 
 def time_call(
@@ -73,7 +76,7 @@ class Event(Protocol):
 
     def record(self) -> None: ...
     def synchronize(self) -> None: ...
-    def elapsed_time(self, end: Event) -> float: ...  # milliseconds
+    def elapsed_time(self, end: Self) -> float: ...  # milliseconds, to an event of its kind
 
 
 def _cuda_event() -> Event:

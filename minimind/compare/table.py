@@ -312,8 +312,8 @@ def _multipliers(
         own = [base_of_seed.get(seeds[r]) for r in ids]
         out[group] = compute_multiplier(
             [mean_xy if b is None else as_xy(curves[b], b) for b in own],
-            [curves[r].iloc[-1] for r in ids],
-            [curves[r].index[-1] * per_step[r] for r in ids],
+            np.array([curves[r].iloc[-1] for r in ids], dtype=float),
+            np.array([curves[r].index[-1] * per_step[r] for r in ids], dtype=float),
             maximize=is_maximized(metric),
             level=level,
         )
@@ -369,10 +369,10 @@ def compare(
                 f"unknown variant(s) {', '.join(unknown)} in the comparisons; "
                 f"variants: {', '.join(groups) or '(none)'}"
             )
-    reference_of = (
+    reference_of: dict[str, str] = (
         dict(references)
         if references is not None
-        else {g: baseline for g in groups if g != baseline}
+        else {g: baseline for g in groups if baseline is not None and g != baseline}
     )
     rows = [
         _group_row(g, finished[finished["group"] == g], per_run[per_run["group"] == g], metric)

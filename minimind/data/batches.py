@@ -13,6 +13,9 @@ import torch
 
 from minimind.data.tokens import TokenStream
 
+Tokens = np.ndarray | TokenStream
+"""A split's tokens [n_tokens]: in memory, or memmapped shards read as one array."""
+
 
 class TrainBatches:
     """Random windows of `seq_len` tokens from `tokens` [n_tokens] (an array or a `TokenStream`
@@ -28,7 +31,7 @@ class TrainBatches:
 
     def __init__(
         self,
-        tokens: np.ndarray | TokenStream,
+        tokens: Tokens,
         batch_size: int,
         seq_len: int,
         seed: int,
@@ -83,7 +86,7 @@ class TrainBatches:
 
 
 def fixed_val_batches(
-    tokens: np.ndarray,
+    tokens: Tokens,
     batch_size: int,
     seq_len: int,
     n_batches: int,
@@ -122,7 +125,7 @@ def document_ids(batch: torch.Tensor, eos_id: int) -> torch.Tensor:
 
 
 def exact_val_windows(
-    tokens: np.ndarray, seq_len: int, batch_size: int
+    tokens: Tokens, seq_len: int, batch_size: int
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Every token of `tokens` but the first as a target exactly once: (inputs, targets) batches
     of non-overlapping windows, inputs tokens[s : s + seq_len] and targets one to the right,
@@ -150,7 +153,7 @@ def exact_val_windows(
     return batches
 
 
-def _windows(tokens: np.ndarray, starts: np.ndarray, seq_len: int, pin: bool) -> torch.Tensor:
+def _windows(tokens: Tokens, starts: np.ndarray, seq_len: int, pin: bool) -> torch.Tensor:
     """tokens[s : s + seq_len] for each start s, as a LongTensor [len(starts), seq_len]."""
     rows = tokens[starts[:, None] + np.arange(seq_len)].astype(np.int64)
     batch = torch.from_numpy(rows)

@@ -55,10 +55,12 @@ def local_corpus_files(corpus: str) -> tuple[str, list[Path]]:
         if not path.is_file():
             raise ValueError(f"corpus file not found: {corpus}")
         files = [path]
-    builders = {file_builder(f) for f in files}
-    if None in builders:
-        odd = next(f for f in files if file_builder(f) is None)
-        raise ValueError(f"unsupported corpus file {odd} (use {kinds})")
+    builders: set[str] = set()
+    for file in files:
+        builder = file_builder(file)
+        if builder is None:
+            raise ValueError(f"unsupported corpus file {file} (use {kinds})")
+        builders.add(builder)
     if len(builders) > 1:
         raise ValueError(f"corpus {corpus} mixes formats ({', '.join(sorted(builders))})")
     return builders.pop(), files

@@ -71,8 +71,9 @@ class Corpus:
     def small(self) -> bool:
         """Whether the whole corpus is less than one piece's worth of text (known without a
         stream): not worth starting worker processes for."""
-        sizes = [p.source.data.nbytes if p.shard is None else None for p in self.pieces]
-        return None not in sizes and sum(sizes) < PIECE_BYTES
+        if any(p.shard is not None for p in self.pieces):
+            return False
+        return sum(p.source.data.nbytes for p in self.pieces) < PIECE_BYTES
 
 
 def open_corpus(cfg: DataConfig) -> Corpus:
@@ -106,6 +107,7 @@ def open_corpus(cfg: DataConfig) -> Corpus:
 def documents(corpus: Corpus, piece: Piece) -> Iterator[tuple[list[str], np.ndarray]]:
     """The piece's documents in order, a batch at a time: (texts, held_out [n] bool)."""
     source, name = piece.source, corpus.name
+    batches: Iterator[tuple[int, Any]]  # (position, texts)
     if piece.shard is None:
         batches = (
             (start, source[start : min(start + READ_BATCH, piece.stop)][corpus.text_field])
@@ -268,7 +270,7 @@ def _single_text_file(corpus: str) -> bool:
 def read_text_corpus(corpus: str) -> bytes:
     """The raw bytes of an embedded corpus or a single (possibly compressed) `.txt` file."""
     if corpus in EMBEDDED_CORPORA:
-        packed = resources.files("minimind.data").joinpath("corpora", EMBEDDED_CORPORA[corpus])
+        packed = resources.files("minimind.data") / "corpora" / EMBEDDED_CORPORA[corpus]
         return gzip.decompress(packed.read_bytes())
     # Bytes, not read_text: universal newlines would turn \r\n into \n and change the byte count.
     raw = Path(corpus).expanduser().read_bytes()
@@ -304,9 +306,9 @@ def _text_corpus(cfg: DataConfig) -> Corpus:
         )
     raw = read_text_corpus(cfg.corpus)
     train, val = split_text(cfg.corpus, raw, cfg.val_fraction)
+    routes: tuple[tuple[str, Route], ...] = ((train, "train"), (val, "val"))
     pieces = [
-        Piece(datasets.Dataset.from_dict({"text": [text]}), route, 0, 1)
-        for text, route in ((train, "train"), (val, "val"))
+        Piece(datasets.Dataset.from_dict({"text": [text]}), route, 0, 1) for text, route in routes
     ]
     if cfg.corpus in EMBEDDED_CORPORA:
         identity: Any = {"embedded": cfg.corpus}

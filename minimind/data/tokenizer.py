@@ -60,7 +60,7 @@ def with_specials(tokenizer: Tokenizer) -> Tokenizer:
 
 def special_ids(tokenizer: Tokenizer) -> SpecialIds:
     """The ids of pad, bos and eos in a tokenizer that went through `with_specials`."""
-    ids = [tokenizer.token_to_id(token) for token in (PAD, BOS, EOS)]
-    if None in ids:
+    pad, bos, eos = ids = [tokenizer.token_to_id(token) for token in (PAD, BOS, EOS)]
+    if pad is None or bos is None or eos is None:
         raise ValueError(f"tokenizer lacks special tokens: {[PAD, BOS, EOS]} -> {ids}")
-    return SpecialIds(*ids)
+    return SpecialIds(pad, bos, eos)

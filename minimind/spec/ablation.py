@@ -17,6 +17,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import BaseModel
+
 from minimind.config import ModelConfig
 from minimind.data.config import DataConfig
 from minimind.spec.errors import keys_at, show, suggest, takes_extra_keys
@@ -24,7 +26,7 @@ from minimind.spec.sections import TrainConfig
 from minimind.strict_model import field_error
 
 # Sections whose fields an ablation or a sweep may vary.
-VARIABLE_SECTIONS = {"data": DataConfig, "train": TrainConfig}
+VARIABLE_SECTIONS: dict[str, type[BaseModel]] = {"data": DataConfig, "train": TrainConfig}
 _GROUP = re.compile(r"[A-Za-z_]\w*")
 
 

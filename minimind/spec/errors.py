@@ -15,6 +15,7 @@ from types import UnionType
 from typing import Any, Union
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from minimind.strict_model import FIELD_ERROR
 from registry import suggest
@@ -94,7 +95,7 @@ def _strip_tags(loc: Sequence[str | int]) -> Loc:
     return tuple(p for p in loc if not (isinstance(p, str) and _UNION_TAG.fullmatch(p)))
 
 
-def _message(error: dict[str, Any], loc: Loc, schema: type[BaseModel] | None) -> str:
+def _message(error: ErrorDetails, loc: Loc, schema: type[BaseModel] | None) -> str:
     kind, ctx, value = error["type"], error.get("ctx", {}), error.get("input")
     if kind in ("value_error", "assertion_error"):
         return str(ctx.get("error", error["msg"])).removeprefix("Value error, ")

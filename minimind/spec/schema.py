@@ -257,10 +257,10 @@ class Spec(StrictNumbers):
             for combo in ablation_grid(self.ablate):
                 context = f"in variant {variant_name(combo)}, " if combo else ""
                 for label, value in zip(labels, param.probe_values(), strict=True):
-                    problem = probe(base, {**combo, key: value})
-                    if problem:
+                    failure = probe(base, {**combo, key: value})
+                    if failure:
                         path, message = place(
-                            {key: f"{where}.{label}"}, f"{where}.{label}", *problem
+                            {key: f"{where}.{label}"}, f"{where}.{label}", *failure
                         )
                         field_error(path, context + message)
 

@@ -133,6 +133,7 @@ class ParamSpec(Section):
                 field_error((key,), f"required for a {self.type} param")
             if self.type == "int" and float(value) != int(value):
                 field_error((key,), f"must be an integer for an int param, got {value}")
+        assert self.low is not None and self.high is not None  # required just above
         if self.type == "int":
             self.low, self.high = int(self.low), int(self.high)
             if self.step is not None and float(self.step) != int(self.step):
@@ -147,7 +148,7 @@ class ParamSpec(Section):
 
     def probe_values(self) -> list[Any]:
         """Values that bound the search: both ends of a range, or every choice."""
-        return list(self.choices) if self.type == "categorical" else [self.low, self.high]
+        return list(self.choices or ()) if self.type == "categorical" else [self.low, self.high]
 
 
 class SweepConfig(Section):
@@ -266,5 +267,5 @@ class SweepConfig(Section):
         return [o.metric for o in self.objective]
 
     @property
-    def directions(self) -> list[str]:
+    def directions(self) -> list[Direction]:
         return [o.direction for o in self.objective]

@@ -37,6 +37,7 @@ from minimind.train import MetricSink, TrainOutcome
 
 if TYPE_CHECKING:
     from minimind.tracking import RunHandle, Tracker
+    from minimind.tracking.rank_zero import NullRunHandle
 
 FAILURE_ATTR = "failure_reason"  # the Optuna trial's user attribute
 
@@ -64,7 +65,7 @@ class TrialSink:
 
     def __init__(
         self,
-        run: RunHandle,
+        run: RunHandle | NullRunHandle,
         sweep: SweepConfig,
         trial: optuna.Trial | None = None,
         final_step: int | None = None,
@@ -216,23 +217,23 @@ class TrialHooks(ChildHooks):
         self.trial_sink: TrialSink | None = None
         self.result: list[float] | str | None = None
 
-    def started(self, run: RunHandle) -> None:
+    def started(self, run: RunHandle | NullRunHandle) -> None:
         self.run_ids.append(run.run_id)
         record_worker(self.trial, self.ctx.tracker.uri, self.run_ids)
 
-    def sink(self, run: RunHandle) -> MetricSink:
+    def sink(self, run: RunHandle | NullRunHandle) -> MetricSink:
         trial = self.trial if self.prune else None
         self.trial_sink = TrialSink(run, self.ctx.sweep, trial, self.final_step)
         return self.trial_sink
 
-    def interrupted(self, run: RunHandle, exc: BaseException) -> None:
+    def interrupted(self, run: RunHandle | NullRunHandle, exc: BaseException) -> None:
         if isinstance(exc, optuna.TrialPruned):
             run.set_tags({TRIAL_STATE_TAG: "pruned"})
             run.end("KILLED", str(exc))
         else:  # the handle ends the run FAILED (or KILLED on Ctrl-C)
             run.set_tags({TRIAL_STATE_TAG: "failed"})
 
-    def ended(self, run: RunHandle, outcome: TrainOutcome) -> None:
+    def ended(self, run: RunHandle | NullRunHandle, outcome: TrainOutcome) -> None:
         if outcome.status != "FINISHED":  # the path ends the run FAILED with the reason
             run.set_tags({TRIAL_STATE_TAG: "failed"})
             self.result = outcome.failure_reason or "the run failed"

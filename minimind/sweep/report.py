@@ -15,6 +15,7 @@ import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -127,15 +128,19 @@ def _show(value: Any) -> str:
 Target = Callable[[FrozenTrial], float]
 
 
+def _objective_value(trial: FrozenTrial, index: int, sign: int = 1) -> float:
+    return sign * trial.values[index]
+
+
 def _targets(sweep: SweepConfig) -> dict[str, Target]:
     """The value of each objective in a trial (Optuna's plots need one for multi-objective)."""
-    return {metric: (lambda t, i=i: t.values[i]) for i, metric in enumerate(sweep.metrics)}
+    return {metric: partial(_objective_value, index=i) for i, metric in enumerate(sweep.metrics)}
 
 
 def _lower_is_better(sweep: SweepConfig) -> dict[str, Target]:
     """Each objective signed so that lower is better, as PED-ANOVA's `target` must be."""
     return {
-        metric: (lambda t, i=i, sign=(1 if direction == "minimize" else -1): sign * t.values[i])
+        metric: partial(_objective_value, index=i, sign=1 if direction == "minimize" else -1)
         for i, (metric, direction) in enumerate(zip(sweep.metrics, sweep.directions, strict=True))
     }
 
@@ -166,15 +171,15 @@ def _plots(
     figures: dict[str, Callable[[], Any]] = {}
     for metric, target in targets.items():
         suffix = f"-{metric.replace('/', '_')}" if multi else ""
-        figures[f"history{suffix}.png"] = lambda t=target, m=metric: (
-            plots.plot_optimization_history(study, target=t, target_name=m)
+        figures[f"history{suffix}.png"] = partial(
+            plots.plot_optimization_history, study, target=target, target_name=metric
         )
-        figures[f"parallel_coordinate{suffix}.png"] = lambda t=target, m=metric: (
-            plots.plot_parallel_coordinate(study, target=t, target_name=m)
+        figures[f"parallel_coordinate{suffix}.png"] = partial(
+            plots.plot_parallel_coordinate, study, target=target, target_name=metric
         )
         if report.importances.get(metric):
-            figures[f"importances{suffix}.png"] = lambda t=signed[metric], m=metric: (
-                plots.plot_param_importances(study, target=t, target_name=m)
+            figures[f"importances{suffix}.png"] = partial(
+                plots.plot_param_importances, study, target=signed[metric], target_name=metric
             )
     if multi:
         figures["pareto_front.png"] = lambda: plots.plot_pareto_front(

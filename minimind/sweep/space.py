@@ -11,16 +11,32 @@ import optuna
 from minimind.spec import ParamSpec
 
 
+def _numeric_range(param: ParamSpec) -> tuple[int | float, int | float]:
+    """`(low, high)` of an int or float param (the schema requires both for those types)."""
+    assert param.low is not None and param.high is not None, "ParamSpec requires low and high"
+    return param.low, param.high
+
+
+def _choices(param: ParamSpec) -> list[Any]:
+    """A categorical param's choices (the schema requires them for that type)."""
+    assert param.choices is not None, "ParamSpec requires choices for a categorical param"
+    return list(param.choices)
+
+
 def suggest(trial: optuna.Trial, params: Mapping[str, ParamSpec]) -> dict[str, Any]:
     """One value per dotted key, drawn by the trial's sampler; Optuna's param name is the key."""
     values: dict[str, Any] = {}
     for key, p in params.items():
+        if p.type == "categorical":
+            values[key] = trial.suggest_categorical(key, _choices(p))
+            continue
+        low, high = _numeric_range(p)
         if p.type == "float":
-            values[key] = trial.suggest_float(key, p.low, p.high, log=p.log, step=p.step)
-        elif p.type == "int":
-            values[key] = trial.suggest_int(key, p.low, p.high, step=p.step or 1, log=p.log)
+            values[key] = trial.suggest_float(key, low, high, log=p.log, step=p.step)
         else:
-            values[key] = trial.suggest_categorical(key, p.choices)
+            # The schema makes an int param's ends ints and its step a whole number.
+            step = int(p.step or 1)
+            values[key] = trial.suggest_int(key, int(low), int(high), step=step, log=p.log)
     return values
 
 
@@ -30,16 +46,17 @@ def grid_values(param: ParamSpec) -> list[Any]:
     A float range needs a step (the schema requires one for the grid and brute-force samplers).
     """
     if param.type == "categorical":
-        return list(param.choices)
+        return _choices(param)
+    low, high = _numeric_range(param)
     step = param.step or 1
     if param.type == "float" and param.step is None:
         raise ValueError("a float range without a step has no finite grid")
     # The tolerance keeps `high` when (high - low) / step is a whole number up to rounding.
-    n = math.floor((param.high - param.low) / step + 1e-9)
+    n = math.floor((high - low) / step + 1e-9)
     if param.type == "int":
-        return [int(param.low + i * step) for i in range(n + 1)]
+        return [int(low + i * step) for i in range(n + 1)]
     # min(): 0.1 * 3 is 0.30000000000000004, above a high of 0.3.
-    return [min(param.low + i * step, param.high) for i in range(n + 1)]
+    return [min(low + i * step, high) for i in range(n + 1)]
 
 
 def grid_space(params: Mapping[str, ParamSpec]) -> dict[str, list[Any]]:

@@ -20,6 +20,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import optuna
+import optuna.storages.journal
 
 from minimind.file_lock import creation_lock
 from minimind.spec import SpecError, SweepConfig
@@ -75,7 +76,9 @@ def open_storage(sweep: SweepConfig) -> optuna.storages.BaseStorage:
         if url.startswith("sqlite"):
             import sqlalchemy
 
-            database = Path(sqlalchemy.engine.make_url(url).database).expanduser()
+            name = sqlalchemy.engine.make_url(url).database
+            assert name, "check_storage_url rejects an in-memory SQLite database"
+            database = Path(name).expanduser()
             # Opening the storage creates its tables: once, whichever worker comes first.
             lock = creation_lock(database)
             engine_kwargs = {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}

@@ -9,6 +9,7 @@ invocation reopens, so one study is one parent run with one child per trial.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -117,7 +118,7 @@ def _check_matches(study: optuna.Study, name: str, sweep: SweepConfig, cell_hash
         )
 
 
-def _objectives(metrics: list[str] | None, directions: list[str]) -> str:
+def _objectives(metrics: Sequence[str] | None, directions: Sequence[str]) -> str:
     return ", ".join(
         f"{d} {m}" for m, d in zip(metrics or ["?"] * len(directions), directions, strict=False)
     )

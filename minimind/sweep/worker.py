@@ -14,6 +14,7 @@ trial or two above `trials`, never below.
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing
 import os
 import signal
@@ -76,6 +77,7 @@ def work(job: WorkerJob, data: Mapping[str, PreparedData] | None = None) -> str:
     study = open_study(storage, job.study, sweep, job.cell_hash, pruner=build_pruner(sweep))
     seed = worker_seed(sweep.sampler.seed, job.index, len(study.get_trials(deepcopy=False)))
     study.sampler = build_sampler(sweep, seed)
+    assert spec.tracking.experiment is not None  # the spec defaults it to its name
     tracker = Tracker(spec.tracking.uri, spec.tracking.experiment)
     objective = TrialObjective(
         TrialContext(
@@ -156,7 +158,7 @@ def run_trials(
                 objective,
                 n_trials=1,
                 catch=(Exception,),
-                callbacks=[lambda _, trial, ended=ended: ended.append(trial)],
+                callbacks=[functools.partial(_record_ended, ended)],
             )
         except (optuna.exceptions.UpdateFinishedTrialError, ValueError) as err:
             # Objective errors are caught above; this is Optuna's own bookkeeping, e.g. telling
@@ -166,6 +168,11 @@ def run_trials(
             continue
         failed = bool(ended) and ended[0].state == TrialState.FAIL
         failures_in_a_row = failures_in_a_row + 1 if failed else 0
+
+
+def _record_ended(ended: list[FrozenTrial], _study: optuna.Study, trial: FrozenTrial) -> None:
+    """An `optimize` callback: keeps the trial that ended."""
+    ended.append(trial)
 
 
 def worker_main(job: WorkerJob) -> None:
@@ -228,10 +235,14 @@ def run_workers(
     except KeyboardInterrupt as exc:
         _stop(processes, getattr(exc, "signum", None))
         raise
+    exit_codes = []
     for i, process in enumerate(processes):
-        if process.exitcode not in (0, None):
-            print(f"worker {i} (pid {process.pid}) {_describe_exit(process.exitcode)}", flush=True)
-    return [process.exitcode for process in processes]
+        code = process.exitcode
+        assert code is not None, "_wait_all joined every worker"
+        if code != 0:
+            print(f"worker {i} (pid {process.pid}) {_describe_exit(code)}", flush=True)
+        exit_codes.append(code)
+    return exit_codes
 
 
 def _wait_all(
@@ -268,6 +279,7 @@ def _stop(processes: list[multiprocessing.process.BaseProcess], signum: int | No
     Ctrl-C, which reaches only this process: the workers have their own process group), give
     them time to mark their trials and end their runs, then SIGTERM and kill what is left."""
     for process in processes:
+        assert process.pid is not None  # every worker here was started
         with contextlib.suppress(ProcessLookupError):
             os.kill(process.pid, signal.SIGINT if signum is None else signum)
     for step in (signal.SIGTERM, signal.SIGKILL):
@@ -278,6 +290,7 @@ def _stop(processes: list[multiprocessing.process.BaseProcess], signum: int | No
         if not alive:
             return
         for process in alive:
+            assert process.pid is not None  # alive, hence started
             with contextlib.suppress(ProcessLookupError):
                 os.kill(process.pid, step)
     for process in processes:

@@ -6,8 +6,12 @@ import signal
 import sys
 from collections.abc import Callable, Iterable
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from minimind.exit_codes import EXIT_INTERRUPTED, exit_code_for_signal
+
+if TYPE_CHECKING:
+    from minimind.tracking.run import Status
 
 
 class Terminated(KeyboardInterrupt):
@@ -59,7 +63,7 @@ def run_until_stopped(work: Callable[[], int], how_to_continue: str) -> int:
             signal.signal(sig, handler)
 
 
-def describe_exit(exc: BaseException) -> tuple[str, str]:
+def describe_exit(exc: BaseException) -> tuple[Status, str]:
     """The final status and `failure_reason` of a run left by `exc`."""
     if isinstance(exc, Terminated):
         return "KILLED", f"terminated by {exc}"

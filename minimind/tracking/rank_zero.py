@@ -70,12 +70,18 @@ class RankZeroTracker:
 
         main_answer(connect)
 
+    @property
+    def _main_tracker(self) -> Tracker:
+        """The tracker, which only the main rank has (the others never call this)."""
+        assert self._tracker is not None, "only the main rank connects"
+        return self._tracker
+
     def _handle(self, start: Callable[[Tracker], RunHandle]) -> RunHandle | NullRunHandle:
         handle: RunHandle | None = None
 
         def start_on_main() -> str:
             nonlocal handle
-            handle = start(self._tracker)
+            handle = start(self._main_tracker)
             return handle.run_id
 
         run_id = main_answer(start_on_main)
@@ -91,16 +97,16 @@ class RankZeroTracker:
         return self._handle(lambda t: t.resume_run(run_id))
 
     def find_parent(self, *args: Any, **kwargs: Any) -> Any:
-        return main_answer(lambda: self._tracker.find_parent(*args, **kwargs))
+        return main_answer(lambda: self._main_tracker.find_parent(*args, **kwargs))
 
     def children(self, *args: Any, **kwargs: Any) -> Any:
-        return main_answer(lambda: self._tracker.children(*args, **kwargs))
+        return main_answer(lambda: self._main_tracker.children(*args, **kwargs))
 
     def fail_stale_runs(self, *args: Any, **kwargs: Any) -> Any:
-        return main_answer(lambda: self._tracker.fail_stale_runs(*args, **kwargs))
+        return main_answer(lambda: self._main_tracker.fail_stale_runs(*args, **kwargs))
 
     def close_dead_parents(self, *args: Any, **kwargs: Any) -> Any:
-        return main_answer(lambda: self._tracker.close_dead_parents(*args, **kwargs))
+        return main_answer(lambda: self._main_tracker.close_dead_parents(*args, **kwargs))
 
 
 def make_tracker(uri: str, experiment: str) -> Tracker | RankZeroTracker:

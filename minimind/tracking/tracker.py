@@ -8,6 +8,7 @@ and child runs tagged `minimind.role=child` with `mlflow.parentRunId`.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import subprocess
@@ -115,6 +116,7 @@ class Tracker:
                 if exc.error_code != "RESOURCE_ALREADY_EXISTS":
                     raise
                 found = self.client.get_experiment_by_name(self.experiment)
+                assert found is not None  # the one another process created
         if found.lifecycle_stage == "deleted":
             self.client.restore_experiment(found.experiment_id)
         return found.experiment_id
@@ -188,7 +190,8 @@ class Tracker:
         token = None
         while True:
             page = self._retry.call(
-                lambda token=token: self.client.search_runs(
+                functools.partial(
+                    self.client.search_runs,
                     [self.experiment_id],
                     filter_string=" and ".join(clauses),
                     order_by=["attributes.start_time DESC"],
@@ -224,9 +227,9 @@ class Tracker:
             stale.append(parent_run_id)
         for run_id in stale:
             self._retry.call(
-                lambda run_id=run_id: self.client.set_tag(run_id, FAILURE_REASON_TAG, reason)
+                functools.partial(self.client.set_tag, run_id, FAILURE_REASON_TAG, reason)
             )
-            self._retry.call(lambda run_id=run_id: self.client.set_terminated(run_id, status))
+            self._retry.call(functools.partial(self.client.set_terminated, run_id, status))
         return stale
 
     def close_dead_parents(self, tags: Mapping[str, str]) -> list[str]:
