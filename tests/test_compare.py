@@ -219,12 +219,11 @@ def test_welch_interval_matches_hand_computation(store) -> None:
 def test_bootstrap_on_request(store) -> None:
     rms = _row(compare(load_runs(store["uri"], ["norm"]), ci="bootstrap"), RMS)
     assert rms["val/bpb_delta_method"] == "bootstrap"  # bootstrap resamples each side alone
-    # resampled means stay within each group's range
-    low_bound, high_bound = (
-        min(FINAL_BPB[RMS]) - max(FINAL_BPB[LN]),
-        max(FINAL_BPB[RMS]) - min(FINAL_BPB[LN]),
-    )
-    assert low_bound <= rms["val/bpb_delta_low"] <= rms["val/bpb_delta_high"] <= high_bound
+    # never narrower than Welch's interval, and its verdict is Welch's corrected test
+    welch = stats.ttest_ind(FINAL_BPB[RMS], FINAL_BPB[LN], equal_var=False)
+    interval = welch.confidence_interval(0.95)
+    assert rms["val/bpb_delta_low"] <= interval.low and rms["val/bpb_delta_high"] >= interval.high
+    assert rms["val/bpb_p"] == pytest.approx(welch.pvalue)
 
 
 def test_failed_and_killed_runs_are_listed_with_reason(norm) -> None:
@@ -240,7 +239,10 @@ def test_all_runs_and_group_by_param(store) -> None:
     assert c.by == "model.norm"
     ln = _row(c, "layernorm")
     assert ln["n"] == 4  # the old invocation's run has model.norm=layernorm too
-    assert ln["val/bpb_mean"] == pytest.approx(np.mean([2.10, 2.10, 2.20, 2.15]))
+    # ... of seed 0, as one of this invocation's: a seed's reruns are one observation
+    assert ln["n_seeds"] == 3 and ln["val/bpb_n"] == 3
+    assert ln["val/bpb_mean"] == pytest.approx(np.mean([2.10, 2.20, 2.15]))
+    assert ln["val/bpb_std"] == pytest.approx(np.std([2.10, 2.20, 2.15], ddof=1))
 
 
 def test_filter_across_experiments(store) -> None:
@@ -602,14 +604,14 @@ def test_corrected_family_in_json_csv_and_caption(store, capsys) -> None:
 
 
 def test_noise_and_power_in_table_and_json(store, capsys) -> None:
-    from minimind.compare.stats import seeds_for_power
+    from minimind.compare.power import seeds_for_difference
 
     argv = ["norm", "--tracking-uri", store["uri"], "--noise", "--power", "0.05"]
     code, out, _ = run_cli(capsys, *argv)
     sd = math.sqrt((0.05**2 * 2 + 0.02**2 * 2) / 4)  # pooled over layernorm and rmsnorm, 4 df
     assert code == 0 and f"Seed-to-seed sd of val/bpb: {sd:.3g} (95% CI" in out
     assert "Sd of the per-seed differences" in out
-    unpaired = seeds_for_power(0.05, sd)
+    unpaired = seeds_for_difference(0.05, sd, design="unpaired")
     assert f"needs seeds per arm: {unpaired} unpaired, " in out
     code, out, _ = run_cli(capsys, *argv, "--format", "json")
     doc = json.loads(out)
@@ -618,7 +620,7 @@ def test_noise_and_power_in_table_and_json(store, capsys) -> None:
     assert doc["paired_noise"]["sd"] == pytest.approx(np.std(d, ddof=1))
     assert doc["power"]["seeds_per_arm"] == {
         "unpaired": unpaired,
-        "paired": seeds_for_power(0.05, np.std(d, ddof=1), paired=True),
+        "paired": seeds_for_difference(0.05, np.std(d, ddof=1)),
     }
 
 

@@ -20,6 +20,7 @@ which is also the first (most demanding) step of Holm's.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -78,7 +79,11 @@ def standard_error(
 def t_test_power(noncentrality: float, df: float, alpha: float) -> float:
     """The power of a two-sided t-test at `alpha` with `df` degrees of freedom when the
     statistic's noncentrality is `noncentrality`: P(|T| > t_{1 - alpha/2}), T ~ nct(df, nc)."""
-    critical = float(stats.t.ppf(1.0 - alpha / 2.0, df))
+    return _power_beyond(float(stats.t.ppf(1.0 - alpha / 2.0, df)), df, noncentrality)
+
+
+def _power_beyond(critical: float, df: float, noncentrality: float) -> float:
+    """P(|T| > critical), T ~ nct(df, noncentrality)."""
     nc = abs(noncentrality)
     upper = float(stats.nct.sf(critical, df, nc))
     # The far tail P(T < -critical): scipy's nct returns NaN for some large noncentralities,
@@ -133,19 +138,31 @@ def detectable_difference(
         return math.nan
     _check(sd, min(n, m), alpha, power)
     se, df = standard_error(n, sd, design, n_baseline, sd_baseline)
-    a = per_test_alpha(alpha, comparisons)
+    return noncentrality_for_power(df, per_test_alpha(alpha, comparisons), power) * se
+
+
+@functools.lru_cache(maxsize=4096)
+def noncentrality_for_power(df: float, alpha: float, power: float = POWER) -> float:
+    """The noncentrality at which a two-sided t-test at `alpha` with `df` degrees of freedom
+    has `power`: the root of power(nc) - power, bracketed (the power grows with nc, and the
+    normal test's root z_{1-alpha/2} + z_power is below the t-test's) and checked."""
+    critical = float(stats.t.ppf(1.0 - alpha / 2.0, df))
 
     def shortfall(nc: float) -> float:
-        return t_test_power(nc, df, a) - power
+        return _power_beyond(critical, df, nc) - power
 
-    high = 1.0
-    while shortfall(high) < 0:  # bracket the root: the power grows with the noncentrality
-        high *= 2.0
-    nc = optimize.brentq(shortfall, 0.0, high, xtol=1e-12, rtol=1e-12)
-    achieved = t_test_power(nc, df, a)
+    low = float(stats.norm.ppf(1.0 - alpha / 2.0) + stats.norm.ppf(power))
+    low = max(0.0, min(low, critical))
+    high = max(2.0 * low, 1.0)
+    while shortfall(high) < 0:
+        low, high = high, 2.0 * high
+    if shortfall(low) > 0:
+        low = 0.0
+    nc = float(optimize.brentq(shortfall, low, high, xtol=1e-10, rtol=1e-12))
+    achieved = _power_beyond(critical, df, nc)
     if abs(achieved - power) > POWER_TOLERANCE:
         raise ArithmeticError(f"MDE solver missed: power {achieved} at noncentrality {nc}")
-    return nc * se
+    return nc
 
 
 def equivalence_power(
