@@ -771,3 +771,104 @@ def test_report_figures_tokens_in_engineering_notation_and_no_truncated_bars(nor
     # No bar whose length encodes the value on an axis that does not start at zero.
     assert not [p for p in final.axes[0].patches if isinstance(p, Rectangle)]
     assert final.axes[0].lines  # the mean ± std intervals
+
+
+def _two_invocations(mlflow_uri: str) -> tuple[str, str]:
+    """Experiment `pick`: an invocation of spec 1111aaaa (variants a and b, 2 seeds), then a
+    later one of spec 9999bbbb, killed after one run of variant c."""
+    client = MlflowClient(mlflow_uri)
+    exp = client.create_experiment("pick")
+    first = log_parent(client, exp, "pick", T0)
+    later = log_parent(client, exp, "pick", T0 + 10_000)
+    client.set_tag(first, "spec_hash", "1111aaaa2222")
+    client.set_tag(later, "spec_hash", "9999bbbb0000")
+    client.set_terminated(later, "KILLED")
+    params = {"name": "pick", "train.steps": "10"}
+    for k, (variant, seed) in enumerate([("a", 0), ("a", 1), ("b", 0), ("b", 1)]):
+        metrics = [Metric("val/bpb", 2.0 + 0.1 * k, T0 + 2000, 10)]
+        log_child(client, exp, first, variant, seed, T0 + 1000 * (k + 1), params=params,
+                  metrics=metrics)  # fmt: skip
+    metrics = [Metric("val/bpb", 3.0, T0 + 12_000, 10)]
+    log_child(client, exp, later, "c", 0, T0 + 11_000, params=params, metrics=metrics)
+    return first, later
+
+
+def test_the_invocation_is_chosen_by_parent_or_spec_hash(mlflow_uri, capsys) -> None:
+    """The default takes the latest invocation by start time (here a killed one of another
+    spec) and says so; --spec-hash and --parent take the one asked for."""
+    first, later = _two_invocations(mlflow_uri)
+    code, out, _ = run_cli(capsys, "pick", "--tracking-uri", mlflow_uri, "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and [r["variant"] for r in doc["rows"]] == ["c"]
+    assert later in doc["selection"] and "KILLED" in doc["selection"]
+    assert "most recent by start time" in doc["selection"] and "--spec-hash" in doc["selection"]
+    for option, value in (("--spec-hash", "1111aaaa"), ("--parent", first)):
+        code, out, _ = run_cli(
+            capsys, "pick", "--tracking-uri", mlflow_uri, "--format", "json", option, value
+        )
+        doc = json.loads(out)
+        assert code == 0 and {r["variant"] for r in doc["rows"]} == {"a", "b"}, option
+        assert first in doc["selection"] and "spec 1111aaaa" in doc["selection"]
+    code, _, err = run_cli(capsys, "pick", "--tracking-uri", mlflow_uri, "--spec-hash", "ffff")
+    assert code == 2 and err.startswith("error: --spec-hash: no invocation")
+
+
+def test_untested_rows_have_null_verdicts_in_csv_and_json(store, capsys) -> None:
+    """The baseline was not tested: its within_noise is empty (null), not true; a paired row
+    shows its pair count."""
+    argv = ["norm", "--tracking-uri", store["uri"]]
+    _, out, _ = run_cli(capsys, *argv, "--format", "csv")
+    rows = pd.read_csv(io.StringIO(out)).set_index("variant")
+    assert pd.isna(rows.loc[LN, "val/bpb_within_noise"]) and pd.isna(rows.loc[LN, "compute_x"])
+    assert rows.loc[RMS, "val/bpb_pairs"] == 3
+    _, out, _ = run_cli(capsys, *argv, "--format", "json")
+    by_variant = {r["variant"]: r for r in json.loads(out)["rows"]}
+    assert by_variant[LN]["val/bpb_within_noise"] is None
+    assert by_variant[RMS]["val/bpb_within_noise"] is False
+    _, out, _ = run_cli(capsys, *argv)
+    assert "(3 pairs)" in out
+
+
+def test_best_value_reads_the_sampled_curve(mlflow_uri) -> None:
+    """Runs log the exact val/bpb once and its estimates as val/bpb_sampled: the best value is
+    the best evaluation, not the final one."""
+    client = MlflowClient(mlflow_uri)
+    exp = client.create_experiment("best")
+    parent = log_parent(client, exp, "best", T0)
+    for seed, (mid, final) in enumerate([(1.9, 2.0), (2.3, 2.1)]):
+        metrics = [
+            Metric("val/bpb_sampled", 2.5, T0, 2),
+            Metric("val/bpb_sampled", mid, T0, 5),
+            Metric("val/bpb_sampled", final + 0.01, T0, 10),
+            Metric("val/bpb", final, T0, 10),
+        ]
+        log_child(client, exp, parent, "v", seed, T0 + 1000 * (seed + 1),
+                  params={"name": "best"}, metrics=metrics)  # fmt: skip
+    c = compare(load_runs(mlflow_uri, ["best"]))
+    assert sorted(c.runs["val/bpb_best"]) == [1.9, 2.1]
+    assert c.table["val/bpb_best"].iloc[0] == 1.9
+
+
+def test_untested_and_mixed_rows_get_no_verdict_and_no_bound() -> None:
+    """An infinite value has no t-test: no better/worse; seeds beyond and before the
+    reference's curve give no '≥' multiplier."""
+    from minimind.compare import render
+
+    row = pd.Series(
+        {
+            "is_baseline": False,
+            "val/bpb_delta_method": "welch",
+            "val/bpb_delta": -np.inf,
+            "val/bpb_within_noise": None,
+            "compute_x": np.nan,
+            "compute_x_bound": np.nan,
+            "compute_x_where": "mixed",
+            "compute_x_low": np.nan,
+            "compute_x_high": np.nan,
+        }
+    )
+    assert render.verdict(row, "val/bpb", maximize=False) == "n/a (no test)"
+    assert render.fmt_multiplier(row) == "n/a (bounds both ways)"
+    beyond = row.copy()
+    beyond["compute_x_where"], beyond["compute_x_bound"] = "beyond", 1.0
+    assert render.fmt_multiplier(beyond) == "≥ 1×"
