@@ -872,3 +872,14 @@ def test_untested_and_mixed_rows_get_no_verdict_and_no_bound() -> None:
     beyond = row.copy()
     beyond["compute_x_where"], beyond["compute_x_bound"] = "beyond", 1.0
     assert render.fmt_multiplier(beyond) == "≥ 1×"
+
+
+def test_the_power_line_names_the_family_it_corrects_for(store) -> None:
+    """Three groups, one comparison (rmsnorm against layernorm): the power line's alpha and its
+    count of comparisons are both those of the one comparison."""
+    from minimind.compare import render
+
+    runset = load_runs(store["uri"], ["norm"], all_runs=True)
+    c = compare(runset, power_delta=0.05, references={RMS: LN})
+    assert len(c.table) == 3 and c.power_comparisons == 1 and c.power_alpha == pytest.approx(0.05)
+    assert "(holm over 1 comparison(s))" in "\n".join(render.noise_lines(c))
