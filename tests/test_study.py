@@ -382,3 +382,34 @@ def test_the_learning_rate_figure_draws_the_sweep_s_trials_alone(store: str) -> 
     # pre-norm: two finished trials; post-norm: one finished and one failed (a cross); the
     # best.yaml runs logged beside them are no trials.
     assert sorted(len(line.get_xdata()) for line in fig.axes[0].lines) == [1, 1, 2]
+
+
+def test_an_equal_expectation_is_planned_by_tost_power() -> None:
+    """'equal' too weak to tell: the pairs that put the corrected interval inside the margin
+    (TOST power), not a difference test's sample size; 'better': a difference of the margin."""
+    from types import SimpleNamespace
+
+    from minimind.compare import Comparison
+    from minimind.study.analysis import plan_finding
+
+    a, b = np.array([2.00, 2.03, 1.99]), np.array([2.01, 2.00, 2.02])
+    runs = pd.DataFrame(
+        {
+            "run_id": [f"r{i}" for i in range(6)],
+            "group": ["a"] * 3 + ["b"] * 3,
+            "seed": [0, 1, 2] * 2,
+            "m": np.concatenate([a, b]),
+        }
+    )
+    comparison = Comparison(
+        table=pd.DataFrame(), runs=runs, problems=pd.DataFrame({"run_id": []}), metric="m",
+        by="variant", baseline="b", runset=None, n_comparisons=4,  # type: ignore[arg-type]
+    )  # fmt: skip
+    study = SimpleNamespace(equivalence_margin=0.02)
+    sd = float(np.std(a - b, ddof=1))
+    equal = plan_finding(comparison, "a", "b", "equal", study)  # type: ignore[arg-type]
+    assert equal == plan_seeds("equivalence", 0.02, sd, df=2, comparisons=4)
+    assert equal is not None and equal.goal == "equivalence"
+    better = plan_finding(comparison, "a", "b", "better", study)  # type: ignore[arg-type]
+    assert better == plan_seeds("difference", 0.02, sd, df=2, comparisons=4)
+    assert equal.seeds is not None and better.seeds is not None and equal.seeds > better.seeds
