@@ -345,7 +345,8 @@ def compare(
     The rows are sorted by the objective's mean, best first; groups where no run finished come
     last. Each delta has an interval at the level corrected for the number of comparisons with
     the baseline (`stats.compare_family`), its raw and corrected p-values, and
-    `<metric>_within_noise` is True when the corrected test does not reject, and
+    `<metric>_within_noise` is True when the corrected test does not reject (None for a row
+    not tested), `<metric>_pairs` the pairs of a paired row, and
     `<metric>_mde` the smallest difference the design detects. `power_delta` asks for the seeds
     per arm that detect that difference (docs/statistics.md).
 

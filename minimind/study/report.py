@@ -445,9 +445,12 @@ def findings_csv(study: Study, results: list[AxisResult]) -> str:
                     f"{m}_p_adj",
                     f"{m}_mde",
                     "compute_x",
+                    "compute_x_bound",
+                    "compute_x_where",
                     "compute_x_low",
                     "compute_x_high",
                     "n",
+                    f"{m}_pairs",
                 )  # fmt: skip
             },
         }
