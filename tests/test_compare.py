@@ -220,12 +220,11 @@ def test_welch_interval_matches_hand_computation(store) -> None:
 def test_bootstrap_on_request(store) -> None:
     rms = _row(compare(load_runs(store["uri"], ["norm"]), ci="bootstrap"), RMS)
     assert rms["val/bpb_delta_method"] == "bootstrap"  # bootstrap resamples each side alone
-    # resampled means stay within each group's range
-    low_bound, high_bound = (
-        min(FINAL_BPB[RMS]) - max(FINAL_BPB[LN]),
-        max(FINAL_BPB[RMS]) - min(FINAL_BPB[LN]),
-    )
-    assert low_bound <= rms["val/bpb_delta_low"] <= rms["val/bpb_delta_high"] <= high_bound
+    # never narrower than Welch's interval, and its verdict is Welch's corrected test
+    welch = stats.ttest_ind(FINAL_BPB[RMS], FINAL_BPB[LN], equal_var=False)
+    interval = welch.confidence_interval(0.95)
+    assert rms["val/bpb_delta_low"] <= interval.low and rms["val/bpb_delta_high"] >= interval.high
+    assert rms["val/bpb_p"] == pytest.approx(welch.pvalue)
 
 
 def test_failed_and_killed_runs_are_listed_with_reason(norm) -> None:
@@ -241,7 +240,10 @@ def test_all_runs_and_group_by_param(store) -> None:
     assert c.by == "model.norm"
     ln = _row(c, "layernorm")
     assert ln["n"] == 4  # the old invocation's run has model.norm=layernorm too
-    assert ln["val/bpb_mean"] == pytest.approx(np.mean([2.10, 2.10, 2.20, 2.15]))
+    # ... of seed 0, as one of this invocation's: a seed's reruns are one observation
+    assert ln["n_seeds"] == 3 and ln["val/bpb_n"] == 3
+    assert ln["val/bpb_mean"] == pytest.approx(np.mean([2.10, 2.20, 2.15]))
+    assert ln["val/bpb_std"] == pytest.approx(np.std([2.10, 2.20, 2.15], ddof=1))
 
 
 def test_filter_across_experiments(store) -> None:
@@ -628,14 +630,14 @@ def test_corrected_family_in_json_csv_and_caption(store, capsys) -> None:
 
 
 def test_noise_and_power_in_table_and_json(store, capsys) -> None:
-    from minimind.compare.stats import seeds_for_power
+    from minimind.compare.power import seeds_for_difference
 
     argv = ["norm", "--tracking-uri", store["uri"], "--noise", "--power", "0.05"]
     code, out, _ = run_cli(capsys, *argv)
     sd = math.sqrt((0.05**2 * 2 + 0.02**2 * 2) / 4)  # pooled over layernorm and rmsnorm, 4 df
     assert code == 0 and f"Seed-to-seed sd of val/bpb: {sd:.3g} (95% CI" in out
     assert "Sd of the per-seed differences" in out
-    unpaired = seeds_for_power(0.05, sd)
+    unpaired = seeds_for_difference(0.05, sd, design="unpaired")
     assert f"needs seeds per arm: {unpaired} unpaired, " in out
     code, out, _ = run_cli(capsys, *argv, "--format", "json")
     doc = json.loads(out)
@@ -644,7 +646,7 @@ def test_noise_and_power_in_table_and_json(store, capsys) -> None:
     assert doc["paired_noise"]["sd"] == pytest.approx(np.std(d, ddof=1))
     assert doc["power"]["seeds_per_arm"] == {
         "unpaired": unpaired,
-        "paired": seeds_for_power(0.05, np.std(d, ddof=1), paired=True),
+        "paired": seeds_for_difference(0.05, np.std(d, ddof=1)),
     }
 
 
@@ -795,3 +797,115 @@ def test_report_figures_tokens_in_engineering_notation_and_no_truncated_bars(nor
     # No bar whose length encodes the value on an axis that does not start at zero.
     assert not [p for p in final.axes[0].patches if isinstance(p, Rectangle)]
     assert final.axes[0].lines  # the mean ± std intervals
+
+
+def _two_invocations(mlflow_uri: str) -> tuple[str, str]:
+    """Experiment `pick`: an invocation of spec 1111aaaa (variants a and b, 2 seeds), then a
+    later one of spec 9999bbbb, killed after one run of variant c."""
+    client = MlflowClient(mlflow_uri)
+    exp = client.create_experiment("pick")
+    first = log_parent(client, exp, "pick", T0)
+    later = log_parent(client, exp, "pick", T0 + 10_000)
+    client.set_tag(first, "spec_hash", "1111aaaa2222")
+    client.set_tag(later, "spec_hash", "9999bbbb0000")
+    client.set_terminated(later, "KILLED")
+    params = {"name": "pick", "train.steps": "10"}
+    for k, (variant, seed) in enumerate([("a", 0), ("a", 1), ("b", 0), ("b", 1)]):
+        metrics = [Metric("val/bpb", 2.0 + 0.1 * k, T0 + 2000, 10)]
+        log_child(client, exp, first, variant, seed, T0 + 1000 * (k + 1), params=params,
+                  metrics=metrics)  # fmt: skip
+    metrics = [Metric("val/bpb", 3.0, T0 + 12_000, 10)]
+    log_child(client, exp, later, "c", 0, T0 + 11_000, params=params, metrics=metrics)
+    return first, later
+
+
+def test_the_invocation_is_chosen_by_parent_or_spec_hash(mlflow_uri, capsys) -> None:
+    """The default takes the latest invocation by start time (here a killed one of another
+    spec) and says so; --spec-hash and --parent take the one asked for."""
+    first, later = _two_invocations(mlflow_uri)
+    code, out, _ = run_cli(capsys, "pick", "--tracking-uri", mlflow_uri, "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and [r["variant"] for r in doc["rows"]] == ["c"]
+    assert later in doc["selection"] and "KILLED" in doc["selection"]
+    assert "most recent by start time" in doc["selection"] and "--spec-hash" in doc["selection"]
+    for option, value in (("--spec-hash", "1111aaaa"), ("--parent", first)):
+        code, out, _ = run_cli(
+            capsys, "pick", "--tracking-uri", mlflow_uri, "--format", "json", option, value
+        )
+        doc = json.loads(out)
+        assert code == 0 and {r["variant"] for r in doc["rows"]} == {"a", "b"}, option
+        assert first in doc["selection"] and "spec 1111aaaa" in doc["selection"]
+    code, _, err = run_cli(capsys, "pick", "--tracking-uri", mlflow_uri, "--spec-hash", "ffff")
+    assert code == 2 and err.startswith("error: --spec-hash: no invocation")
+
+
+def test_untested_rows_have_null_verdicts_in_csv_and_json(store, capsys) -> None:
+    """The baseline was not tested: its within_noise is empty (null), not true; a paired row
+    shows its pair count."""
+    argv = ["norm", "--tracking-uri", store["uri"]]
+    _, out, _ = run_cli(capsys, *argv, "--format", "csv")
+    rows = pd.read_csv(io.StringIO(out)).set_index("variant")
+    assert pd.isna(rows.loc[LN, "val/bpb_within_noise"]) and pd.isna(rows.loc[LN, "compute_x"])
+    assert rows.loc[RMS, "val/bpb_pairs"] == 3
+    _, out, _ = run_cli(capsys, *argv, "--format", "json")
+    by_variant = {r["variant"]: r for r in json.loads(out)["rows"]}
+    assert by_variant[LN]["val/bpb_within_noise"] is None
+    assert by_variant[RMS]["val/bpb_within_noise"] is False
+    _, out, _ = run_cli(capsys, *argv)
+    assert "(3 pairs)" in out
+
+
+def test_best_value_reads_the_sampled_curve(mlflow_uri) -> None:
+    """Runs log the exact val/bpb once and its estimates as val/bpb_sampled: the best value is
+    the best evaluation, not the final one."""
+    client = MlflowClient(mlflow_uri)
+    exp = client.create_experiment("best")
+    parent = log_parent(client, exp, "best", T0)
+    for seed, (mid, final) in enumerate([(1.9, 2.0), (2.3, 2.1)]):
+        metrics = [
+            Metric("val/bpb_sampled", 2.5, T0, 2),
+            Metric("val/bpb_sampled", mid, T0, 5),
+            Metric("val/bpb_sampled", final + 0.01, T0, 10),
+            Metric("val/bpb", final, T0, 10),
+        ]
+        log_child(client, exp, parent, "v", seed, T0 + 1000 * (seed + 1),
+                  params={"name": "best"}, metrics=metrics)  # fmt: skip
+    c = compare(load_runs(mlflow_uri, ["best"]))
+    assert sorted(c.runs["val/bpb_best"]) == [1.9, 2.1]
+    assert c.table["val/bpb_best"].iloc[0] == 1.9
+
+
+def test_untested_and_mixed_rows_get_no_verdict_and_no_bound() -> None:
+    """An infinite value has no t-test: no better/worse; seeds beyond and before the
+    reference's curve give no '≥' multiplier."""
+    from minimind.compare import render
+
+    row = pd.Series(
+        {
+            "is_baseline": False,
+            "val/bpb_delta_method": "welch",
+            "val/bpb_delta": -np.inf,
+            "val/bpb_within_noise": None,
+            "compute_x": np.nan,
+            "compute_x_bound": np.nan,
+            "compute_x_where": "mixed",
+            "compute_x_low": np.nan,
+            "compute_x_high": np.nan,
+        }
+    )
+    assert render.verdict(row, "val/bpb", maximize=False) == "n/a (no test)"
+    assert render.fmt_multiplier(row) == "n/a (bounds both ways)"
+    beyond = row.copy()
+    beyond["compute_x_where"], beyond["compute_x_bound"] = "beyond", 1.0
+    assert render.fmt_multiplier(beyond) == "≥ 1×"
+
+
+def test_the_power_line_names_the_family_it_corrects_for(store) -> None:
+    """Three groups, one comparison (rmsnorm against layernorm): the power line's alpha and its
+    count of comparisons are both those of the one comparison."""
+    from minimind.compare import render
+
+    runset = load_runs(store["uri"], ["norm"], all_runs=True)
+    c = compare(runset, power_delta=0.05, references={RMS: LN})
+    assert len(c.table) == 3 and c.power_comparisons == 1 and c.power_alpha == pytest.approx(0.05)
+    assert "(holm over 1 comparison(s))" in "\n".join(render.noise_lines(c))

@@ -413,12 +413,13 @@ def test_dry_run_reports_tokens_per_run(write_spec, tmp_path, capsys):
 
 
 def test_dry_run_states_the_seeds_a_power_hint_needs(write_spec, capsys):
-    from minimind.compare.stats import seeds_for_power
+    from minimind.compare.power import seeds_for_difference
 
     ablate = {"model.norm": ["layernorm", "rmsnorm"], "model.mlp": ["swiglu", "relu"]}
     path = write_spec(power={"delta": 0.01, "sd": 0.004}, ablate=ablate, seeds=[0, 1, 2])
     assert main(["run", str(path), "--dry-run"]) == 0
-    needed = seeds_for_power(0.01, 0.004, 0.05 / 3)  # 4 cells: 3 comparisons with the first
+    # 4 cells: 3 comparisons with the first
+    needed = seeds_for_difference(0.01, 0.004, design="unpaired", comparisons=3)
     out = capsys.readouterr().out
     assert f"takes {needed} seeds per arm unpaired" in out and "the spec runs 3: too few" in out
     path = write_spec(power={"delta": 0.01, "sd": 0.0, "correction": "holm"})

@@ -5,6 +5,7 @@ study's specs and arms."""
 from __future__ import annotations
 
 import copy
+import math
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ from scipy import stats
 
 from minimind.cli import main
 from minimind.compare import load_runs
-from minimind.compare.stats import seeds_for_power
+from minimind.compare.power import detectable_difference, plan_seeds
 from minimind.spec import SpecError, expand, flatten, load_spec
 from minimind.study.analysis import agreement, analyse
 from minimind.study.manifest import Sensitivity, load_study
@@ -190,18 +191,22 @@ def test_each_axis_is_one_corrected_family_with_its_own_references(results) -> N
     assert post["val/bpb_delta"] == pytest.approx(0.21)
     assert post["reference"] == "pre tuned"
     # The better arm ends below anything the baseline reached: at least the baseline's budget.
+    # A bound, never written as the multiplier itself.
     assert first.findings[0].row["compute_x_where"] == "beyond"
-    assert first.findings[0].row["compute_x"] == pytest.approx(1.0)
+    assert first.findings[0].row["compute_x_bound"] == pytest.approx(1.0)
+    assert math.isnan(first.findings[0].row["compute_x"])
 
 
 def test_findings_agree_disagree_or_are_too_weak_to_tell(results) -> None:
     _, (first, second) = results
     assert [f.agreement for f in first.findings] == ["agrees", "disagrees", "too weak to tell"]
     assert [f.agreement for f in second.findings] == ["agrees", "agrees"]
-    # Too weak to tell: the paired seeds that would detect a difference of the size observed.
+    # Too weak to tell: the paired seeds that would detect a difference of the study's margin
+    # (its smallest difference of interest), never one the size observed (post-hoc power).
     d = FINAL["noisy"] - FINAL["base"]
-    needed = seeds_for_power(d.mean(), d.std(ddof=1), 0.05 / 3, paired=True)
-    assert [f.seeds_to_detect for f in first.findings] == [None, None, needed] and needed > 100
+    plan = plan_seeds("difference", 0.02, d.std(ddof=1), df=2, comparisons=3)
+    assert [f.plan for f in first.findings] == [None, None, plan]
+    assert plan.fewest < plan.seeds < plan.most
 
 
 def _row(delta: float, low: float, high: float) -> pd.Series:
@@ -236,7 +241,8 @@ def test_agreement_rules(expect: str, row: pd.Series, answer: str) -> None:
 
 def test_the_report_is_rendered_from_the_runs(store: str, tmp_path: Path) -> None:
     d = FINAL["noisy"] - FINAL["base"]
-    needed = seeds_for_power(d.mean(), d.std(ddof=1), 0.05 / 3, paired=True)
+    plan = plan_seeds("difference", 0.02, d.std(ddof=1), df=2, comparisons=3)
+    mde = detectable_difference(3, d.std(ddof=1), comparisons=3)
     manifest = _write(tmp_path, MANIFEST)
     folder = tmp_path / "report"
     code = main(["study", str(manifest), "--tracking-uri", store, "--report-dir", str(folder)])
@@ -248,7 +254,7 @@ def test_the_report_is_rendered_from_the_runs(store: str, tmp_path: Path) -> Non
     for text in ("## First axis", "**Expected**: good better", "Somebody 2020", "**disagrees**"):
         assert text in report
     assert (
-        f"too weak to tell (MDE 0.21; {needed} seeds to detect a Δ this size)" in report
+        f"too weak to tell (MDE {mde:.2g}; {plan.sentence()})" in report
         and "**Discussion**: Written after the runs." in report
     )
     assert "| 320 | 3.2e+05 |" in report  # tokens and FLOPs per run: 10 x 4 x 8, x 1000
@@ -395,3 +401,34 @@ def test_the_learning_rate_figure_draws_the_sweep_s_trials_alone(store: str) -> 
     # pre-norm: two finished trials; post-norm: one finished and one failed (a cross); the
     # best.yaml runs logged beside them are no trials.
     assert sorted(len(line.get_xdata()) for line in fig.axes[0].lines) == [1, 1, 2]
+
+
+def test_an_equal_expectation_is_planned_by_tost_power() -> None:
+    """'equal' too weak to tell: the pairs that put the corrected interval inside the margin
+    (TOST power), not a difference test's sample size; 'better': a difference of the margin."""
+    from types import SimpleNamespace
+
+    from minimind.compare import Comparison
+    from minimind.study.analysis import plan_finding
+
+    a, b = np.array([2.00, 2.03, 1.99]), np.array([2.01, 2.00, 2.02])
+    runs = pd.DataFrame(
+        {
+            "run_id": [f"r{i}" for i in range(6)],
+            "group": ["a"] * 3 + ["b"] * 3,
+            "seed": [0, 1, 2] * 2,
+            "m": np.concatenate([a, b]),
+        }
+    )
+    comparison = Comparison(
+        table=pd.DataFrame(), runs=runs, problems=pd.DataFrame({"run_id": []}), metric="m",
+        by="variant", baseline="b", runset=None, n_comparisons=4,  # type: ignore[arg-type]
+    )  # fmt: skip
+    study = SimpleNamespace(equivalence_margin=0.02)
+    sd = float(np.std(a - b, ddof=1))
+    equal = plan_finding(comparison, "a", "b", "equal", study)  # type: ignore[arg-type]
+    assert equal == plan_seeds("equivalence", 0.02, sd, df=2, comparisons=4)
+    assert equal is not None and equal.goal == "equivalence"
+    better = plan_finding(comparison, "a", "b", "better", study)  # type: ignore[arg-type]
+    assert better == plan_seeds("difference", 0.02, sd, df=2, comparisons=4)
+    assert equal.seeds is not None and better.seeds is not None and equal.seeds > better.seeds

@@ -27,6 +27,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("experiment", nargs="?", help="MLflow experiment name (the spec's name)")
     p.add_argument("--all", action="store_true", help="every run in the experiment(s)")
+    chosen = p.add_mutually_exclusive_group()
+    chosen.add_argument(
+        "--parent",
+        metavar="RUN_ID",
+        help="the invocation to compare, by its parent run id (default: the latest by start time)",
+    )
+    chosen.add_argument(
+        "--spec-hash",
+        metavar="HASH",
+        help="the latest invocation of the spec whose hash starts with HASH",
+    )
     p.add_argument("--by", metavar="KEY", help="group by a param or tag (default: variant)")
     p.add_argument("--baseline", metavar="VARIANT", help="group the deltas are taken against")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format")
@@ -100,6 +111,8 @@ def run_compare(args: argparse.Namespace) -> int:
             _experiments(args),
             all_runs=args.all,
             filter_string=args.filter,
+            parent_run_id=args.parent,
+            spec_hash=args.spec_hash,
         )
         if runset.runs.empty:
             where = ", ".join(runset.experiments) or "any experiment"

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from minimind.compare.stats import Noise, family_alpha, seeds_for_power
+from minimind.compare.power import MAX_SEEDS, seeds_for_difference
+from minimind.compare.stats import Noise, family_alpha, power_comparisons
 from minimind.compare.table import SIZE_PARAMS, SPREAD_METRICS, Comparison
 from minimind.plain_table import plain_table
 from minimind.spec import PowerHint
@@ -87,8 +88,18 @@ def fmt_level(level: float) -> str:
     return f"{100 * level:.4g}%"
 
 
+def row_levels(comparison: Comparison) -> list[float]:
+    """The distinct levels of the tested rows' intervals, highest first."""
+    column = comparison.table.get(f"{comparison.metric}_delta_level", pd.Series(dtype=float))
+    tested = comparison.table.get(f"{comparison.metric}_p_adj", pd.Series(dtype=float)).notna()
+    return sorted({round(float(v), 12) for v in column[tested]}, reverse=True)
+
+
 def delta_header(comparison: Comparison) -> str:
-    """'Δ val/bpb [95% CI]', at the corrected level."""
+    """'Δ val/bpb [95% CI]' at the corrected level, or '[CI at each row's Holm step]' when
+    Holm's step-down gives the rows different levels."""
+    if len(row_levels(comparison)) > 1:
+        return f"Δ {comparison.metric} [CI at each row's Holm step]"
     return f"Δ {comparison.metric} [{fmt_level(comparison.level)} CI]"
 
 
@@ -101,15 +112,21 @@ def fmt_p(row: pd.Series, metric: str) -> str:
 
 
 def fmt_multiplier(row: pd.Series) -> str:
-    """'1.18× [1.09, 1.27]'; '≥ 2.1×' beyond the baseline's curve, '≤ 0.6×' before it."""
-    value = row.get("compute_x", np.nan)
-    if row["is_baseline"] or _nan(value):
+    """'1.18× [1.09, 1.27]'; '≥ 2.1×' beyond the baseline's curve, '≤ 0.6×' before it, and
+    'n/a (bounds both ways)' when some seeds end beyond it and others before it."""
+    if row["is_baseline"]:
         return MISSING
-    where = row["compute_x_where"]
-    if where == "beyond":
-        return f"≥ {value:.3g}×"
-    if where == "before":
-        return f"≤ {value:.3g}×"
+    where = row.get("compute_x_where")
+    if where == "mixed":
+        return "n/a (bounds both ways)"
+    bound = row.get("compute_x_bound", np.nan)
+    if where == "beyond" and not _nan(bound):
+        return f"≥ {bound:.3g}×"
+    if where == "before" and not _nan(bound):
+        return f"≤ {bound:.3g}×"
+    value = row.get("compute_x", np.nan)
+    if _nan(value):
+        return MISSING
     low, high = row["compute_x_low"], row["compute_x_high"]
     return f"{value:.3g}×" if _nan(low) else f"{value:.3g}× [{low:.3g}, {high:.3g}]"
 
@@ -122,6 +139,8 @@ def verdict(row: pd.Series, metric: str, maximize: bool) -> str:
         return "baseline"
     if method == "none":
         return "n/a (<2 seeds)" if not _nan(row[f"{metric}_delta"]) else MISSING
+    if _nan(row[f"{metric}_within_noise"]):
+        return "n/a (no test)"  # e.g. an infinite value: no t-test, no verdict
     if row[f"{metric}_within_noise"]:
         mde = row.get(f"{metric}_mde", np.nan)
         return "within noise" if _nan(mde) else f"within noise (MDE {mde:.2g})"
@@ -181,6 +200,9 @@ def display_rows(comparison: Comparison) -> list[list[str]]:
         seeds = str(r["n"]) + (f" (+{r['n_failed']} failed)" if r["n_failed"] else "")
         if r["n"] and 0 < r.get("n_seeds", r["n"]) < r["n"]:  # reruns of a seed (A/A)
             seeds += f" ({r['n_seeds']} distinct)"
+        pairs = r.get(f"{m}_pairs")
+        if not _nan(pairs):
+            seeds += f" ({int(pairs)} pairs)"
         rows.append(
             [
                 label,
@@ -225,10 +247,16 @@ def caption(comparison: Comparison) -> str:
     how = {
         "welch": "Welch's t",
         "paired": "paired t over the seeds both sides ran",
-        "bootstrap": "percentile bootstrap",
+        "bootstrap": "percentile bootstrap (widened to hold Welch's)",
     }
+    levels = row_levels(comparison)
+    at = (
+        f"a CI at each row's Holm step ({', '.join(fmt_level(v) for v in levels)})"
+        if len(levels) > 1
+        else f"a {fmt_level(comparison.level)} CI"
+    )
     ci = (
-        f"with a {fmt_level(comparison.level)} CI by {' and '.join(how[m] for m in methods)}"
+        f"with {at} by {' and '.join(how[m] for m in methods)}"
         if methods
         else "(no interval: a side has fewer than 2 seeds)"
     )
@@ -250,7 +278,10 @@ def _against(comparison: Comparison) -> str:
 
 
 def _compute_note(comparison: Comparison) -> str:
-    if "compute_x" not in comparison.table or comparison.table["compute_x"].isna().all():
+    table = comparison.table
+    if "compute_x" not in table or (
+        table["compute_x"].isna().all() and table["compute_x_bound"].isna().all()
+    ):
         return ""
     reference = "reference" if comparison.references else "baseline"
     return (
@@ -295,10 +326,11 @@ def _correction_note(comparison: Comparison) -> str:
         return f" ({n} comparison, nothing to correct)" if n else ""
     if comparison.correction == "none":
         return f" (uncorrected over {n} comparisons: the chance of a false call grows with n)"
-    name = {"holm": "Holm", "bonferroni": "Bonferroni"}[comparison.correction]
+    if comparison.correction == "bonferroni":
+        return f"; p-values Bonferroni-corrected for {n} comparisons, intervals at 1 - 0.05/{n}"
     return (
-        f"; p-values {name}-corrected for {n} comparisons, intervals at the Bonferroni level "
-        f"1 - 0.05/{n}"
+        f"; p-values Holm-corrected for {n} comparisons, each interval at its Holm step's level "
+        "(it excludes 0 exactly when the corrected p < 0.05)"
     )
 
 
@@ -322,8 +354,8 @@ def noise_lines(comparison: Comparison, show_noise: bool = True) -> list[str]:
             level = fmt_level(noise.level)
             lines.append(
                 f"Seed-to-seed sd of {m}: {noise.sd:.3g} ({level} CI {noise.low:.3g} to "
-                f"{noise.high:.3g}; pooled within groups, {noise.df} df; reruns of a seed "
-                "averaged)."
+                f"{noise.high:.3g}; pooled within groups, {noise.df} df; a seed's reruns "
+                "averaged into one value)."
             )
         if paired is not None and paired.df > 0:
             lines.append(
@@ -337,11 +369,11 @@ def noise_lines(comparison: Comparison, show_noise: bool = True) -> list[str]:
                 "Power: unknown, the noise could not be measured (2 seeds a group needed)."
             )
         else:
-            arms = ", ".join(f"{n} {how}" for how, n in comparison.power_seeds.items())
+            arms = ", ".join(f"{_seeds(n)} {how}" for how, n in comparison.power_seeds.items())
             lines.append(
                 f"Power: to detect Δ {m} = {comparison.power_delta:g} with 80% power at alpha "
                 f"{comparison.power_alpha:.3g} ({comparison.correction} over "
-                f"{len(comparison.table) - 1} comparison(s)) needs seeds per arm: {arms}."
+                f"{comparison.power_comparisons} comparison(s)) needs seeds per arm: {arms}."
             )
     return lines
 
@@ -351,15 +383,20 @@ def power_hint(hint: PowerHint, n_variants: int, n_seeds: int) -> str:
     `hint.delta` with 80% power when seeds vary by `hint.sd`, corrected for every variant
     against the first."""
     n_tests = max(1, n_variants - 1)
-    alpha = family_alpha(n_tests, hint.correction)
-    unpaired = seeds_for_power(hint.delta, hint.sd, alpha)
-    enough = "enough" if n_seeds >= unpaired else "too few"
+    k = power_comparisons(n_tests, hint.correction)
+    alpha = family_alpha(k, hint.correction)
+    unpaired = seeds_for_difference(hint.delta, hint.sd, design="unpaired", comparisons=k)
+    enough = "enough" if unpaired is not None and n_seeds >= unpaired else "too few"
     return (
         f"power: to detect a difference of {hint.delta:g} (seed-to-seed sd {hint.sd:g}) with "
         f"80% power at alpha {alpha:.3g} ({hint.correction} over {n_tests} comparison(s)) "
-        f"takes {unpaired} seeds per arm unpaired (a paired design needs fewer when the seeds' "
-        f"shared noise cancels); the spec runs {n_seeds}: {enough}."
+        f"takes {_seeds(unpaired)} seeds per arm unpaired (a paired design needs fewer when "
+        f"the seeds' shared noise cancels); the spec runs {n_seeds}: {enough}."
     )
+
+
+def _seeds(n: int | None) -> str:
+    return f"more than {MAX_SEEDS:,}" if n is None else str(n)
 
 
 def to_plain(comparison: Comparison, show_noise: bool = False) -> str:

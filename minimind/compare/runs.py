@@ -182,12 +182,16 @@ def select_runs(
     all_runs: bool = False,
     filter_string: str = "",
     parent_run_id: str | None = None,
+    spec_hash: str | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, str]:
-    """The child runs to compare, the parent runs they belong to, and a line saying which.
+    """The child runs to compare, the parent runs they belong to, and a line saying which and
+    why.
 
-    By default, the children of the latest parent run (the last `minimind run` invocation); with
-    `all_runs` or a filter, every matching run; with `parent_run_id`, that invocation's children.
-    Experiments that hold runs but no parent run fall back to all their runs.
+    By default, the children of the latest parent run by start time (the last `minimind run`
+    invocation, whatever its spec or status); with `all_runs` or a filter, every matching run;
+    with `parent_run_id`, that invocation's children; with `spec_hash` (a prefix of the
+    `spec_hash` tag), the latest invocation of that spec. Experiments that hold runs but no
+    parent run fall back to all their runs.
     """
     if parent_run_id is not None:
         quoted = parent_run_id.replace("'", "")
@@ -195,7 +199,7 @@ def select_runs(
         parents = _search(client, experiments, f"attributes.run_id = '{quoted}'")
         if parents.empty:
             raise CompareError(f"no parent run {parent_run_id} in {', '.join(experiments or [])}")
-        return _label(children), parents, _invocation(parents.iloc[0], "invocation")
+        return _label(children), parents, f"{_invocation(parents.iloc[0], 'invocation')} (--parent)"
     df = _search(client, experiments, filter_string)
     if df.empty:
         return (
@@ -208,16 +212,35 @@ def select_runs(
     if filter_string or all_runs or parents.empty:
         what = f"runs matching {filter_string!r}" if filter_string else "all runs"
         return _label(children), parents, what
+    why = "the most recent by start time; --parent or --spec-hash choose another"
+    if spec_hash is not None:
+        hashes = _tag(parents, PLAN_HASH_TAG).fillna("").astype(str)
+        parents = parents[hashes.str.startswith(spec_hash)]
+        if parents.empty:
+            raise CompareError(
+                f"--spec-hash: no invocation of a spec hash starting {spec_hash!r} "
+                f"in {', '.join(experiments or ['any experiment'])}"
+            )
+        why = f"the most recent with spec hash {spec_hash}"
     latest = parents.sort_values("start_time").iloc[[-1]]
     mine = _tag(children, PARENT_TAG) == latest["run_id"].iloc[0]
-    return _label(children[mine]), latest, _invocation(latest.iloc[0], "latest invocation")
+    return (
+        _label(children[mine]),
+        latest,
+        f"{_invocation(latest.iloc[0], 'latest invocation')} ({why})",
+    )
 
 
 def _invocation(parent: pd.Series, what: str) -> str:
-    """'latest invocation norm (2024-05-01 12:00, parent run 1a2b...)'."""
+    """'latest invocation norm (2024-05-01 12:00, parent run 1a2b..., spec 3c4d5e6f,
+    KILLED)'."""
     name = parent.get(f"tags.{RUN_NAME_TAG}") or parent["run_id"]
     when = pd.Timestamp(parent["start_time"]).strftime("%Y-%m-%d %H:%M")
-    return f"{what} {name} ({when}, parent run {parent['run_id']})"
+    spec = parent.get(f"tags.{PLAN_HASH_TAG}")
+    details = [when, f"parent run {parent['run_id']}"]
+    details += [f"spec {str(spec)[:8]}"] if isinstance(spec, str) and spec else []
+    details += [str(parent["status"])] if parent.get("status", "FINISHED") != "FINISHED" else []
+    return f"{what} {name} ({', '.join(details)})"
 
 
 def fetch_histories(
@@ -252,6 +275,7 @@ def load_runs(
     all_runs: bool = False,
     filter_string: str = "",
     parent_run_id: str | None = None,
+    spec_hash: str | None = None,
 ) -> RunSet:
     """The runs to compare and their parents; histories are fetched when first needed."""
     client = open_client(tracking_uri)
@@ -263,6 +287,7 @@ def load_runs(
         all_runs=all_runs,
         filter_string=filter_string,
         parent_run_id=parent_run_id,
+        spec_hash=spec_hash,
     )
     if not experiments:
         ids = set(runs.get("experiment_id", [])) | set(parents.get("experiment_id", []))

@@ -4,7 +4,12 @@ its interval and p-value, corrected for multiple comparisons; the seed-to-seed n
 docs/statistics.md explains each method and gives its references. The t quantiles and tests are
 `scipy.stats`'s (Welch's interval takes the fractional degrees of freedom Welch–Satterthwaite
 gives), the corrections `statsmodels.stats.multitest.multipletests`, the power calculations
-`statsmodels.stats.power`.
+`minimind.compare.power`'s.
+
+A seed's reruns are one observation everywhere (their mean: reruns measure the run-to-run
+nondeterminism, not the seed-to-seed noise), in the Welch and bootstrap paths as in the paired
+one. Every interval is at the level its row's decision uses (`step_down_levels`), so that an
+interval excludes zero exactly when its corrected test rejects.
 """
 
 from __future__ import annotations
@@ -17,16 +22,13 @@ from typing import Literal
 import numpy as np
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
-from statsmodels.stats.power import TTestIndPower, TTestPower
 
+from minimind.compare.power import ALPHA, detectable_difference, sd_interval
 from minimind.corrections import Correction
 
 CIMethod = Literal["auto", "welch", "bootstrap"]
 Pairing = Literal["auto", "on", "off"]
 
-ALPHA = 0.05
-"""The family-wise error rate of a comparison: 5%, so intervals are 95% before correction."""
-POWER = 0.8
 BOOTSTRAP_RESAMPLES = 10_000
 
 
@@ -38,7 +40,7 @@ class DeltaCI:
     `baseline`, or `none` (fewer than two seeds, or pairs, on a side). `p` is the raw two-sided
     p-value of the t-test, `p_adj` the one corrected for the comparisons of the family; `level`
     is the interval's confidence after correction. `note` says why a design was not paired.
-    `mde` is set by `compare_family`.
+    `pairs`: the seeds paired (0 unless paired). `mde` is set by `compare_family`.
     """
 
     delta: float
@@ -49,22 +51,20 @@ class DeltaCI:
     p_adj: float = math.nan
     level: float = 1.0 - ALPHA
     note: str = ""
+    pairs: int = 0
     mde: float = math.nan
     """The smallest difference this design detects with 80% power at the corrected alpha."""
 
     @property
-    def within_noise(self) -> bool:
-        """True when the difference is not significant at the family's `ALPHA`: the corrected
-        p-value of a t-test is >= ALPHA (for Welch, paired and Bonferroni this is the interval
-        containing zero); a bootstrap interval contains zero; no interval can be computed.
-        Never for the baseline."""
-        if self.method == "baseline":
-            return False
-        if self.method == "none":
-            return True
-        if self.method != "bootstrap" and not math.isnan(self.p_adj):
-            return bool(self.p_adj >= ALPHA)
-        return self.low <= 0.0 <= self.high
+    def within_noise(self) -> bool | None:
+        """Whether the difference is not significant at the family's `ALPHA`: the corrected
+        p-value (the raw one outside a family) is >= ALPHA: the row's interval, at its step's
+        level, then contains zero. None for a row that was not tested: the baseline, no
+        interval, no p-value (a non-finite value)."""
+        p = self.p if math.isnan(self.p_adj) else self.p_adj
+        if self.method in ("baseline", "none") or math.isnan(p):
+            return None
+        return bool(p >= ALPHA)
 
 
 def welch_ci(x: np.ndarray, y: np.ndarray, level: float = 0.95) -> DeltaCI:
@@ -85,11 +85,18 @@ def paired_ci(x: np.ndarray, y: np.ndarray, level: float = 0.95) -> DeltaCI:
     d = np.asarray(x, dtype=float) - np.asarray(y, dtype=float)
     delta = float(d.mean())
     if float(np.var(d, ddof=1)) == 0.0:
-        return DeltaCI(delta, delta, delta, "paired", 0.0 if delta else 1.0, level=level)
+        p = 0.0 if delta else 1.0
+        return DeltaCI(delta, delta, delta, "paired", p, level=level, pairs=len(d))
     test = stats.ttest_rel(x, y)
     interval = test.confidence_interval(level)
     return DeltaCI(
-        delta, float(interval.low), float(interval.high), "paired", float(test.pvalue), level=level
+        delta,
+        float(interval.low),
+        float(interval.high),
+        "paired",
+        float(test.pvalue),
+        level=level,
+        pairs=len(d),
     )
 
 
@@ -100,19 +107,29 @@ def bootstrap_ci(
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = 0,
 ) -> DeltaCI:
-    """Percentile bootstrap interval for mean(x) - mean(y), resampling each group on its own.
+    """Percentile bootstrap interval for mean(x) - mean(y), resampling each group on its own,
+    widened to contain Welch's interval at the same level.
 
     Seeded so that the same runs always give the same table. Its p-value is Welch's, so that
-    a bootstrap comparison still takes part in the correction.
+    a bootstrap comparison takes part in the correction, and the verdict is Welch's corrected
+    test. With the few seeds of an ablation the percentile interval is far too narrow (it
+    excludes zero for most of a family under no difference at all); holding Welch's interval
+    inside it keeps the interval and its verdict in agreement: the union excludes zero
+    exactly when Welch's interval does.
     """
     rng = np.random.default_rng(seed)
     mx = x[rng.integers(0, len(x), size=(resamples, len(x)))].mean(axis=1)
     my = y[rng.integers(0, len(y), size=(resamples, len(y)))].mean(axis=1)
     alpha = (1.0 - level) / 2.0
     low, high = np.quantile(mx - my, [alpha, 1.0 - alpha])
-    p = welch_ci(x, y, level).p
+    welch = welch_ci(x, y, level)
     return DeltaCI(
-        float(np.mean(x) - np.mean(y)), float(low), float(high), "bootstrap", p, level=level
+        welch.delta,
+        min(float(low), welch.low),
+        max(float(high), welch.high),
+        "bootstrap",
+        welch.p,
+        level=level,
     )
 
 
@@ -168,7 +185,8 @@ def delta_ci(
     baseline_seeds: object = None,
     pairing: Pairing = "off",
 ) -> DeltaCI:
-    """The interval for mean(variant) - mean(baseline) by `method`, at `level`.
+    """The interval for mean(variant) - mean(baseline) by `method`, at `level`, over one value
+    per seed (`seed_values`: reruns of a seed averaged) on each side.
 
     `auto` is Welch's t, or the paired t when `pairing` pairs the seeds (see `_pairs`). The
     percentile bootstrap is not used by default: with the 2 to 5 seeds of an ablation it is
@@ -186,27 +204,60 @@ def delta_ci(
     if isinstance(pairs, tuple):
         return paired_ci(*pairs, level)
     note = "" if pairing == "off" or method == "bootstrap" else pairs
-    if min(len(x.values), len(y.values)) < 2:
-        delta = float(np.mean(x.values) - np.mean(y.values))
+    xs, ys = seed_values(x), seed_values(y)
+    if min(len(xs), len(ys)) < 2:
+        delta = float(np.mean(xs) - np.mean(ys))
         return DeltaCI(delta, math.nan, math.nan, "none", note=note)
     if method == "bootstrap":
-        return bootstrap_ci(x.values, y.values, level)
-    return replace(welch_ci(x.values, y.values, level), note=note)
+        return bootstrap_ci(xs, ys, level)
+    return replace(welch_ci(xs, ys, level), note=note)
 
 
 def corrected_level(n_comparisons: int, correction: Correction, alpha: float = ALPHA) -> float:
-    """The confidence of each interval in a family of `n_comparisons`: 1 - alpha uncorrected,
-    else Bonferroni's 1 - alpha / n (also shown with Holm, whose step-down has no interval of
-    its own: these simultaneous intervals are its conservative companion)."""
+    """The family's Bonferroni level: 1 - alpha uncorrected, else 1 - alpha / n (Holm's first
+    step). The level of each row's interval is `step_down_levels`'."""
     if correction == "none" or n_comparisons <= 1:
         return 1.0 - alpha
     return 1.0 - alpha / n_comparisons
+
+
+def step_down_levels(
+    p_values: list[float], correction: Correction, alpha: float = ALPHA
+) -> list[float]:
+    """The level of each test's interval, chosen so that the interval excludes zero exactly
+    when the corrected test rejects (the p-value and the interval invert the same t-test).
+
+    Uncorrected 1 - alpha, Bonferroni 1 - alpha / k. Holm's step-down tests the i-th smallest
+    p-value (i from 0) at alpha / (k - i) while every earlier one was rejected: a rejected test
+    gets the interval at its step's level 1 - alpha / (k - i); from the first test not
+    rejected (step j) on, every test gets the level of step j, at which its interval contains
+    zero, since its p-value is at least that step's. Only the Bonferroni level holds all the
+    intervals simultaneously (docs/statistics.md, "Intervals and verdicts").
+    """
+    k = len(p_values)
+    if correction == "none" or k <= 1:
+        return [1.0 - alpha] * k
+    if correction == "bonferroni":
+        return [1.0 - alpha / k] * k
+    levels = [math.nan] * k
+    stopped: float | None = None
+    for step, i in enumerate(np.argsort(p_values, kind="stable")):
+        step_alpha = alpha / (k - step)
+        if stopped is None and not p_values[i] < step_alpha:
+            stopped = step_alpha
+        levels[i] = 1.0 - (step_alpha if stopped is None else stopped)
+    return levels
 
 
 def family_alpha(n_comparisons: int, correction: Correction, alpha: float = ALPHA) -> float:
     """The alpha of each test in a family: alpha uncorrected, else alpha / n (Bonferroni's,
     and the first step of Holm's)."""
     return 1.0 - corrected_level(n_comparisons, correction, alpha)
+
+
+def power_comparisons(n_comparisons: int, correction: Correction) -> int:
+    """The k the power calculations divide alpha by: the family's size, 1 uncorrected."""
+    return 1 if correction == "none" else max(1, n_comparisons)
 
 
 def compare_family(
@@ -217,12 +268,15 @@ def compare_family(
     correction: Correction = "holm",
     pairing: Pairing = "auto",
     noise_sd: float = math.nan,
+    detectable: bool = True,
 ) -> dict[str, DeltaCI]:
     """Each variant against the baseline (or, given a mapping, against its own reference): raw
     p, p corrected over the family of comparisons that have one (`multipletests`), the
-    interval at the corrected level, and the smallest difference the design detects (`mde`:
-    for a paired design from the sd of its per-seed differences, else from `noise_sd`, the
-    seed-to-seed sd)."""
+    interval at the level of its step (`step_down_levels`), and the smallest difference the
+    design detects with 80% power at the family's Bonferroni alpha (`mde`: paired, from the sd
+    of its per-seed differences; Welch, from each side's sd with Welch–Satterthwaite df, or
+    `noise_sd`, the pooled seed-to-seed sd, where a side has no spread). Simulations of the
+    error rates, which read only the verdicts, pass `detectable=False` to skip the MDE."""
     reference = {
         name: baseline if isinstance(baseline, Sample) else baseline[name] for name in variants
     }
@@ -239,27 +293,43 @@ def compare_family(
         for name, s in variants.items()
     }
     tested = [name for name, ci in raw.items() if not math.isnan(ci.p)]
-    level = corrected_level(len(tested), correction)
+    raw_p = [raw[name].p for name in tested]
+    levels = step_down_levels(raw_p, correction)
     if correction == "none" or not tested:
-        adjusted = [raw[name].p for name in tested]
+        adjusted = raw_p
     else:
-        adjusted = multipletests([raw[name].p for name in tested], ALPHA, method=correction)[1]
+        adjusted = list(multipletests(raw_p, ALPHA, method=correction)[1])
+    k = power_comparisons(len(tested), correction)
     out = dict(raw)
-    for name, p_adj in zip(tested, adjusted, strict=True):
+    for name, p_adj, level in zip(tested, adjusted, levels, strict=True):
         s, ref = variants[name], reference[name]
         ci = delta_ci(
             s.values, ref.values, method, level,
             variant_seeds=s.seeds, baseline_seeds=ref.seeds, pairing=pairing,
         )  # fmt: skip
-        if ci.method == "paired":
-            d = paired_differences(s, ref, pairing)
-            mde = detectable_difference(
-                len(d), len(d), float(np.std(d, ddof=1)), 1 - level, paired=True
-            )
-        else:
-            mde = detectable_difference(len(s.values), len(ref.values), noise_sd, 1 - level)
+        mde = _mde(ci, s, ref, pairing, noise_sd, k) if detectable else math.nan
         out[name] = replace(ci, p=raw[name].p, p_adj=float(p_adj), mde=mde)
     return out
+
+
+def _mde(ci: DeltaCI, variant: Sample, baseline: Sample, pairing: Pairing, noise_sd: float,
+         comparisons: int) -> float:  # fmt: skip
+    """The MDE of one tested row's design (see `compare_family`)."""
+    if ci.method == "paired":
+        d = paired_differences(variant, baseline, pairing)
+        return detectable_difference(
+            len(d), float(np.std(d, ddof=1)), design="paired", comparisons=comparisons
+        )
+    xs, ys = seed_values(variant), seed_values(baseline)
+    sx, sy = float(np.std(xs, ddof=1)), float(np.std(ys, ddof=1))
+    if sx > 0 and sy > 0:
+        return detectable_difference(
+            len(xs), sx, design="welch", n_baseline=len(ys), sd_baseline=sy,
+            comparisons=comparisons,
+        )  # fmt: skip
+    return detectable_difference(
+        len(xs), noise_sd, design="unpaired", n_baseline=len(ys), comparisons=comparisons
+    )
 
 
 def paired_differences(variant: Sample, baseline: Sample, pairing: Pairing = "auto") -> np.ndarray:
@@ -300,44 +370,6 @@ def pooled_noise(groups: list[np.ndarray], level: float = 1.0 - ALPHA) -> Noise:
     if df == 0:
         return Noise(math.nan, math.nan, math.nan, 0, level)
     ss = sum(float(np.sum((v - v.mean()) ** 2)) for v in values if len(v) > 1)
-    s2 = ss / df
-    tail = (1.0 - level) / 2.0
-    low = math.sqrt(df * s2 / stats.chi2.ppf(1.0 - tail, df))
-    high = math.sqrt(df * s2 / stats.chi2.ppf(tail, df))
-    return Noise(math.sqrt(s2), low, high, df, level)
-
-
-def seeds_for_power(
-    delta: float, sd: float, alpha: float = ALPHA, power: float = POWER, paired: bool = False
-) -> int:
-    """Seeds per arm for a two-sided t-test at `alpha` to detect `delta` with `power`, when
-    seeds vary by `sd` (for a paired design: the sd of the per-seed differences). At least 2."""
-    if not (sd > 0 and delta != 0):
-        raise ValueError(f"need a positive sd and a nonzero delta, got sd {sd}, delta {delta}")
-    effect = abs(delta) / sd
-    solver = TTestPower() if paired else TTestIndPower()
-    solved = float(np.asarray(solver.solve_power(effect, None, alpha, power)).item())
-    # The root finder gives up below 2 seeds (a huge effect): 2 is then the answer.
-    n = max(2, math.ceil(solved)) if math.isfinite(solved) else 2
-    while n > 2 and solver.power(effect, n - 1, alpha) >= power:  # the ceiling's rounding
-        n -= 1
-    while solver.power(effect, n, alpha) < power:
-        n += 1
-    return n
-
-
-def detectable_difference(
-    n_variant: int, n_baseline: int, sd: float, alpha: float = ALPHA, power: float = POWER,
-    paired: bool = False,
-) -> float:  # fmt: skip
-    """The smallest difference a design detects with `power` at `alpha`: the effect size
-    `statsmodels` solves for, times `sd` (a paired design: `n_variant` pairs, sd of differences)."""
-    if not sd > 0 or min(n_variant, n_baseline) < 2:
-        return math.nan
-    if paired:
-        effect = TTestPower().solve_power(nobs=n_variant, alpha=alpha, power=power)
-    else:
-        effect = TTestIndPower().solve_power(
-            nobs1=n_variant, ratio=n_baseline / n_variant, alpha=alpha, power=power
-        )
-    return float(np.asarray(effect).item()) * sd
+    sd = math.sqrt(ss / df)
+    low, high = sd_interval(sd, df, level)
+    return Noise(sd, low, high, df, level)

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from minimind.compare.compute import Multiplier, compute_multiplier
+from minimind.compare.power import seeds_for_difference
 from minimind.compare.runs import CompareError, RunSet
 from minimind.compare.stats import (
     CIMethod,
@@ -26,8 +27,8 @@ from minimind.compare.stats import (
     family_alpha,
     paired_differences,
     pooled_noise,
+    power_comparisons,
     seed_values,
-    seeds_for_power,
 )
 from minimind.record import (
     FAILURE_REASON_TAG,
@@ -69,11 +70,13 @@ class Comparison:
     paired_noise: Noise | None = None
     """The sd of the per-seed differences of the paired comparisons, pooled."""
     power_delta: float | None = None
-    power_seeds: dict[str, int] | None = None
+    power_seeds: dict[str, int | None] | None = None
     """With `power_delta`: seeds per arm for 80% power at `power_alpha` (the corrected alpha
     of every variant against the baseline), `unpaired` (from `noise`) and `paired` (from
-    `paired_noise`, when there is one)."""
+    `paired_noise`, when there is one); None: more than `power.MAX_SEEDS`."""
     power_alpha: float | None = None
+    power_comparisons: int = 1
+    """The k of `power_alpha` = 0.05 / k: every comparison the design makes."""
     compute_unit: str = "steps"
     """What the compute multipliers count: `FLOPs`, `tokens` or `steps` (what the params allow)."""
 
@@ -147,7 +150,11 @@ def summarize_runs(runset: RunSet, metric: str, group_column: str) -> pd.DataFra
     runs = runset.runs
     by_id = runs["run_id"]
     best = "max" if is_maximized(metric) else "min"
-    runset.fetch_histories([metric, "perf/tokens_per_s", "perf/mfu"])
+    curve = curve_key(runset, metric)
+    runset.fetch_histories([metric, curve, "perf/tokens_per_s", "perf/mfu"])
+    final = _metric(runs, metric)
+    # The best evaluation: over the curve's periodic estimates and the final (exact) value.
+    best_seen = pd.concat([by_id.map(_history_stat(runset, curve, best)), final], axis=1)
     out = pd.DataFrame(
         {
             "run_id": by_id,
@@ -161,7 +168,7 @@ def summarize_runs(runset: RunSet, metric: str, group_column: str) -> pd.DataFra
             **{key: _param(runs, key) for key in SIZE_PARAMS},
             "train/loss": _metric(runs, "train/loss"),
             **{key: _metric(runs, key) for key in dict.fromkeys([*SPREAD_METRICS, metric])},
-            f"{metric}_best": by_id.map(_history_stat(runset, metric, best)),
+            f"{metric}_best": best_seen.agg(best, axis=1),
             "perf/tokens_per_s": by_id.map(_history_stat(runset, "perf/tokens_per_s", "median")),
             "perf/mfu": by_id.map(_history_stat(runset, "perf/mfu", "median")),
             "sys/peak_mem_mb": _metric(runs, "sys/peak_mem_mb"),
@@ -243,7 +250,8 @@ def _group_row(group: str, runs: pd.DataFrame, every_run: pd.DataFrame, metric: 
         values = every_run[key].dropna()
         row[key] = values.iloc[0] if len(values) else np.nan
     for key in dict.fromkeys([*SPREAD_METRICS, metric]):
-        values = runs[key].dropna()
+        # One value per seed: a seed's reruns are one observation (averaged).
+        values = seed_values(Sample.of(runs[key], runs["seed"]))
         row[f"{key}_mean"] = values.mean() if len(values) else np.nan
         row[f"{key}_std"] = values.std(ddof=1) if len(values) > 1 else np.nan
         row[f"{key}_n"] = len(values)
@@ -337,7 +345,8 @@ def compare(
     The rows are sorted by the objective's mean, best first; groups where no run finished come
     last. Each delta has an interval at the level corrected for the number of comparisons with
     the baseline (`stats.compare_family`), its raw and corrected p-values, and
-    `<metric>_within_noise` is True when the corrected test does not reject, and
+    `<metric>_within_noise` is True when the corrected test does not reject (None for a row
+    not tested), `<metric>_pairs` the pairs of a paired row, and
     `<metric>_mde` the smallest difference the design detects. `power_delta` asks for the seeds
     per arm that detect that difference (docs/statistics.md).
 
@@ -411,7 +420,8 @@ def compare(
         table[f"{metric}_delta_note"] = [c.note for c in cis]
         table[f"{metric}_p"] = [c.p for c in cis]
         table[f"{metric}_p_adj"] = [c.p_adj for c in cis]
-        table[f"{metric}_within_noise"] = [c.within_noise for c in cis]
+        table[f"{metric}_pairs"] = [c.pairs if c.method == "paired" else None for c in cis]
+        table[f"{metric}_within_noise"] = pd.Series([c.within_noise for c in cis], dtype=object)
         table[f"{metric}_mde"] = [c.mde for c in cis]
         # The level of the deltas' intervals: corrected for the comparisons that have one.
         tested = sum(not np.isnan(c.p) for c in family.values())
@@ -423,7 +433,11 @@ def compare(
             multipliers.update({g: m for g, m in against_ref.items() if reference_of.get(g) == ref})
         none = Multiplier(np.nan, np.nan, np.nan, "none", 0)
         found = [multipliers.get(g, none) for g in table["variant"]]
-        table["compute_x"] = [m.value for m in found]
+        # A bound is never a value: readers of the CSV would take it for the multiplier.
+        table["compute_x"] = [m.value if m.where == "inside" else np.nan for m in found]
+        table["compute_x_bound"] = [
+            m.value if m.where in ("beyond", "before") else np.nan for m in found
+        ]
         table["compute_x_low"] = [m.low for m in found]
         table["compute_x_high"] = [m.high for m in found]
         table["compute_x_where"] = [m.where for m in found]
@@ -431,14 +445,20 @@ def compare(
             f"{metric}_mean", ascending=not is_maximized(metric), na_position="last", kind="stable"
         ).reset_index(drop=True)
     n_comparisons = sum(c.method not in ("baseline", "none") for c in family.values())
-    power_seeds = alpha = None
+    power_seeds: dict[str, int | None] | None = None
+    alpha = None
+    # Corrected for the comparisons the design will make: every variant against its reference.
+    k = power_comparisons(len(reference_of), correction)
     if power_delta is not None and noise is not None and noise.df > 0:
-        # Corrected for the comparisons the design will make: every variant against the baseline.
-        alpha = family_alpha(len(reference_of), correction)
-        power_seeds = {"unpaired": seeds_for_power(power_delta, noise.sd, alpha)}
+        alpha = family_alpha(k, correction)
+        power_seeds = {
+            "unpaired": seeds_for_difference(
+                power_delta, noise.sd, design="unpaired", comparisons=k
+            )
+        }
         if paired_noise is not None and paired_noise.df > 0:
-            power_seeds["paired"] = seeds_for_power(
-                power_delta, paired_noise.sd, alpha, paired=True
+            power_seeds["paired"] = seeds_for_difference(
+                power_delta, paired_noise.sd, design="paired", comparisons=k
             )
     return Comparison(
         table=table,
@@ -457,5 +477,6 @@ def compare(
         power_delta=power_delta,
         power_seeds=power_seeds,
         power_alpha=alpha,
+        power_comparisons=k,
         compute_unit=unit if len(table) else "steps",
     )

@@ -17,13 +17,12 @@ import numpy as np
 import pandas as pd
 
 from minimind.compare import CompareError, Comparison, RunSet, compare, load_runs
-from minimind.compare.stats import Sample, paired_differences, seeds_for_power
+from minimind.compare.power import SeedsPlan, plan_seeds
+from minimind.compare.stats import Sample, paired_differences, power_comparisons
 from minimind.record import is_maximized
 from minimind.study.manifest import Arm, ArmComparison, Axis, Expectation, Study
 
 Agreement = Literal["agrees", "disagrees", "too weak to tell", "no interval"]
-MAX_SEEDS_TO_DETECT = 1000
-"""Above this, a finding says no number of seeds (an effect tiny next to its noise)."""
 
 
 class StudyError(CompareError):
@@ -41,9 +40,13 @@ class Finding:
     against: str
     row: pd.Series
     agreement: Agreement
-    seeds_to_detect: int | None = None
-    """When too weak to tell: the paired seeds that detect a difference the size of the one
-    observed with 80% power at the family's corrected alpha, from this pair's own noise."""
+    plan: SeedsPlan | None = None
+    """When too weak to tell: the paired seeds that would settle it with 80% power at the
+    family's corrected alpha, from this pair's measured noise (with the range its sd's
+    interval implies): for `equal`, equivalence within the study's margin (TOST power, the
+    true difference 0); for `better`/`worse`, a difference the size of the margin, the
+    study's smallest difference of interest. Never the observed difference: power computed
+    from it is a restatement of the p-value (Hoenig & Heisey 2001)."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,8 @@ def agreement(
         if low > margin or high < -margin:
             return "disagrees"
         return "too weak to tell"
-    if row[f"{metric}_within_noise"]:
+    within_noise = row[f"{metric}_within_noise"]
+    if within_noise is None or pd.isna(within_noise) or within_noise:  # untested, or no difference
         return "too weak to tell"
     improved = (delta > 0) == maximize
     return "agrees" if improved == (expect == "better") else "disagrees"
@@ -150,19 +154,20 @@ def analyse_axis(study: Study, axis: Axis, runsets: Mapping[str, RunSet]) -> Axi
     for c in axis.comparisons:
         row = rows.loc[label[c.arm]]
         verdict = agreement(c.expect, row, study.metric, study.equivalence_margin, maximize)
-        needed = (
-            seeds_to_detect(comparison, label[c.arm], label[c.against])
+        plan = (
+            plan_finding(comparison, label[c.arm], label[c.against], c.expect, study)
             if verdict == "too weak to tell"
             else None
         )
-        findings.append(Finding(c, label[c.arm], label[c.against], row, verdict, needed))
+        findings.append(Finding(c, label[c.arm], label[c.against], row, verdict, plan))
     return AxisResult(axis, comparison, findings)
 
 
-def seeds_to_detect(comparison: Comparison, arm: str, against: str) -> int | None:
-    """Paired seeds per arm that detect the observed difference of `arm` from `against` with
-    80% power at the family's corrected alpha, from the sd of their per-seed differences; None
-    without a paired design or a spread."""
+def plan_finding(
+    comparison: Comparison, arm: str, against: str, expect: Expectation, study: Study
+) -> SeedsPlan | None:
+    """The planning statement of `Finding.plan` for the comparison of `arm` with `against`;
+    None without a paired design or a spread."""
     finished = comparison.runs[~comparison.runs["run_id"].isin(comparison.problems["run_id"])]
     side = {
         g: Sample.of(runs[comparison.metric], runs["seed"])
@@ -172,12 +177,16 @@ def seeds_to_detect(comparison: Comparison, arm: str, against: str) -> int | Non
     if len(side) < 2:
         return None
     d = paired_differences(side[arm], side[against])
-    if len(d) < 2 or not np.std(d, ddof=1) > 0 or not abs(d.mean()) > 0:
+    if len(d) < 2 or not np.std(d, ddof=1) > 0:
         return None
-    alpha = 1.0 - comparison.level
-    if abs(d.mean()) < np.std(d, ddof=1) / math.sqrt(MAX_SEEDS_TO_DETECT):
-        return None  # beyond any design worth stating, and the solver's search would crawl
-    return seeds_for_power(float(d.mean()), float(np.std(d, ddof=1)), alpha, paired=True)
+    return plan_seeds(
+        "equivalence" if expect == "equal" else "difference",
+        study.equivalence_margin,
+        float(np.std(d, ddof=1)),
+        df=len(d) - 1,
+        design="paired",
+        comparisons=power_comparisons(comparison.n_comparisons, comparison.correction),
+    )
 
 
 def load_sweeps(study: Study, tracking_uri: str) -> dict[str, RunSet]:

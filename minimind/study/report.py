@@ -103,8 +103,8 @@ def _agreement_text(finding: Finding, metric: str) -> str:
         return finding.agreement
     mde = finding.row.get(f"{metric}_mde", np.nan)
     parts = [] if pd.isna(mde) else [f"MDE {mde:.2g}"]
-    if finding.seeds_to_detect is not None:
-        parts.append(f"{finding.seeds_to_detect} seeds to detect a Δ this size")
+    if finding.plan is not None:
+        parts.append(finding.plan.sentence())
     return f"too weak to tell ({'; '.join(parts)})" if parts else finding.agreement
 
 
@@ -380,14 +380,17 @@ def to_html(
 def _method_note(study: Study) -> str:
     return (
         f"Each axis is one family: its comparisons' p-values are {study.correction}-corrected "
-        f"together and intervals are at the matching Bonferroni level; Δ is arm − reference "
+        f"together and each interval is at the level of its correction step (it excludes 0 exactly "
+        f"when the corrected p-value is below 0.05); Δ is arm − reference "
         f"in {study.metric} ({'higher' if is_maximized(study.metric) else 'lower'} is better), "
         f"paired by seed where both arms ran the same "
         f"seeds. 'better'/'worse' expectations agree when the corrected test finds a "
         f"difference in that direction; 'equal' agrees when the whole interval lies within "
         f"±{study.equivalence_margin:g} (an equivalence test), disagrees when it lies wholly "
         f"outside; otherwise the design is too weak to tell, with the smallest difference it "
-        f"detects with 80% power (MDE)."
+        f"detects with 80% power (MDE) and the pairs of seeds that would settle it with 80% "
+        f"power (a difference of {study.equivalence_margin:g}, or equivalence within that "
+        f"margin by TOST), with their range over the interval of the measured sd."
     )
 
 
@@ -443,7 +446,10 @@ def findings_csv(study: Study, results: list[AxisResult]) -> str:
             "against": f.against,
             "expect": f.comparison.expect,
             "agreement": f.agreement,
-            "seeds_to_detect": f.seeds_to_detect,
+            "plan_goal": f.plan.goal if f.plan else None,
+            "plan_seeds": f.plan.seeds if f.plan else None,
+            "plan_seeds_low": f.plan.fewest if f.plan else None,
+            "plan_seeds_high": f.plan.most if f.plan else None,
             **{
                 key: f.row.get(key, np.nan)
                 for key in (
@@ -458,9 +464,12 @@ def findings_csv(study: Study, results: list[AxisResult]) -> str:
                     f"{m}_p_adj",
                     f"{m}_mde",
                     "compute_x",
+                    "compute_x_bound",
+                    "compute_x_where",
                     "compute_x_low",
                     "compute_x_high",
                     "n",
+                    f"{m}_pairs",
                 )  # fmt: skip
             },
         }

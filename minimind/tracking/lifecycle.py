@@ -6,12 +6,12 @@ import signal
 import sys
 from collections.abc import Callable, Iterable
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import Literal
 
 from minimind.exit_codes import EXIT_INTERRUPTED, exit_code_for_signal
 
-if TYPE_CHECKING:
-    from minimind.tracking.run import Status
+# How a run ends in MLflow (the statuses this package sets).
+Status = Literal["FINISHED", "FAILED", "KILLED"]
 
 
 class Terminated(KeyboardInterrupt):

@@ -10,19 +10,18 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from mlflow.tracking import MlflowClient
 
 from minimind.record import FAILURE_REASON_TAG
 from minimind.tracking.fallback import FallbackFile
-from minimind.tracking.lifecycle import describe_exit
+from minimind.tracking.lifecycle import Status, describe_exit
 from minimind.tracking.ops import chunked, param_value, tag_value
 from minimind.tracking.retry import RetryClock
 from minimind.tracking.sender import Sender
 
-Status = Literal["FINISHED", "FAILED", "KILLED"]
 DEFAULT_OUTAGE_S = 300.0
 DEFAULT_FALLBACK_DIR = "results/tracking-fallback"
 
