@@ -18,7 +18,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from minimind.checkpoint import CheckpointError, load_checkpoint
+from minimind.checkpoint import OWNER_KEY, CheckpointError, load_checkpoint
 from minimind.config import ModelConfig
 from minimind.record import checkpoint_path
 from minimind.spec import SpecError, load_spec
@@ -47,7 +47,7 @@ def load_source(source: str, tracking_uri: str) -> TrainedModel:
             raise SourceError(str(exc)) from exc
         except pickle.UnpicklingError as exc:  # a pickle that is not weights-only: refused
             raise SourceError(f"{source}: not a readable checkpoint ({exc!s:.80})") from exc
-        run_ids = state.get("run_ids") if isinstance(state, dict) else None
+        run_ids = state.get(OWNER_KEY) if isinstance(state, dict) else None
         if not isinstance(run_ids, dict) or "child" not in run_ids or "model" not in state:
             raise SourceError(f"{source}: not a minimind training checkpoint")
         run_id = run_ids["child"]
