@@ -4,6 +4,7 @@ metrics a run logs at every evaluation and at the end, and the checks before tra
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 from mlflow.tracking import MlflowClient
@@ -11,6 +12,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from minimind import MiniMindLM, ModelConfig
 from minimind.cli import main
+from minimind.compare.stats import signal_to_noise
 from minimind.data.tokenizer import with_specials
 from minimind.downstream.metrics import eval_metric
 from minimind.downstream.scoring import evaluate_task, score_requests
@@ -44,7 +46,10 @@ def word_tokenizer() -> Tokenizer:
         ("{", "not JSON"),
         ('{"context": "a", "continuations": ["b", "c"]}', "expected exactly the keys"),
         ('{"context": "", "continuations": ["b", "c"], "gold": 0}', "context must be"),
-        ('{"context": "a", "continuations": ["b"], "gold": 0}', "continuations must be two or more"),
+        (
+            '{"context": "a", "continuations": ["b"], "gold": 0}',
+            "continuations must be two or more",
+        ),
         ('{"context": "a", "continuations": ["b", "c"], "gold": 2}', "gold must be"),
         ('{"context": "a", "continuations": ["b", "c"], "gold": true}', "gold must be"),
     ],
@@ -137,7 +142,7 @@ def test_accuracies_are_maximized_and_bpb_minimized():
 
 
 def test_a_run_logs_the_eval_metrics_at_each_evaluation_and_at_the_end(
-    write_spec, mlflow_uri, tmp_path
+    write_spec, mlflow_uri, tmp_path, capsys
 ):
     path = write_task(tmp_path / "task.jsonl", ITEMS)
     spec = write_spec(train={"evals": [{"name": "toy", "path": path, "limit": 2}]})
@@ -150,6 +155,17 @@ def test_a_run_logs_the_eval_metrics_at_each_evaluation_and_at_the_end(
         assert [point.step for point in history] == [6, 12], measure
     accuracy = client.get_metric_history(child.info.run_id, "eval/toy/acc")
     assert all(point.value in (0.0, 0.5, 1.0) for point in accuracy)  # two items
+    capsys.readouterr()
+    argv = ["compare", "tiny", "--metric", "eval/toy/acc", "--tracking-uri", mlflow_uri]
+    assert main([*argv, "--format", "json"]) == 0  # any eval metric is an objective
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    assert row["eval/toy/acc_mean"] == accuracy[-1].value
+
+
+def test_signal_to_noise_is_the_spread_of_the_means_over_the_seed_sd():
+    assert signal_to_noise(np.array([0.30, 0.42, 0.36]), 0.04) == pytest.approx(3.0)
+    assert math.isnan(signal_to_noise(np.array([0.30]), 0.04))  # one group: no signal
+    assert math.isnan(signal_to_noise(np.array([0.30, 0.42]), math.nan))  # noise unmeasured
 
 
 def test_bad_eval_tasks_are_spec_errors_before_training(write_spec, tmp_path, capsys):
