@@ -224,24 +224,27 @@ def test_a_plugin_component_is_an_error_naming_it(tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "export_norm_plugin")
 
 
-def test_a_run_and_its_checkpoint_export_from_the_command_line(
+def test_runs_and_checkpoints_export_from_the_command_line_moe_included(
     write_spec, mlflow_uri, tmp_path, capsys
 ):
-    spec = write_spec(ablate={"model.block": ["prenorm", "postnorm"]})
+    spec = write_spec(
+        ablate={"model.block": ["prenorm", "postnorm"], "model.mlp": ["swiglu", "moe"]}
+    )
     assert main(["run", str(spec)]) == 0
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(mlflow_uri)
     (experiment,) = [e for e in client.search_experiments() if e.name == "tiny"]
     runs = client.search_runs([experiment.experiment_id], "tags.`minimind.role` = 'child'")
-    by_variant = {run.data.tags["variant"]: run for run in runs}
-    assert set(by_variant) == {"block=prenorm", "block=postnorm"}
+    by_variant = {run.data.tags["variant"]: run.info.run_id for run in runs}
     capsys.readouterr()
 
-    prenorm = by_variant["block=prenorm"].info.run_id
-    assert main(["export", prenorm, str(tmp_path / "llama"), "--tracking-uri", mlflow_uri]) == 0
-    assert "as llama" in capsys.readouterr().out
-    checkpoint = next((tmp_path / "checkpoints").rglob("block=postnorm/seed0/last.pt"))
+    for variant, arch in (("mlp=swiglu", "llama"), ("mlp=moe", "mixtral")):
+        (run_id,) = [r for v, r in by_variant.items() if v == f"block=prenorm,{variant}"]
+        out = tmp_path / arch
+        assert main(["export", run_id, str(out), "--tracking-uri", mlflow_uri]) == 0
+        assert f"as {arch} to" in capsys.readouterr().out
+    checkpoint = next((tmp_path / "checkpoints").rglob("block=postnorm,mlp=moe/seed0/last.pt"))
     out = tmp_path / "remote"
     assert main(["export", str(checkpoint), str(out), "--tracking-uri", mlflow_uri]) == 0
     assert "as minimind" in capsys.readouterr().out
