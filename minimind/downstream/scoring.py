@@ -31,22 +31,23 @@ def score_requests(
     model: MiniMindLM, requests: Sequence[tuple[list[int], list[int]]], pad_id: int
 ) -> list[float]:
     """log P(continuation | context) in nats of (context ids, continuation ids) requests, in
-    order: the softmax over every row of the LM head, as the training loss and lm-eval take it."""
+    order: the softmax over every row of the LM head, as the training loss and lm-eval take it.
+    Requests of similar lengths share a batch (sorted by length), so little is padding."""
     device = model.embed_tokens.weight.device
-    scores: list[float] = []
-    for start in range(0, len(requests), BATCH_SEQUENCES):
-        batch = requests[start : start + BATCH_SEQUENCES]
-        inputs = [(context + continuation)[:-1] for context, continuation in batch]
-        width = max(len(ids) for ids in inputs)
-        x = torch.full((len(batch), width), pad_id, dtype=torch.long)
-        for row, ids in enumerate(inputs):
-            x[row, : len(ids)] = torch.tensor(ids)
+    inputs = [(context + continuation)[:-1] for context, continuation in requests]
+    order = sorted(range(len(requests)), key=lambda i: len(inputs[i]))
+    scores = [0.0] * len(requests)
+    for start in range(0, len(order), BATCH_SEQUENCES):
+        batch = order[start : start + BATCH_SEQUENCES]
+        x = torch.full((len(batch), len(inputs[batch[-1]])), pad_id, dtype=torch.long)
+        for row, i in enumerate(batch):
+            x[row, : len(inputs[i])] = torch.tensor(inputs[i])
         logits = model(x.to(device)).logits
-        for row, ((_, continuation), ids) in enumerate(zip(batch, inputs, strict=True)):
-            positions = slice(len(ids) - len(continuation), len(ids))
-            log_probs = logits[row, positions].float().log_softmax(-1)  # [len(continuation), V]
-            target = torch.tensor(continuation, device=device)
-            scores.append(log_probs.gather(-1, target[:, None]).sum().item())
+        for row, i in enumerate(batch):
+            continuation, length = requests[i][1], len(inputs[i])
+            log_probs = logits[row, length - len(continuation) : length].float().log_softmax(-1)
+            target = torch.tensor(continuation, device=device)[:, None]  # [len(continuation), 1]
+            scores[i] = log_probs.gather(-1, target).sum().item()
     return scores
 
 
