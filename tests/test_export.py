@@ -135,7 +135,7 @@ def representative_cases() -> list[int]:
 MIXTRAL = {"name": "moe", "n_experts": 4, "top_k": 2, "n_shared": 0, "hidden": 32}
 
 
-def llama_and_mixtral_models() -> dict[str, MiniMindLM]:
+def reference_models() -> dict[str, MiniMindLM]:
     models = {}
     for tied in (True, False):
         for name, mlp in (("llama", "swiglu"), ("mixtral", MIXTRAL)):
@@ -152,16 +152,23 @@ def llama_and_mixtral_models() -> dict[str, MiniMindLM]:
                 attention={"name": "gqa", "bias": name == "llama"},
             )
             models[f"{name}-{'tied' if tied else 'untied'}"] = perturbed(MiniMindLM(config))
+    # loss-free balancing: the trained per-expert bias shifts which experts are chosen
+    config = config.replace(mlp={**MIXTRAL, "n_experts": 8, "balance": "bias"})
+    biased = perturbed(MiniMindLM(config))
+    for layer in biased.layers:
+        layer.mlp.expert_bias.copy_(torch.randn(8) * 0.2)
+    models["moe-bias-balanced"] = biased
     return models
 
 
 def test_every_component_and_llama_and_mixtral_reload_with_the_same_logits(tmp_path):
-    models = llama_and_mixtral_models()
+    models = reference_models()
     for i in representative_cases():
         models[CASE_IDS[i].replace(":", "_")] = perturbed(build(ALL_CASES[i][1], ALL_CASES[i][0]))
     arches = check_exports(models, word_tokenizer(), tmp_path)
     assert arches["llama-tied"] == arches["llama-untied"] == "llama"
     assert arches["mixtral-tied"] == arches["mixtral-untied"] == "mixtral"
+    assert arches["moe-bias-balanced"] == "minimind"
     assert "minimind" in arches.values()
 
 
@@ -224,6 +231,7 @@ def test_a_plugin_component_is_an_error_naming_it(tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "export_norm_plugin")
 
 
+@pytest.mark.slow  # trains four runs
 def test_runs_and_checkpoints_export_from_the_command_line_moe_included(
     write_spec, mlflow_uri, tmp_path, capsys
 ):
