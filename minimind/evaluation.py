@@ -2,8 +2,8 @@
 tasks, sample text.
 
     evaluation = Evaluation(model, forward, data, train_cfg, device, amp_dtype)
-    validation = evaluation.validate(exact=final)   # `val/*_sampled`, `val/*` when exact, and
-                                                    # `eval/<task>/*` of `train.evals`
+    validation = evaluation.validate(step, exact=final)  # `val/*_sampled`, `val/*` when exact,
+                                                         # `eval/<task>/*` of `train.evals`
     samples = evaluation.samples(seed)              # continuations of validation prompts
 
 The periodic estimate (`sampled`) scores `train.eval_batches` fixed batches of the held-out split
@@ -122,10 +122,15 @@ class Evaluation:
         )
         self.tasks = [load_task(task.name, task.path, task.limit) for task in cfg.evals]
 
-    def validate(self, exact: bool) -> Validation:
-        """The periodic estimate and, when `exact`, the whole held-out split."""
+    def validate(self, step: int, exact: bool) -> Validation:
+        """The periodic estimate and, when `exact` (the end of the run), the whole held-out
+        split; the downstream tasks at the end and every `train.evals_every` steps."""
         sampled = self.sampled()
-        return Validation(sampled, self.exact() if exact else None, self.downstream())
+        every = self.cfg.evals_every
+        downstream = exact or every is None or step % every == 0
+        return Validation(
+            sampled, self.exact() if exact else None, self.downstream() if downstream else {}
+        )
 
     def downstream(self) -> dict[str, float]:
         """`eval/<task>/<measure>` of every `train.evals` task (`minimind.downstream`). Every

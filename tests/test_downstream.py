@@ -145,14 +145,23 @@ def test_a_run_logs_the_eval_metrics_at_each_evaluation_and_at_the_end(
     write_spec, mlflow_uri, tmp_path, capsys
 ):
     path = write_task(tmp_path / "task.jsonl", ITEMS)
-    spec = write_spec(train={"evals": [{"name": "toy", "path": path, "limit": 2}]})
+    evals = [
+        {"name": "toy", "path": path, "limit": 2},
+        {"name": "all", "path": path},  # every item
+    ]
+    # evaluations at steps 3, 6, 9, 12; the tasks every 6 steps and at the end (step 14)
+    train = {"steps": 14, "eval_every": 3, "evals": evals, "evals_every": 6}
+    spec = write_spec(train=train)
     assert main(["run", str(spec)]) == 0
     client = MlflowClient(mlflow_uri)
     (experiment,) = [e for e in client.search_experiments() if e.name == "tiny"]
     (child,) = client.search_runs([experiment.experiment_id], "tags.`minimind.role` = 'child'")
-    for measure in ("acc", "acc_norm", "acc_centered", "bpb"):
-        history = client.get_metric_history(child.info.run_id, f"eval/toy/{measure}")
-        assert [point.step for point in history] == [6, 12], measure
+    for task in ("toy", "all"):
+        for measure in ("acc", "acc_norm", "acc_centered", "bpb"):
+            history = client.get_metric_history(child.info.run_id, f"eval/{task}/{measure}")
+            assert [point.step for point in history] == [6, 12, 14], (task, measure)
+    every_item = client.get_metric_history(child.info.run_id, "eval/all/acc")
+    assert all(point.value in (0.0, 1 / 3, 2 / 3, 1.0) for point in every_item)  # three items
     accuracy = client.get_metric_history(child.info.run_id, "eval/toy/acc")
     assert all(point.value in (0.0, 0.5, 1.0) for point in accuracy)  # two items
     capsys.readouterr()
@@ -187,3 +196,8 @@ def test_bad_eval_tasks_are_spec_errors_before_training(write_spec, tmp_path, ca
     spec = write_spec(train={"evals": [{"name": "toy", "path": "a"}, {"name": "toy", "path": "b"}]})
     assert main(["run", str(spec)]) == 2
     assert "train.evals: task names must be distinct" in capsys.readouterr().err
+    spec = write_spec(train={"eval_every": 4, "evals_every": 6})
+    assert main(["run", str(spec)]) == 2
+    assert (
+        "train.evals_every: must be a multiple of train.eval_every (4)" in capsys.readouterr().err
+    )

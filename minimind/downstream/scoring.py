@@ -39,15 +39,20 @@ def score_requests(
     scores = [0.0] * len(requests)
     for start in range(0, len(order), BATCH_SEQUENCES):
         batch = order[start : start + BATCH_SEQUENCES]
-        x = torch.full((len(batch), len(inputs[batch[-1]])), pad_id, dtype=torch.long)
-        for row, i in enumerate(batch):
-            x[row, : len(inputs[i])] = torch.tensor(inputs[i])
-        logits = model(x.to(device)).logits
+        width = len(inputs[batch[-1]])
+        x = torch.full((len(batch), width), pad_id, dtype=torch.long)
+        # each position's next token where it belongs to the continuation, else -1 (unscored)
+        targets = torch.full((len(batch), width), -1, dtype=torch.long)
         for row, i in enumerate(batch):
             continuation, length = requests[i][1], len(inputs[i])
-            log_probs = logits[row, length - len(continuation) : length].float().log_softmax(-1)
-            target = torch.tensor(continuation, device=device)[:, None]  # [len(continuation), 1]
-            scores[i] = log_probs.gather(-1, target).sum().item()
+            x[row, :length] = torch.tensor(inputs[i])
+            targets[row, length - len(continuation) : length] = torch.tensor(continuation)
+        targets = targets.to(device)
+        log_probs = model(x.to(device)).logits.float().log_softmax(-1)  # [B, T, V]
+        picked = log_probs.gather(-1, targets.clamp_min(0)[..., None]).squeeze(-1)  # [B, T]
+        sums = torch.where(targets >= 0, picked, 0.0).sum(-1).tolist()
+        for row, i in enumerate(batch):
+            scores[i] = sums[row]
     return scores
 
 

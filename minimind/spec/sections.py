@@ -117,8 +117,10 @@ class TrainConfig(_Section):
     # The LM head and loss computed this many tokens at a time, never holding every token's
     # logits (`minimind.loss`); null: the whole batch's logits at once.
     loss_chunk_tokens: int | None = Field(default=None, gt=0)
-    # Downstream tasks scored at every evaluation and at the end (`minimind.downstream`).
+    # Downstream tasks scored at the evaluations every `evals_every` steps (a multiple of
+    # eval_every; null: every evaluation) and at the end (`minimind.downstream`).
     evals: list[EvalTaskConfig] = Field(default_factory=list)
+    evals_every: int | None = Field(default=None, gt=0)
 
     @field_validator("evals")
     @classmethod
@@ -146,6 +148,15 @@ class TrainConfig(_Section):
         if self.steps is not None and warmup is not None and warmup >= self.steps:
             field_error(
                 ("schedule", "warmup"), f"must be < train.steps ({self.steps}), got {warmup}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _evals_at_evaluations(self) -> TrainConfig:
+        if self.evals_every is not None and self.evals_every % self.eval_every:
+            field_error(
+                ("evals_every",),
+                f"must be a multiple of train.eval_every ({self.eval_every}), got {self.evals_every}",
             )
         return self
 
