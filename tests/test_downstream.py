@@ -3,6 +3,7 @@ metrics a run logs at every evaluation and at the end, and the checks before tra
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +19,8 @@ from minimind.downstream.metrics import eval_metric
 from minimind.downstream.scoring import evaluate_task, score_requests
 from minimind.downstream.tasks import Item, Task, TaskFileError, encode_pair, load_task
 from minimind.record import is_maximized
+
+REPO = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -201,3 +204,16 @@ def test_bad_eval_tasks_are_spec_errors_before_training(write_spec, tmp_path, ca
     assert (
         "train.evals_every: must be a multiple of train.eval_every (4)" in capsys.readouterr().err
     )
+
+
+def test_specs_without_evals_keep_their_hash(tmp_path):
+    """The study's baseline hashes as it did before `train.evals` existed, so its runs, checkpoints
+    and studies continue; tasks change the hash."""
+    from minimind.spec import load_spec, spec_hash
+
+    base = REPO / "experiments" / "study" / "base.yaml"
+    assert spec_hash(load_spec(base)) == "22cf421e3586"
+    path = write_task(tmp_path / "task.jsonl", ITEMS)
+    with_tasks = load_spec(base, [f"train.evals=[{{name: toy, path: {path}}}]"])
+    assert spec_hash(with_tasks) != "22cf421e3586"
+    assert spec_hash(load_spec(base, ["train.evals_every=100"])) != "22cf421e3586"
