@@ -1,12 +1,12 @@
 """The device a run trains on, and what follows from it: autocast, synchronisation, pinned batches.
 
-    device = resolve_device(spec.train.device)            # once per run, then passed down
-    dtype = autocast_dtype(spec.train.precision, device, model_cfg.dim)
-    with autocast(device, dtype):
+    run_device = resolve_run_device(spec.train, model_cfg.dim)  # once per run, then passed down
+    with autocast(run_device.device, run_device.amp_dtype):
         loss = model(x, labels=x).loss
 
-The device is resolved once, where a run is planned, and handed to whoever needs it (the trainer,
-its batches, the meters), so that every part of a run agrees on it.
+The device and its autocast dtype are resolved once, together, where a run is planned, and
+handed to whoever needs them (its tags, the trainer, its batches, the meters), so that every part
+of a run agrees on them.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import torch
 
@@ -60,6 +62,20 @@ autocast makes slower, not in the matmuls it speeds up; at 64 fp32 is the safe s
 """
 
 
+PRECISIONS: dict[str, torch.dtype | None] = {
+    "fp32": None,  # no autocast
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+}
+"""The name of each autocast dtype a run may train in: `train.precision`'s explicit values and the
+`precision` tag (`minimind.record.device_tags`)."""
+
+
+def precision_name(amp_dtype: torch.dtype | None) -> str:
+    """`bf16`, `fp16`, or `fp32` for no autocast (`PRECISIONS`)."""
+    return next(name for name, dtype in PRECISIONS.items() if dtype == amp_dtype)
+
+
 def autocast_dtype(precision: str, device: torch.device, model_dim: int) -> torch.dtype | None:
     """The autocast dtype of `train.precision` on `device` for a model `model_dim` wide, or None
     for plain fp32.
@@ -68,15 +84,44 @@ def autocast_dtype(precision: str, device: torch.device, model_dim: int) -> torc
     `CPU_BF16_MIN_DIM` wide (below it fp32 is faster); fp32 elsewhere. `fp32` is there for
     bit-exact comparisons across machines.
     """
-    if precision == "bf16":
-        return torch.bfloat16
     if precision != "auto":
-        return None
+        return PRECISIONS[precision]
     if device.type == "cuda" and torch.cuda.is_bf16_supported():
         return torch.bfloat16
     if device.type == "cpu" and model_dim >= CPU_BF16_MIN_DIM and cpu_has_native_bf16():
         return torch.bfloat16
     return None
+
+
+class DeviceSettings(Protocol):
+    """What a run's device comes from: the spec's `train.device` and `train.precision`."""
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def precision(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class RunDevice:
+    """The device a run trains on and its autocast dtype (None: plain fp32)."""
+
+    device: torch.device
+    amp_dtype: torch.dtype | None
+
+    @property
+    def precision(self) -> str:
+        """The name of `amp_dtype`: `bf16`, or `fp32` without autocast."""
+        return precision_name(self.amp_dtype)
+
+
+def resolve_run_device(train: DeviceSettings, model_dim: int) -> RunDevice:
+    """`train.device` resolved on this machine (`resolve_device`) and the autocast dtype of
+    `train.precision` there for a model `model_dim` wide (`autocast_dtype`): derived once per run.
+    """
+    device = resolve_device(train.device)
+    return RunDevice(device, autocast_dtype(train.precision, device, model_dim))
 
 
 def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager:

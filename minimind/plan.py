@@ -31,15 +31,14 @@ from minimind.data import DataConfig, PreparedData, prepare_data
 from minimind.data.tokenizer import load_tokenizer
 from minimind.device import (
     TRAINING_BYTES_PER_PARAM,
-    autocast_dtype,
     device_memory_bytes,
     resolve_device,
+    resolve_run_device,
 )
 from minimind.downstream.tasks import Task, TaskFileError, load_task, longest_request
 from minimind.model import MiniMindLM
 from minimind.optim import describe_optimizer
 from minimind.plain_table import plain_table
-from minimind.record import PRECISION_TAG, device_tags
 from minimind.spec import Spec, SpecError, Variant, expand, spec_hash
 from minimind.tracking.backend import store_problem
 from minimind.writable import unwritable_dir
@@ -181,8 +180,7 @@ def describe_plan(plan: Plan) -> str:
     for variant in plan.variants:
         cfg, train = variant.spec.model_config_obj(), variant.spec.train
         steps = train.planned_steps
-        device = resolve_device(train.device)
-        tags = device_tags(device, autocast_dtype(train.precision, device, cfg.dim))
+        precision = resolve_run_device(train, cfg.dim).precision
         budget = [] if train.time_limit is None else [f"<= {train.time_limit:g} s"]
         rows.append(
             [
@@ -195,7 +193,7 @@ def describe_plan(plan: Plan) -> str:
                 f"{train.warmup_steps}" + ("" if train.schedule.warmup is not None else " (auto)"),
                 f"{steps * train.tokens_per_step:,}" if steps else "-",
                 # `auto` is resolved for this machine and model: show what it became.
-                tags[PRECISION_TAG] + (" (auto)" if train.precision == "auto" else ""),
+                precision + (" (auto)" if train.precision == "auto" else ""),
             ]
         )
     summary = (

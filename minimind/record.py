@@ -29,9 +29,8 @@ import registry
 from minimind.downstream.metrics import is_maximized_eval
 
 if TYPE_CHECKING:
-    import torch
-
     from minimind.config import ModelConfig
+    from minimind.device import RunDevice
     from minimind.spec import Spec
 
 ROLE_TAG = "minimind.role"
@@ -146,8 +145,7 @@ def child_tags(
     variant: str,
     spec: Spec,
     seed: int,
-    device: torch.device,
-    amp_dtype: torch.dtype | None,
+    run_device: RunDevice,
     *,
     data_manifest: str,
 ) -> dict[str, str]:
@@ -162,7 +160,7 @@ def child_tags(
         DATA_MANIFEST_TAG: data_manifest,
     }
     tags.update(component_tags(spec.model_config_obj()))
-    tags.update(device_tags(device, amp_dtype))
+    tags.update(device_tags(run_device))
     return tags
 
 
@@ -171,15 +169,15 @@ def trial_tags(study: str, number: int) -> dict[str, Any]:
     return {TRIAL_NUMBER_TAG: number, STUDY_TAG: study}
 
 
-def device_tags(device: torch.device, amp_dtype: torch.dtype | None) -> dict[str, str]:
-    """`device` (its type: `cpu`, `cuda`, `mps`), `precision` (`bf16`, or `fp32` without
-    autocast) and, on CUDA, `gpu_name`."""
+def device_tags(run_device: RunDevice) -> dict[str, str]:
+    """`device` (its type: `cpu`, `cuda`, `mps`), `precision` (`RunDevice.precision`: `bf16`,
+    or `fp32` without autocast) and, on CUDA, `gpu_name`."""
     # Imported here: the spec checks sweep objectives against `RUN_METRICS`, and a spec error
     # must not wait for torch.
     import torch
 
-    precision = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[amp_dtype]
-    tags = {DEVICE_TAG: device.type, PRECISION_TAG: precision}
+    device = run_device.device
+    tags = {DEVICE_TAG: device.type, PRECISION_TAG: run_device.precision}
     if device.type == "cuda":
         tags[GPU_NAME_TAG] = torch.cuda.get_device_name(device)
     return tags

@@ -5,8 +5,8 @@
 Order of work, so that a bad spec leaves nothing behind: plan (`minimind.plan`: every variant,
 the devices, the tokenizer, every place a run writes), prepare the data (the only writes before MLflow: the token cache), then
 open the tracker. The runs are those of `minimind.record`: one parent per invocation and one
-child `<variant>/seed<k>` per run, each with the spec, a model summary, samples and a loss
-figure as artifacts. A child that fails (non-finite loss, an exception) ends FAILED and the
+child `<variant>/seed<k>` per run, each trained by `minimind.child_run` (the path a sweep's
+trials take too) with the spec, a model summary, samples and a loss figure as artifacts. A child that fails (non-finite loss, an exception) ends FAILED and the
 others go on; Ctrl-C or SIGTERM end the current child and the parent KILLED. `--resume` reopens
 the newest parent with the same `spec_hash`, skips its FINISHED children, continues the others
 from their checkpoints and starts the missing ones.
@@ -18,26 +18,15 @@ import traceback
 from typing import TYPE_CHECKING
 
 from minimind import distributed
-from minimind.checkpoint import RunCheckpoint
+from minimind.child_run import ChildRun, train_child
 from minimind.data import DataError, PreparedData
-from minimind.device import autocast_dtype, resolve_device
 from minimind.exit_codes import EXIT_FAILED, EXIT_OK, fail
 from minimind.plan import Plan, data_key, describe_plan, plan_run, prepare_all
-from minimind.record import (
-    checkpoint_path,
-    child_params,
-    child_run_name,
-    child_tags,
-    component_labels,
-    device_tags,
-    parent_tags,
-    process_tags,
-)
+from minimind.record import checkpoint_path, child_run_name, parent_tags, process_tags
 from minimind.spec import Spec, SpecError, Variant, dump_spec, flatten
-from minimind.train import Trainer, TrainOutcome
+from minimind.train import TrainOutcome
 
-if TYPE_CHECKING:  # mlflow and matplotlib take seconds to import: not needed for spec errors
-    from matplotlib.figure import Figure
+if TYPE_CHECKING:  # mlflow takes seconds to import: not needed for spec errors
     from mlflow.entities import Run
 
     from minimind.tracking import RunHandle, Tracker
@@ -166,90 +155,22 @@ def run_child(
 ) -> TrainOutcome:
     """Train one variant × seed in its child run (created, or reopened from `earlier`)."""
     spec = variant.spec
-    model_cfg = spec.model_config_obj()
-    name = child_run_name(variant.name, seed)
     path = checkpoint_path(
         spec.train.checkpoint_dir, plan.spec.tracking.experiment, plan.plan_hash, variant.name, seed
     )
-    device = resolve_device(spec.train.device)
-    amp_dtype = autocast_dtype(spec.train.precision, device, model_cfg.dim)
-    if earlier is None:
-        manifest = data[data_key(spec.data)].manifest_hash
-        tags = child_tags(
-            plan.plan_hash, variant.name, spec, seed, device, amp_dtype, data_manifest=manifest
-        )
-        handle = tracker.start_child(parent, name, child_params(spec, seed), tags)
-    else:
-        handle = tracker.resume_run(earlier.info.run_id)
-    with handle:
-        if earlier is not None:  # where it trains from now on
-            handle.set_tags(device_tags(device, amp_dtype))
-        trainer = Trainer(model_cfg, spec.train, data[data_key(spec.data)], seed, device)
-        # The ids stamped on each save: a checkpoint of another invocation of the same spec,
-        # at the same path, is not this run's.
-        checkpoint = RunCheckpoint(path, {"parent": parent.run_id, "child": handle.run_id})
-        # On the CPU: the RNG states must be CPU tensors, and load_state_dict moves the rest
-        # to the device of the parameters (and the trainer's tensors) it is loaded into.
-        state = checkpoint.load() if earlier is not None else None
-        if state is not None:
-            trainer.load_state_dict(state)
-        if earlier is not None:
-            distributed.main_print(
-                f"{name}: resumed at step {trainer.step} from {path}"
-                if trainer.step
-                else f"{name}: no checkpoint of this run at {path}; restarting at step 0"
-            )
-        handle.log_text(dump_spec(spec), "spec.yaml")
-        handle.log_text(model_summary(trainer), "model_summary.txt")
-        outcome = trainer.fit(handle, checkpoint, label=name)
-        if outcome.samples:
-            handle.log_text(_samples_text(outcome), "samples.txt")
-        handle.log_figure(loss_figure(name, outcome), "loss.png")
-        if outcome.status != "FINISHED":
-            handle.end(outcome.status, outcome.failure_reason)
-    return outcome
-
-
-def model_summary(trainer: Trainer) -> str:
-    cfg, train = trainer.model_cfg, trainer.cfg
-    lines = [
-        f"parameters:        {cfg.num_params():,}",
-        f"active parameters: {cfg.num_active_params():,}",
-        f"FLOPs per token:   {cfg.flops_per_token(train.seq_len):.4g} (training, seq_len {train.seq_len})",
-        f"tokens per step:   {train.tokens_per_step:,}",
-        f"device:            {trainer.device} (autocast {trainer.amp_dtype or 'off'})",
-        "components:        "
-        + ", ".join(f"{slot}={label}" for slot, label in component_labels(cfg).items()),
-        "",
-        repr(trainer.model),
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def loss_figure(title: str, outcome: TrainOutcome) -> Figure:
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(7, 4.5), layout="constrained")
-    ax = figure.add_subplot()
-    for key, style in (("train/loss", "-"), ("val/loss", "o-")):
-        points = outcome.history.get(key) or []
-        if points:
-            steps, values = zip(*points, strict=True)
-            ax.plot(steps, values, style, label=key)
-    ax.set(title=title, xlabel="step", ylabel="loss (nats/token)")
-    ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend()
-    return figure
-
-
-def _samples_text(outcome: TrainOutcome) -> str:
-    return (
-        "\n\n".join(
-            f"### prompt\n{s.prompt}\n### completion\n{s.completion}" for s in outcome.samples
-        )
-        + "\n"
+    child = ChildRun(
+        tracker,
+        parent.run_id,
+        child_run_name(variant.name, seed),
+        plan.plan_hash,
+        variant.name,
+        spec,
+        seed,
+        data[data_key(spec.data)],
+        earlier_run_id=earlier.info.run_id if earlier is not None else None,
+        checkpoint_path=path,
     )
+    return train_child(child)
 
 
 def _one_line(name: str, outcome: TrainOutcome) -> str:

@@ -1,7 +1,7 @@
 """Training one variant × seed: the loop, its budget, checkpoints and resume.
 
-    device = resolve_device(spec.train.device)              # minimind.device, once per run
-    trainer = Trainer(spec.model_config_obj(), spec.train, data, seed=0, device=device)
+    device = resolve_run_device(spec.train, model_cfg.dim)  # minimind.device, once per run
+    trainer = Trainer(model_cfg, spec.train, data, seed=0, device=device)
     trainer.load_state_dict(checkpoint.load())              # only when resuming
     outcome = trainer.fit(run, RunCheckpoint(path, {"child": run.run_id}))
 
@@ -31,7 +31,7 @@ from minimind.checkpoint import capture_rng_state, restore_rng_state, seed_every
 from minimind.config import ModelConfig
 from minimind.data import PreparedData
 from minimind.data.batches import TrainBatches
-from minimind.device import autocast, autocast_dtype, pins_memory
+from minimind.device import RunDevice, autocast, pins_memory
 from minimind.evaluation import Evaluation, TextSample, batch_document_ids
 from minimind.metric_window import MetricWindow
 from minimind.metrics import (
@@ -81,8 +81,9 @@ class TrainOutcome:
 class Trainer:
     """One model, optimizer, schedule and batch stream; `cfg` is the spec's `train` section.
 
-    `device` is the run's device, resolved once by the caller from `cfg.device`
-    (`minimind.device.resolve_device`), so that the run's tags and the trainer agree on it.
+    `device` is the run's device and autocast dtype, resolved once by the caller from
+    `cfg.device` and `cfg.precision` (`minimind.device.resolve_run_device`), so that the run's
+    tags and the trainer agree on them.
     """
 
     def __init__(
@@ -91,7 +92,7 @@ class Trainer:
         cfg: TrainConfig,
         data: PreparedData,
         seed: int,
-        device: torch.device,
+        device: RunDevice,
     ) -> None:
         if data.vocab_size > model_cfg.vocab_size:
             raise ValueError(
@@ -102,8 +103,8 @@ class Trainer:
         self.model_cfg = model_cfg
         self.data = data
         self.seed = seed
-        self.device = device
-        self.amp_dtype = autocast_dtype(cfg.precision, self.device, model_cfg.dim)
+        self.device = device.device
+        self.amp_dtype = device.amp_dtype
         seed_everything(seed)
         # The run's peak-memory window opens before its model exists and once per run: a reset
         # hands the heap back to the kernel (`minimind.allocator`), which the next step would

@@ -8,12 +8,15 @@ import torch
 from minimind import device as device_module
 from minimind.device import (
     CPU_BF16_MIN_DIM,
+    RunDevice,
     autocast,
     autocast_dtype,
     pins_memory,
     resolve_device,
+    resolve_run_device,
     synchronize,
 )
+from minimind.spec import TrainConfig
 
 CPU = torch.device("cpu")
 
@@ -37,6 +40,16 @@ def test_an_unavailable_device_is_an_error_that_names_it():
             resolve_device("cuda")
     with pytest.raises(ValueError, match="device 'tpu' is not available"):
         resolve_device("tpu")
+
+
+def test_a_run_device_resolves_the_device_and_its_autocast_dtype_together(monkeypatch):
+    monkeypatch.setattr(device_module, "cpu_has_native_bf16", lambda: True)
+    auto = TrainConfig(device="cpu", precision="auto")
+    assert resolve_run_device(auto, CPU_BF16_MIN_DIM) == RunDevice(CPU, torch.bfloat16)
+    narrow = resolve_run_device(auto, CPU_BF16_MIN_DIM // 2)
+    assert narrow == RunDevice(CPU, None) and narrow.precision == "fp32"
+    bf16 = resolve_run_device(TrainConfig(device="cpu", precision="bf16"), 8)
+    assert bf16.precision == "bf16"
 
 
 def test_explicit_precisions():

@@ -19,7 +19,7 @@ import torch
 
 from minimind import MiniMindLM, ModelConfig
 from minimind.data import prepare_data
-from minimind.device import resolve_device
+from minimind.device import resolve_run_device
 from minimind.optim import build_optimizer
 from minimind.spec import validate_spec
 from minimind.train import Trainer
@@ -54,9 +54,9 @@ def make(tiny_spec):
     def build(**changes) -> Trainer:
         spec = validate_spec(tiny_spec(**changes))
         data = prepare_data(spec.data)
-        return Trainer(
-            spec.model_config_obj(), spec.train, data, 0, resolve_device(spec.train.device)
-        )
+        model_cfg = spec.model_config_obj()
+        device = resolve_run_device(spec.train, model_cfg.dim)
+        return Trainer(model_cfg, spec.train, data, 0, device)
 
     return build
 

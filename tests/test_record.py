@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from minimind import record
+from minimind.device import PRECISIONS, RunDevice, precision_name
 from minimind.spec import validate_spec
 
 COMPARE = Path(__file__).resolve().parents[1] / "minimind" / "compare"
@@ -24,8 +25,16 @@ def test_run_names() -> None:
 
 def test_device_tags_name_the_resolved_device_and_precision() -> None:
     cpu = torch.device("cpu")
-    assert record.device_tags(cpu, None) == {"device": "cpu", "precision": "fp32"}
-    assert record.device_tags(cpu, torch.bfloat16) == {"device": "cpu", "precision": "bf16"}
+    assert record.device_tags(RunDevice(cpu, None)) == {"device": "cpu", "precision": "fp32"}
+    bf16 = RunDevice(cpu, torch.bfloat16)
+    assert record.device_tags(bf16) == {"device": "cpu", "precision": "bf16"}
+
+
+def test_precision_names_have_one_map_for_the_spec_and_the_tags() -> None:
+    """`train.precision`'s explicit values and the `precision` tag read the same names."""
+    for name, dtype in PRECISIONS.items():
+        assert precision_name(dtype) == name
+    assert precision_name(None) == "fp32" and precision_name(torch.float16) == "fp16"
 
 
 def test_device_tags_on_cuda_add_the_gpu_name(monkeypatch) -> None:
@@ -36,7 +45,7 @@ def test_device_tags_on_cuda_add_the_gpu_name(monkeypatch) -> None:
         return "NVIDIA H100 80GB HBM3"
 
     monkeypatch.setattr(torch.cuda, "get_device_name", name)
-    tags = record.device_tags(torch.device("cuda"), torch.bfloat16)
+    tags = record.device_tags(RunDevice(torch.device("cuda"), torch.bfloat16))
     assert tags == {"device": "cuda", "precision": "bf16", "gpu_name": "NVIDIA H100 80GB HBM3"}
     assert asked == [torch.device("cuda")]
 
@@ -44,7 +53,12 @@ def test_device_tags_on_cuda_add_the_gpu_name(monkeypatch) -> None:
 def test_child_tags() -> None:
     spec = validate_spec({"name": "x", "model": {"preset": "tiny", "position": "rope-gptj"}})
     tags = record.child_tags(
-        "0123abcd4567", "pos=gptj", spec, 2, torch.device("cpu"), None, data_manifest="feedc0de"
+        "0123abcd4567",
+        "pos=gptj",
+        spec,
+        2,
+        RunDevice(torch.device("cpu"), None),
+        data_manifest="feedc0de",
     )
     assert tags == {
         "variant": "pos=gptj",

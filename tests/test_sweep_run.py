@@ -94,6 +94,9 @@ def test_a_sweep_logs_a_parent_and_child_per_trial_and_a_rerun_tops_it_up(
         # reduce: last -> the value is the run's final val/bpb
         assert trial.value == history(mlflow_uri, child.info.run_id, "val/bpb")[-1]
         assert child.data.metrics["trial/val/bpb"] == trial.value
+        # trained by the path `minimind run` takes: the same artifacts as its children
+        artifacts = {a.path for a in MlflowClient(mlflow_uri).list_artifacts(child.info.run_id)}
+        assert {"spec.yaml", "model_summary.txt", "loss.png"} <= artifacts
     assert parent.data.metrics["best/val/bpb"] == min(t.value for t in study.trials)
     assert parent.data.tags["best_trial"] == str(study.best_trial.number)
     reports = tmp_path / REPORTS_DIR / "tiny"

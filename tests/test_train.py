@@ -10,7 +10,7 @@ import torch
 from minimind import metrics
 from minimind.checkpoint import RunCheckpoint, load_checkpoint
 from minimind.data import prepare_data
-from minimind.device import resolve_device
+from minimind.device import RunDevice, resolve_run_device
 from minimind.optim import lr_multiplier
 from minimind.spec import TrainConfig, validate_spec
 from minimind.train import Trainer
@@ -41,9 +41,9 @@ def make(tiny_spec):
     def build(seed: int = 0, **changes) -> Trainer:
         spec = validate_spec(tiny_spec(**changes))
         data = prepare_data(spec.data)
-        return Trainer(
-            spec.model_config_obj(), spec.train, data, seed, resolve_device(spec.train.device)
-        )
+        model_cfg = spec.model_config_obj()
+        device = resolve_run_device(spec.train, model_cfg.dim)
+        return Trainer(model_cfg, spec.train, data, seed, device)
 
     return build
 
@@ -228,6 +228,16 @@ def test_cpu_batches_are_not_pinned_even_where_cuda_exists(make):
     assert trainer.device == torch.device("cpu")
     assert not next(trainer.batches).is_pinned()
     assert not any(batch.is_pinned() for batch in trainer.evaluation.val_batches)
+
+
+def test_the_trainer_autocasts_to_the_dtype_it_is_handed(tiny_spec):
+    """The dtype is derived once, with the device (`resolve_run_device`): the trainer takes it
+    as handed down, whatever `train.precision` would resolve to again."""
+    spec = validate_spec(tiny_spec(train={"precision": "fp32"}))
+    handed = RunDevice(torch.device("cpu"), torch.bfloat16)
+    trainer = Trainer(spec.model_config_obj(), spec.train, prepare_data(spec.data), 0, handed)
+    assert trainer.amp_dtype == trainer.evaluation.amp_dtype == torch.bfloat16
+    assert math.isfinite(trainer.fit(Recorder()).val_loss)
 
 
 def test_bf16_autocast_trains_on_the_cpu(make):

@@ -31,7 +31,7 @@ from minimind.bench.results import Row, Target
 from minimind.bench.timing import alternate, median, paired_ratio
 from minimind.config import ModelConfig
 from minimind.data import DataConfig, prepare_data
-from minimind.device import synchronize
+from minimind.device import RunDevice, autocast_dtype, synchronize
 from minimind.spec.sections import TrainConfig
 from minimind.train import MetricSink, Trainer
 
@@ -76,7 +76,8 @@ def run(ctx: BenchContext) -> list[Row]:
     with tempfile.TemporaryDirectory() as tmp:
         tracker = Tracker(f"sqlite:///{tmp}/mlflow.db", "bench-overhead", fallback_dir=tmp)
         with tracker.start_parent("overhead") as handle:
-            trainer = Trainer(model_cfg, train_cfg, data, seed=0, device=device)
+            fp32 = RunDevice(device, autocast_dtype(train_cfg.precision, device, model_cfg.dim))
+            trainer = Trainer(model_cfg, train_cfg, data, seed=0, device=fp32)
             eval_s: list[float] = []
             evaluation = trainer.evaluation
             # both evaluations (the exact one at the end of each round) are left out

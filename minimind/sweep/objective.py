@@ -1,7 +1,8 @@
 """One trial: suggested values -> a spec -> a training run per seed -> the objective value(s).
 
 Each seed trains in its own MLflow child run of the study's parent run, named `trial-<n>` (or
-`trial-<n>/seed<k>` with `sweep.seeds_per_trial` > 1). Its params are the resolved spec with the
+`trial-<n>/seed<k>` with `sweep.seeds_per_trial` > 1), by the path of `minimind run`'s children
+(`minimind.child_run`, with the same artifacts); what a trial adds are its `TrialHooks`. Its params are the resolved spec with the
 suggested values in it (flattened, as `minimind run` logs them), its tags those of a `run` child
 plus `trial_number`, `study` and `state` (`complete`, `pruned` or `failed`); see
 `minimind.record`.
@@ -23,23 +24,16 @@ from typing import TYPE_CHECKING
 
 import optuna
 
+from minimind.child_run import ChildHooks, ChildRun, train_child
 from minimind.data import DataConfig, PreparedData, prepare_data
-from minimind.device import autocast_dtype, resolve_device
 from minimind.plan import data_key
-from minimind.record import (
-    TRIAL_STATE_TAG,
-    child_params,
-    child_tags,
-    curve_metric,
-    trial_run_name,
-    trial_tags,
-)
-from minimind.spec import ReduceConfig, Spec, SpecError, SweepConfig, dump_spec, with_values
+from minimind.record import TRIAL_STATE_TAG, curve_metric, trial_run_name, trial_tags
+from minimind.spec import ReduceConfig, Spec, SpecError, SweepConfig, with_values
 from minimind.sweep.algorithms import is_pruning
 from minimind.sweep.liveness import record_worker
 from minimind.sweep.space import suggest
 from minimind.tracking.lifecycle import describe_exit
-from minimind.train import Trainer
+from minimind.train import MetricSink, TrainOutcome
 
 if TYPE_CHECKING:
     from minimind.tracking import RunHandle, Tracker
@@ -179,45 +173,21 @@ class TrialObjective:
     ) -> list[float] | str:
         """Train one seed in its child run: its objective values, or why it failed."""
         ctx = self.ctx
-        name = trial_run_name(trial.number, seed, len(ctx.seeds))
-        device = resolve_device(spec.train.device)
-        model_cfg = spec.model_config_obj()
-        amp_dtype = autocast_dtype(spec.train.precision, device, model_cfg.dim)
-        manifest = ctx.data_for(spec.data).manifest_hash
-        tags = {
-            **child_tags(
-                ctx.plan_hash, ctx.variant, spec, seed, device, amp_dtype, data_manifest=manifest
-            ),
-            **trial_tags(ctx.study, trial.number),
-        }
-        run = ctx.tracker.start_child(ctx.parent_run_id, name, child_params(spec, seed), tags)
-        run_ids.append(run.run_id)
-        record_worker(trial, ctx.tracker.uri, run_ids)
-        with run:
-            try:
-                trainer = Trainer(model_cfg, spec.train, ctx.data_for(spec.data), seed, device)
-                run.log_text(dump_spec(spec), "spec.yaml")
-                sink = TrialSink(run, ctx.sweep, trial if prune else None, spec.train.planned_steps)
-                outcome = trainer.fit(sink, label=name)
-            except optuna.TrialPruned as pruned:
-                run.set_tags({TRIAL_STATE_TAG: "pruned"})
-                run.end("KILLED", str(pruned))
-                raise
-            except BaseException:  # the handle ends the run FAILED (or KILLED on Ctrl-C)
-                run.set_tags({TRIAL_STATE_TAG: "failed"})
-                raise
-            if outcome.status != "FINISHED":
-                return _end_failed(run, outcome.failure_reason or "the run failed")
-            try:
-                values = sink.values()
-            except ValueError as err:
-                return _end_failed(run, str(err))
-            run.log_metrics(
-                {f"trial/{m}": v for m, v in zip(ctx.sweep.metrics, values, strict=True)},
-                outcome.step,
-            )
-            run.set_tags({TRIAL_STATE_TAG: "complete"})
-        return values
+        child = ChildRun(
+            ctx.tracker,
+            ctx.parent_run_id,
+            trial_run_name(trial.number, seed, len(ctx.seeds)),
+            ctx.plan_hash,
+            ctx.variant,
+            spec,
+            seed,
+            ctx.data_for(spec.data),
+            tags=trial_tags(ctx.study, trial.number),
+        )
+        hooks = TrialHooks(trial, prune, ctx, run_ids, spec.train.planned_steps)
+        train_child(child, hooks)
+        assert hooks.result is not None  # set by `ended` whenever `train_child` returns
+        return hooks.result
 
     def _fail(self, trial: optuna.Trial, reason: str) -> float | list[float]:
         """Record why and return NaN, which Optuna stores as a FAIL trial without a traceback."""
@@ -226,7 +196,59 @@ class TrialObjective:
         return [math.nan] * n if n > 1 else math.nan
 
 
-def _end_failed(run: RunHandle, reason: str) -> str:
-    run.set_tags({TRIAL_STATE_TAG: "failed"})
-    run.end("FAILED", reason)
-    return reason
+class TrialHooks(ChildHooks):
+    """A trial's additions to `minimind.child_run`: the worker's record of its runs, the
+    `TrialSink` (pruning on the first seed), the `state` tag, and the objective values (or why
+    there are none) as `result`."""
+
+    def __init__(
+        self,
+        trial: optuna.Trial,
+        prune: bool,
+        ctx: TrialContext,
+        run_ids: list[str],
+        final_step: int | None,
+    ) -> None:
+        self.trial = trial
+        self.prune = prune  # False: a later seed, or a sweep without a pruner
+        self.ctx = ctx
+        self.run_ids = run_ids
+        self.final_step = final_step
+        self.trial_sink: TrialSink | None = None
+        self.result: list[float] | str | None = None
+
+    def started(self, run: RunHandle) -> None:
+        self.run_ids.append(run.run_id)
+        record_worker(self.trial, self.ctx.tracker.uri, self.run_ids)
+
+    def sink(self, run: RunHandle) -> MetricSink:
+        trial = self.trial if self.prune else None
+        self.trial_sink = TrialSink(run, self.ctx.sweep, trial, self.final_step)
+        return self.trial_sink
+
+    def interrupted(self, run: RunHandle, exc: BaseException) -> None:
+        if isinstance(exc, optuna.TrialPruned):
+            run.set_tags({TRIAL_STATE_TAG: "pruned"})
+            run.end("KILLED", str(exc))
+        else:  # the handle ends the run FAILED (or KILLED on Ctrl-C)
+            run.set_tags({TRIAL_STATE_TAG: "failed"})
+
+    def ended(self, run: RunHandle, outcome: TrainOutcome) -> None:
+        if outcome.status != "FINISHED":  # the path ends the run FAILED with the reason
+            run.set_tags({TRIAL_STATE_TAG: "failed"})
+            self.result = outcome.failure_reason or "the run failed"
+            return
+        assert self.trial_sink is not None  # the trainer ran
+        try:
+            values = self.trial_sink.values()
+        except ValueError as err:
+            run.set_tags({TRIAL_STATE_TAG: "failed"})
+            run.end("FAILED", str(err))
+            self.result = str(err)
+            return
+        metrics = self.ctx.sweep.metrics
+        run.log_metrics(
+            {f"trial/{m}": v for m, v in zip(metrics, values, strict=True)}, outcome.step
+        )
+        run.set_tags({TRIAL_STATE_TAG: "complete"})
+        self.result = values
