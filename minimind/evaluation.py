@@ -1,7 +1,9 @@
-"""Validation of a model while it trains: the periodic estimate, the exact figure, sample text.
+"""Validation of a model while it trains: the periodic estimate, the exact figure, the downstream
+tasks, sample text.
 
     evaluation = Evaluation(model, forward, data, train_cfg, device, amp_dtype)
-    validation = evaluation.validate(exact=final)   # `val/*_sampled`, and `val/*` when exact
+    validation = evaluation.validate(step, exact=final)  # `val/*_sampled`, `val/*` when exact,
+                                                         # `eval/<task>/*` of `train.evals`
     samples = evaluation.samples(seed)              # continuations of validation prompts
 
 The periodic estimate (`sampled`) scores `train.eval_batches` fixed batches of the held-out split
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,6 +27,9 @@ from minimind import distributed
 from minimind.data import PreparedData, bits_per_byte
 from minimind.data.batches import document_ids, exact_val_windows, fixed_val_batches
 from minimind.device import autocast, pins_memory
+from minimind.downstream.metrics import eval_metric
+from minimind.downstream.scoring import evaluate_task
+from minimind.downstream.tasks import load_task
 from minimind.generation import SamplingOptions
 
 if TYPE_CHECKING:
@@ -56,6 +61,7 @@ class Validation:
 
     sampled: tuple[float, float]
     exact: tuple[float, float] | None = None
+    downstream: dict[str, float] = field(default_factory=dict)  # `eval/<task>/<measure>`
 
     @property
     def final(self) -> tuple[float, float]:
@@ -70,12 +76,13 @@ class Validation:
         return None
 
     def metrics(self) -> dict[str, float]:
-        """`val/loss_sampled`, `val/bpb_sampled` and, when exact, `val/loss`, `val/bpb`."""
+        """`val/loss_sampled`, `val/bpb_sampled`, when exact `val/loss`, `val/bpb`, and the
+        downstream tasks' metrics."""
         metrics: dict[str, float] = {}
         for suffix, (loss, bpb) in self._figures():
             metrics[f"val/loss{suffix}"] = loss
             metrics[f"val/bpb{suffix}"] = bpb
-        return metrics
+        return {**metrics, **self.downstream}
 
     def _figures(self) -> list[tuple[str, tuple[float, float]]]:
         figures = [("_sampled", self.sampled)]
@@ -113,11 +120,28 @@ class Evaluation:
             cfg.eval_batches,
             pin_memory=pins_memory(device),
         )
+        self.tasks = [load_task(task.name, task.path, task.limit) for task in cfg.evals]
 
-    def validate(self, exact: bool) -> Validation:
-        """The periodic estimate and, when `exact`, the whole held-out split."""
+    def validate(self, step: int, exact: bool) -> Validation:
+        """The periodic estimate and, when `exact` (the end of the run), the whole held-out
+        split; the downstream tasks at the end and every `train.evals_every` steps."""
         sampled = self.sampled()
-        return Validation(sampled, self.exact() if exact else None)
+        every = self.cfg.evals_every
+        downstream = exact or every is None or step % every == 0
+        return Validation(
+            sampled, self.exact() if exact else None, self.downstream() if downstream else {}
+        )
+
+    def downstream(self) -> dict[str, float]:
+        """`eval/<task>/<measure>` of every `train.evals` task (`minimind.downstream`). Every
+        rank scores every item, so the figures need no reduction (and an FSDP forward, a
+        collective, runs on all ranks)."""
+        metrics: dict[str, float] = {}
+        with autocast(self.device, self.amp_dtype):
+            for task in self.tasks:
+                scores = evaluate_task(self.model, self.data.tokenizer, task, self.data.eos_id)
+                metrics.update({eval_metric(task.name, k): v for k, v in scores.items()})
+        return metrics
 
     def sampled(self) -> tuple[float, float]:
         """(mean loss in nats per token, bits per byte) over the fixed validation batches."""

@@ -24,6 +24,7 @@ import json
 from dataclasses import dataclass
 
 import torch
+from tokenizers import Tokenizer
 
 from minimind import distributed
 from minimind.data import DataConfig, PreparedData, prepare_data
@@ -34,6 +35,7 @@ from minimind.device import (
     resolve_device,
     resolve_run_device,
 )
+from minimind.downstream.tasks import Task, TaskFileError, load_task, longest_request
 from minimind.model import MiniMindLM
 from minimind.optim import describe_optimizer
 from minimind.plain_table import plain_table
@@ -75,7 +77,33 @@ def plan_run(spec: Spec, world_size: int | None = None) -> Plan:
         if path is not None:
             _check_tokenizer(path)
     _check_outputs(spec, variants)
+    for variant in variants:
+        eval_tasks(variant)
     return Plan(spec, variants, spec_hash(spec))
+
+
+def eval_tasks(variant: Variant) -> list[Task]:
+    """The variant's downstream tasks (`train.evals`), read; SpecError naming a bad file."""
+    tasks = []
+    for i, task in enumerate(variant.spec.train.evals):
+        try:
+            tasks.append(load_task(task.name, task.path, task.limit))
+        except TaskFileError as err:
+            raise SpecError(f"train.evals.{i}.path", str(err)) from None
+    return tasks
+
+
+def _check_eval_lengths(variant: Variant, tokenizer: Tokenizer) -> None:
+    """Every request of every task fits the model's context with this tokenizer."""
+    max_len = variant.spec.model_config_obj().max_seq_len
+    for i, task in enumerate(eval_tasks(variant)):
+        needed = longest_request(task, tokenizer) - 1  # the last token is only a target
+        if needed > max_len:
+            raise SpecError(
+                f"train.evals.{i}",
+                f"task {task.name}: its longest context + continuation needs {needed} tokens of "
+                f"context, more than model.max_seq_len ({max_len}) with this tokenizer",
+            )
 
 
 def _check_tokenizer(path: str) -> None:
@@ -130,6 +158,7 @@ def prepare_all(plan: Plan) -> dict[str, PreparedData]:
                 f"must be <= the {shortest} tokens of the corpus's smaller split, "
                 f"got {variant.spec.train.seq_len}",
             )
+        _check_eval_lengths(variant, prepared.tokenizer)
     return data
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import registry
+from minimind.downstream.metrics import is_maximized_eval
 
 if TYPE_CHECKING:
     import torch
@@ -93,9 +94,10 @@ def curve_metric(metric: str) -> str:
 
 
 def is_maximized(metric: str) -> bool:
-    """Whether a larger value of `metric` is better: throughput and MFU; every other metric
-    (losses, bpb, and any metric the runner does not log) is minimized."""
-    return metric in _MAXIMIZED_METRICS
+    """Whether a larger value of `metric` is better: throughput, MFU and the downstream
+    accuracies (`eval_metric`); every other metric (losses, bpb, and any metric the runner does
+    not log) is minimized."""
+    return metric in _MAXIMIZED_METRICS or is_maximized_eval(metric)
 
 
 def child_run_name(variant: str, seed: int) -> str:

@@ -243,7 +243,7 @@ class Trainer:
         metrics: dict[str, float] = {}
         failure = self._train_metrics(metrics, progress) if train else None
         if failure is None and evaluate:
-            validation = self.evaluation.validate(exact=final)
+            validation = self.evaluation.validate(self.step, exact=final)
             failure = validation.failure(self.step)
             if failure is None:
                 metrics.update(validation.metrics())

@@ -1,4 +1,4 @@
-"""HF twins built by `minimind.hf_interop` compute what the MiniMind modules compute."""
+"""HF twins built by `minimind.hf.convert` compute what the MiniMind modules compute."""
 
 import pytest
 import torch
@@ -7,7 +7,7 @@ pytest.importorskip("transformers")
 
 import registry  # noqa: E402
 from minimind import MiniMindLM, ModelConfig  # noqa: E402
-from minimind.hf_interop import to_hf_llama, to_hf_mixtral_moe  # noqa: E402
+from minimind.hf.convert import to_hf_llama, to_hf_mixtral_moe  # noqa: E402
 
 
 def perturbed(model: torch.nn.Module) -> torch.nn.Module:

@@ -636,6 +636,8 @@ def test_noise_and_power_in_table_and_json(store, capsys) -> None:
     code, out, _ = run_cli(capsys, *argv)
     sd = math.sqrt((0.05**2 * 2 + 0.02**2 * 2) / 4)  # pooled over layernorm and rmsnorm, 4 df
     assert code == 0 and f"Seed-to-seed sd of val/bpb: {sd:.3g} (95% CI" in out
+    spread = abs(np.mean(FINAL_BPB[RMS]) - np.mean(FINAL_BPB[LN]))
+    assert f"Signal-to-noise of val/bpb: {spread / sd:.3g} (" in out
     assert "Sd of the per-seed differences" in out
     unpaired = seeds_for_difference(0.05, sd, design="unpaired")
     assert f"needs seeds per arm: {unpaired} unpaired, " in out

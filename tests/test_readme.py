@@ -130,7 +130,14 @@ RUNS: dict[str, Run] = {
 
 INSTALLS = "installs the package (make's `install` target) before anything else"
 EIGHT_GPUS = "8 ranks: a machine with 8 GPUs (tests/test_ddp.py runs --nproc 2 on CPU ranks)"
+EXPORTED = "a run of the reader's store (tests/test_export.py exports a run and its checkpoint)"
 SKIPPED: dict[str, str] = {
+    "minimind export RUN_ID results/export/my-model": EXPORTED,
+    "minimind export results/checkpoints/EXPERIMENT/PLAN_HASH/VARIANT/seed0/last.pt "
+    "results/export/my-model": EXPORTED,
+    "lm_eval --model hf --model_args pretrained=results/export/my-model,trust_remote_code=True,"
+    "dtype=float32 --tasks arc_easy,hellaswag,piqa --batch_size 1": "downloads its tasks from "
+    "the Hugging Face hub (tests/test_lm_eval.py runs lm-eval on a local task)",
     "make test": f"{INSTALLS}, then runs this suite",
     "make test-slow": f"{INSTALLS}, then runs the slow tests, this one among them",
     "make lint": f"{INSTALLS}; CI runs the linters",

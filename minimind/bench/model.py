@@ -20,7 +20,7 @@ from minimind.bench.results import Row, Target
 from minimind.bench.steps import Trainee
 from minimind.bench.timing import interleave, median, paired_ratio, warm_up
 from minimind.config import ModelConfig
-from minimind.hf_interop import to_hf_llama
+from minimind.hf.convert import to_hf_llama
 from minimind.model import MiniMindLM
 
 SUITE = "model"

@@ -20,7 +20,7 @@ import registry
 from minimind.bench.context import BenchContext
 from minimind.bench.results import Row, Target
 from minimind.bench.timing import interleave, median, paired_ratio
-from minimind.hf_interop import to_hf_mixtral_moe
+from minimind.hf.convert import to_hf_mixtral_moe
 from registry.moe import MoE
 
 SUITE = "moe"

@@ -2,6 +2,26 @@
 
 from types import ModuleType
 
-from minimind.commands import bench, compare, data, registry_info, run, study, sweep, sync
+from minimind.commands import (
+    bench,
+    compare,
+    data,
+    export,
+    registry_info,
+    run,
+    study,
+    sweep,
+    sync,
+)
 
-COMMANDS: list[ModuleType] = [run, sweep, data, compare, study, bench, registry_info, sync]
+COMMANDS: list[ModuleType] = [
+    run,
+    sweep,
+    data,
+    compare,
+    study,
+    bench,
+    export,
+    registry_info,
+    sync,
+]

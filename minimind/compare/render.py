@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from minimind.compare.power import MAX_SEEDS, seeds_for_difference
-from minimind.compare.stats import Noise, family_alpha, power_comparisons
+from minimind.compare.stats import Noise, family_alpha, power_comparisons, signal_to_noise
 from minimind.compare.table import SIZE_PARAMS, SPREAD_METRICS, Comparison
 from minimind.plain_table import plain_table
 from minimind.spec import PowerHint
@@ -357,6 +357,12 @@ def noise_lines(comparison: Comparison, show_noise: bool = True) -> list[str]:
                 f"{noise.high:.3g}; pooled within groups, {noise.df} df; a seed's reruns "
                 "averaged into one value)."
             )
+            snr = signal_to_noise(comparison.table[f"{m}_mean"].to_numpy(), noise.sd)
+            if not _nan(snr):
+                lines.append(
+                    f"Signal-to-noise of {m}: {snr:.3g} (spread of the group means over the "
+                    "seed-to-seed sd; Heineman et al. 2025)."
+                )
         if paired is not None and paired.df > 0:
             lines.append(
                 f"Sd of the per-seed differences of the paired comparisons: {paired.sd:.3g} "

@@ -373,3 +373,15 @@ def pooled_noise(groups: list[np.ndarray], level: float = 1.0 - ALPHA) -> Noise:
     sd = math.sqrt(ss / df)
     low, high = sd_interval(sd, df, level)
     return Noise(sd, low, high, df, level)
+
+
+def signal_to_noise(group_means: np.ndarray, seed_sd: float) -> float:
+    """Heineman et al. (2025, "Signal and Noise")'s ratio for the compared groups: the signal is
+    the spread of the groups' means (max - min), the noise the seed-to-seed sd. Their relative
+    forms both divide by the mean score, which cancels. NaN with fewer than two groups or no
+    noise measured. Larger: the metric tells these groups apart more reliably."""
+    means = np.asarray(group_means, dtype=float)
+    means = means[np.isfinite(means)]
+    if len(means) < 2 or not seed_sd > 0:
+        return math.nan
+    return float((means.max() - means.min()) / seed_sd)

@@ -69,6 +69,16 @@ class ScheduleConfig(Section):
     decay_fraction: float = Field(default=0.2, gt=0, le=1)
 
 
+class EvalTaskConfig(Section):
+    """A downstream task scored in the training loop (`minimind.downstream`): its items from the
+    JSONL file at `path` (relative to the working directory), the first `limit` of them (null:
+    all), logged as `eval/<name>/acc`, `acc_norm`, `acc_centered` and `bpb`."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    path: str = Field(min_length=1)
+    limit: int | None = Field(default=200, gt=0)
+
+
 class TrainConfig(Section):
     """The training loop. The run ends at the first of `steps`, `tokens` or `time_limit` (seconds).
 
@@ -108,6 +118,18 @@ class TrainConfig(Section):
     # The LM head and loss computed this many tokens at a time, never holding every token's
     # logits (`minimind.loss`); null: the whole batch's logits at once.
     loss_chunk_tokens: int | None = Field(default=None, gt=0)
+    # Downstream tasks scored at the evaluations every `evals_every` steps (a multiple of
+    # eval_every; null: every evaluation) and at the end (`minimind.downstream`).
+    evals: list[EvalTaskConfig] = Field(default_factory=list)
+    evals_every: int | None = Field(default=None, gt=0)
+
+    @field_validator("evals")
+    @classmethod
+    def _distinct_eval_names(cls, evals: list[EvalTaskConfig]) -> list[EvalTaskConfig]:
+        names = [task.name for task in evals]
+        if len(set(names)) < len(names):
+            raise ValueError(f"task names must be distinct, got {names}")
+        return evals
 
     @field_validator("parallel")
     @classmethod
@@ -127,6 +149,15 @@ class TrainConfig(Section):
         if self.steps is not None and warmup is not None and warmup >= self.steps:
             field_error(
                 ("schedule", "warmup"), f"must be < train.steps ({self.steps}), got {warmup}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _evals_at_evaluations(self) -> TrainConfig:
+        if self.evals_every is not None and self.evals_every % self.eval_every:
+            field_error(
+                ("evals_every",),
+                f"must be a multiple of train.eval_every ({self.eval_every}), got {self.evals_every}",
             )
         return self
 

@@ -97,6 +97,10 @@ def spec_hash(spec: Spec) -> str:
     if content["train"]["loss_chunk_tokens"] is None:
         # Keeps the hash of specs from before the option existed (the loss is the same).
         del content["train"]["loss_chunk_tokens"]
+    if not content["train"]["evals"]:  # as above: no downstream tasks, the run of before
+        del content["train"]["evals"]
+    if content["train"]["evals_every"] is None:
+        del content["train"]["evals_every"]
     canonical = json.dumps({"model": model, **content}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 

@@ -9,7 +9,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from minimind import MiniMindLM, ModelConfig
 from minimind.bench.steps import Trainee
-from minimind.hf_interop import to_hf_llama
+from minimind.hf.convert import to_hf_llama
 
 torch.set_num_threads(2)
 torch.manual_seed(0)

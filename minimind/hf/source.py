@@ -1,0 +1,106 @@
+"""What `minimind export` exports: the model, its trained weights and its tokenizer, from a run
+(an MLflow child run id) or from one of its checkpoints (`last.pt`).
+
+A checkpoint holds the weights and the ids of its MLflow runs (`run_ids`); the run holds the
+resolved spec it trained (`spec.yaml`, so the model's config and the data it was tokenized with)
+and, through its tags, where its checkpoint is (`record.checkpoint_path`). The tokenizer is the
+one the run trained with, from the data cache (`prepare_data`, which rebuilds it where the cache
+is gone).
+"""
+
+from __future__ import annotations
+
+import pickle
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tokenizers import Tokenizer
+
+from minimind.checkpoint import OWNER_KEY, CheckpointError, load_checkpoint
+from minimind.config import ModelConfig
+from minimind.record import checkpoint_path
+from minimind.spec import SpecError, load_spec
+
+
+class SourceError(Exception):
+    """A run or checkpoint that cannot be exported; the message says which and why."""
+
+
+@dataclass
+class TrainedModel:
+    config: ModelConfig
+    weights: dict[str, Any]  # MiniMindLM state dict
+    tokenizer: Tokenizer
+    run_id: str
+
+
+def load_source(source: str, tracking_uri: str) -> TrainedModel:
+    """The model of `source`: a checkpoint file, or the id of a child run in `tracking_uri`."""
+    state = None
+    run_id = source
+    if Path(source).is_file():
+        try:
+            state = load_checkpoint(source)
+        except CheckpointError as exc:
+            raise SourceError(str(exc)) from exc
+        except pickle.UnpicklingError as exc:  # a pickle that is not weights-only: refused
+            raise SourceError(f"{source}: not a readable checkpoint ({exc!s:.80})") from exc
+        run_ids = state.get(OWNER_KEY) if isinstance(state, dict) else None
+        if not isinstance(run_ids, dict) or "child" not in run_ids or "model" not in state:
+            raise SourceError(f"{source}: not a minimind training checkpoint")
+        run_id = run_ids["child"]
+    run = _child_run(run_id, tracking_uri, source)
+    spec = _run_spec(run_id, tracking_uri)
+    if state is None:
+        path = checkpoint_path(
+            spec.train.checkpoint_dir,
+            spec.tracking.experiment,
+            run.data.tags["spec_hash"],
+            run.data.tags["variant"],
+            int(run.data.tags["seed"]),
+        )
+        if not path.is_file():
+            raise SourceError(f"run {run_id}: its checkpoint {path} does not exist")
+        try:
+            state = load_checkpoint(path)
+        except CheckpointError as exc:
+            raise SourceError(f"run {run_id}: {exc}") from exc
+    from minimind.data.prepare import prepare_data
+
+    tokenizer = prepare_data(spec.data).tokenizer
+    return TrainedModel(spec.model_config_obj(), state["model"], tokenizer, run_id)
+
+
+def _child_run(run_id: str, tracking_uri: str, source: str) -> Any:
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    try:
+        run = MlflowClient(tracking_uri).get_run(run_id)
+    except MlflowException as exc:
+        what = "checkpoint of run" if run_id != source else "no checkpoint file and no run"
+        raise SourceError(f"{source}: {what} {run_id!r} in {tracking_uri}") from exc
+    if run.data.tags.get("minimind.role") != "child":
+        raise SourceError(f"{source}: run {run_id} is not a training run (a variant x seed)")
+    return run
+
+
+def _run_spec(run_id: str, tracking_uri: str) -> Any:
+    import mlflow
+
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            path = mlflow.artifacts.download_artifacts(
+                run_id=run_id,
+                artifact_path="spec.yaml",
+                dst_path=scratch,
+                tracking_uri=tracking_uri,
+            )
+        except Exception as exc:  # MLflow raises several kinds for a missing artifact
+            raise SourceError(f"run {run_id}: its spec.yaml artifact cannot be read") from exc
+        try:
+            return load_spec(path)
+        except SpecError as exc:
+            raise SourceError(f"run {run_id}: its spec.yaml: {exc}") from exc
