@@ -53,6 +53,7 @@ TRIAL_STATE_TAG = "state"  # `complete`, `pruned` or `failed`
 # The process that owns a parent run, so that a later invocation can tell that it died.
 PID_TAG = "minimind.pid"
 HOST_TAG = "minimind.host"
+PID_START_TAG = "minimind.pid_start"  # the process's start time: a reused pid is another process
 
 RUN_METRICS: tuple[str, ...] = (
     "train/loss",
@@ -106,9 +107,15 @@ def trial_run_name(number: int, seed: int, n_seeds: int) -> str:
 
 
 def process_tags() -> dict[str, str]:
-    """The tags naming this process (its id and host): a RUNNING run whose process is gone is
-    stale (`Tracker.close_dead_parents`)."""
-    return {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+    """The tags naming this process (its id, start time and host): a RUNNING run whose process is
+    gone is stale (`Tracker.close_dead_parents`)."""
+    from minimind.processes import start_time
+
+    tags = {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+    started = start_time(os.getpid())
+    if started is not None:
+        tags[PID_START_TAG] = started
+    return tags
 
 
 def parent_tags(plan_hash: str) -> dict[str, str]:

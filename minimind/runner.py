@@ -126,7 +126,8 @@ def _print_comparison_unless_unreachable(uri: str, experiment: str, parent_run_i
 def _open_parent(tracker: Tracker, plan: Plan, resume: bool) -> tuple[RunHandle, dict[str, Run]]:
     """The parent run (new, or reopened with `resume`) and its earlier children by name."""
     spec = plan.spec
-    for parent_id in tracker.close_dead_parents(parent_tags(plan.plan_hash)):
+    # Every dead invocation of the experiment, whatever its spec: none else would ever close it.
+    for parent_id in tracker.close_dead_parents():
         distributed.main_print(
             f"closed parent run {parent_id} of a dead earlier invocation as KILLED"
         )

@@ -21,6 +21,8 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH
 
 from minimind.cli import main as cli_main
+from minimind.processes import start_time
+from minimind.record import HOST_TAG, PID_START_TAG, PID_TAG
 from minimind.tracking import RunHandle, Tracker, git_commit
 from minimind.tracking.backend import connect, sqlite_db_path, store_problem
 
@@ -398,3 +400,30 @@ def test_git_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         ["git", "log", "-1", "--format=%H"], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert git_commit() == expected and len(expected) == 40
+
+
+def test_every_dead_parent_of_the_experiment_is_closed_and_a_reused_pid_is_dead(
+    tracker: Tracker,
+) -> None:
+    """A SIGKILLed invocation of one spec is closed by the next invocation of any spec; a pid
+    now held by another process (another start time) does not keep its runs RUNNING."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    host = socket.gethostname()
+    me, my_start = str(os.getpid()), start_time(os.getpid())
+    dead = tracker.start_parent("a", {"spec_hash": "h1", PID_TAG: str(gone.pid), HOST_TAG: host})
+    reused = tracker.start_parent(
+        "b", {"spec_hash": "h2", PID_TAG: me, PID_START_TAG: "1", HOST_TAG: host}
+    )
+    alive = tracker.start_parent(
+        "c", {"spec_hash": "h3", PID_TAG: me, PID_START_TAG: my_start, HOST_TAG: host}
+    )
+    elsewhere = tracker.start_parent("d", {PID_TAG: str(gone.pid), HOST_TAG: "another-host"})
+    for handle in (dead, reused, alive, elsewhere):
+        handle.flush()
+
+    closed = tracker.close_dead_parents()
+
+    assert sorted(closed) == sorted([dead.run_id, reused.run_id])
+    status = {h.run_id: tracker.client.get_run(h.run_id).info.status for h in (alive, elsewhere)}
+    assert set(status.values()) == {"RUNNING"}

@@ -22,6 +22,7 @@ from minimind.atomic_file import atomic_open, atomic_write_text
 from minimind.data.chunking import text_chunks
 from minimind.data.sources import Corpus, Piece, documents
 from minimind.data.tokenizer import with_specials
+from minimind.processes import stop_when_orphaned
 
 SPLITS = ("train", "val")
 
@@ -86,8 +87,10 @@ def tokenize_piece(job: ShardJob) -> dict:
 
 
 def worker_init() -> None:
-    """In a worker process: one tokenizer thread each, as the processes already use every core."""
+    """In a worker process: one tokenizer thread each, as the processes already use every core;
+    the worker ends with its parent (a `kill -9` of `data prepare` or `run` leaves no orphan)."""
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    stop_when_orphaned()
 
 
 class TokenStream:

@@ -8,7 +8,6 @@ and child runs tagged `minimind.role=child` with `mlflow.parentRunId`.
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 from collections.abc import Iterable, Mapping
@@ -18,6 +17,7 @@ from typing import Any
 from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 
+from minimind.processes import is_alive
 from minimind.record import (
     CHILD_ROLE,
     FAILURE_REASON_TAG,
@@ -25,6 +25,7 @@ from minimind.record import (
     HOST_TAG,
     PARENT_ROLE,
     PARENT_TAG,
+    PID_START_TAG,
     PID_TAG,
     ROLE_TAG,
 )
@@ -229,31 +230,24 @@ class Tracker:
             self._retry.call(lambda run_id=run_id: self.client.set_terminated(run_id, status))
         return stale
 
-    def close_dead_parents(self, tags: Mapping[str, str]) -> list[str]:
-        """End KILLED every RUNNING parent with `tags` whose process (tags `minimind.pid` and
-        `minimind.host`) is known dead, with its RUNNING children; returns the parents' ids.
+    def close_dead_parents(self, tags: Mapping[str, str] | None = None) -> list[str]:
+        """End KILLED every RUNNING parent (with `tags`, when given) whose process (tags
+        `minimind.pid`, `minimind.pid_start` and `minimind.host`) is known dead, with its RUNNING
+        children; returns the parents' ids.
 
-        A SIGKILLed invocation leaves its runs RUNNING; the next invocation of the same spec
-        closes them. A parent of another host, or without the tags, is left alone: its liveness
-        cannot be checked from here.
+        A SIGKILLed invocation leaves its runs RUNNING; the next invocation of any spec of the
+        experiment closes them. A process whose pid now names another process (a later start
+        time) is dead. A parent of another host, or without the tags, is left alone: its
+        liveness cannot be checked from here.
         """
         closed = []
-        for run in self.find_runs({ROLE_TAG: PARENT_ROLE, **tags}, ["RUNNING"]):
+        for run in self.find_runs({ROLE_TAG: PARENT_ROLE, **(tags or {})}, ["RUNNING"]):
             pid, host = run.data.tags.get(PID_TAG), run.data.tags.get(HOST_TAG)
-            if host == socket.gethostname() and pid is not None and not _alive(int(pid)):
+            started = run.data.tags.get(PID_START_TAG)
+            if host == socket.gethostname() and pid is not None and not is_alive(int(pid), started):
                 self.fail_stale_runs(run.info.run_id)
                 closed.append(run.info.run_id)
         return closed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)  # signal 0: only asks whether the process exists
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
 
 
 def _quote(value: str) -> str:
