@@ -92,10 +92,10 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
 
 def load_latest_checkpoint(
     path: str | Path, map_location: str | torch.device = "cpu"
-) -> dict[str, Any] | None:
-    """The checkpoint at `path`, or, if that one is missing or unreadable, the previous one
-    (`previous_path`); None when there is neither. A damaged file is named on stderr; when both
-    are damaged, `CheckpointError` names both."""
+) -> tuple[dict[str, Any], Path] | None:
+    """The checkpoint at `path` and that path, or, if that one is missing or unreadable, the
+    previous one (`previous_path`) and its path; None when there is neither. A damaged file is
+    named on stderr; when both are damaged, `CheckpointError` names both and how to recover."""
     errors = []
     for candidate in (Path(path), previous_path(path)):
         if not candidate.is_file():
@@ -108,9 +108,12 @@ def load_latest_checkpoint(
             continue
         if errors:
             print(f"minimind: checkpoint: resuming from {candidate} instead", file=sys.stderr)
-        return state
+        return state, candidate
     if errors:
-        raise CheckpointError("; ".join(errors))
+        raise CheckpointError(
+            "; ".join(errors) + f"; no checkpoint of this run can be resumed: to start it afresh, "
+            f"delete {Path(path).parent} and run again with --resume"
+        )
     return None
 
 

@@ -188,13 +188,13 @@ def run_child(
         trainer = Trainer(model_cfg, spec.train, data[data_key(spec.data)], seed, device)
         # On the CPU: the RNG states must be CPU tensors, and load_state_dict moves the rest
         # to the device of the parameters (and the trainer's tensors) it is loaded into.
-        state = load_latest_checkpoint(path) if earlier is not None else None
+        found = load_latest_checkpoint(path) if earlier is not None else None
         # A checkpoint of another invocation of the same spec is not this run's.
-        if state is not None and state["run_ids"].get("child") == handle.run_id:
-            trainer.load_state_dict(state)
+        if found is not None and found[0]["run_ids"].get("child") == handle.run_id:
+            trainer.load_state_dict(found[0])
         if earlier is not None:
-            distributed.main_print(
-                f"{name}: resumed at step {trainer.step} from {path}"
+            distributed.main_print(  # the file loaded: last.prev.pt when last.pt was damaged
+                f"{name}: resumed at step {trainer.step} from {found[1] if found else path}"
                 if trainer.step
                 else f"{name}: no checkpoint of this run at {path}; restarting at step 0"
             )

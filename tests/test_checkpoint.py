@@ -146,14 +146,15 @@ def test_a_truncated_checkpoint_is_named_and_resume_falls_back_to_the_previous_o
     second = {"step": 2, "weights": torch.arange(50_000, dtype=torch.float32) * 2}
     save_checkpoint(path, first)
     save_checkpoint(path, second)
-    assert load_latest_checkpoint(path)["step"] == 2
+    assert load_latest_checkpoint(path)[0]["step"] == 2
     with path.open("r+b") as f:
         f.truncate(path.stat().st_size // 2)
 
     with pytest.raises(CheckpointError, match=re.escape(str(path))):
         load_checkpoint(path)
-    state = load_latest_checkpoint(path)
+    state, loaded = load_latest_checkpoint(path)
     assert state["step"] == 1 and torch.equal(state["weights"], first["weights"])
+    assert loaded == previous_path(path)  # what the resume message names
     err = capsys.readouterr().err
     assert str(path) in err and str(previous_path(path)) in err
 
@@ -162,6 +163,8 @@ def test_a_truncated_checkpoint_is_named_and_resume_falls_back_to_the_previous_o
     with pytest.raises(CheckpointError) as caught:
         load_latest_checkpoint(path)
     assert str(path) in str(caught.value) and str(previous_path(path)) in str(caught.value)
+    # ... and how to recover: start the seed afresh
+    assert f"delete {path.parent} and run again with --resume" in str(caught.value)
     assert load_latest_checkpoint(tmp_path / "none" / "last.pt") is None
 
 
