@@ -14,7 +14,6 @@ from their checkpoints and starts the missing ones.
 
 from __future__ import annotations
 
-import traceback
 from typing import TYPE_CHECKING
 
 from minimind import distributed
@@ -33,6 +32,7 @@ from minimind.record import (
     parent_tags,
     process_tags,
 )
+from minimind.redact import print_exception, redact
 from minimind.spec import Spec, SpecError, Variant, dump_spec, flatten
 from minimind.train import Trainer, TrainOutcome
 
@@ -88,8 +88,8 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
                     continue
                 try:
                     outcome = run_child(tracker, parent, plan, variant, seed, data, child)
-                except Exception:
-                    traceback.print_exc()
+                except Exception as exc:
+                    print_exception(exc)
                     failed.append(name)
                     distributed.main_print(f"{name}: FAILED (exception above)")
                     continue
@@ -100,7 +100,7 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
             parent.end("FAILED", f"{len(failed)} of {plan.n_runs} runs failed: {', '.join(failed)}")
     if distributed.is_main_process():
         _print_comparison_unless_unreachable(tracker.uri, spec.tracking.experiment, parent.run_id)
-        print(f"\nbrowse the runs: mlflow ui --backend-store-uri {tracker.uri}")
+        print(redact(f"\nbrowse the runs: mlflow ui --backend-store-uri {tracker.uri}"))
     return EXIT_FAILED if failed else EXIT_OK
 
 
@@ -116,10 +116,15 @@ def _print_comparison_unless_unreachable(uri: str, experiment: str, parent_run_i
     except Exception as exc:
         if not is_transient(exc):
             raise
-        print(f"\ncomparison skipped: the tracking server {uri} did not answer ({first_line(exc)})")
+        print(
+            redact(
+                f"\ncomparison skipped: the tracking server {uri} did not answer "
+                f"({first_line(exc)})"
+            )
+        )
         print(
             f"once it is back, import what was kept locally: minimind sync {DEFAULT_FALLBACK_DIR}/"
-            f"\nthen compare: minimind compare {experiment} --tracking-uri {uri}"
+            + redact(f"\nthen compare: minimind compare {experiment} --tracking-uri {uri}")
         )
 
 

@@ -36,6 +36,7 @@ from minimind.sweep.liveness import release_orphans
 from minimind.sweep.objective import TrialContext, TrialObjective
 from minimind.sweep.storage import open_storage
 from minimind.sweep.study import open_study, progress
+from minimind.verbosity import quiet_optuna
 
 POLL_S = 2.0
 GIVE_UP_AFTER = 5
@@ -179,6 +180,7 @@ def worker_main(job: WorkerJob) -> None:
         # one SIGINT on to each worker (`_stop`), as it does for a `kill -INT` of its pid.
         os.setpgid(0, 0)
     keep_freed_memory()  # a spawned process starts with glibc's defaults again
+    quiet_optuna()  # a spawned process starts with Optuna's INFO level again
     install_termination_handlers()
     stop_when_orphaned()  # a SIGKILLed driver leaves no worker training unattended
     try:
