@@ -80,7 +80,7 @@ class MoE(declared.MoE, nn.Module):
     """Mixture of experts: x [B, T, dim] -> [B, T, dim]; sets `aux_loss` (0-dim) and
     `expert_load` ([n_experts], the fraction of the routed assignments each expert took)."""
 
-    def __init__(self, options: declared.MoE.Options, *, dim: int, dropout: float) -> None:
+    def __init__(self, options: declared.MoE.Options, *, dim: int, dropout: float = 0.0) -> None:
         super().__init__()
         self.options = options
         self.router = nn.Linear(dim, options.n_experts, bias=False)

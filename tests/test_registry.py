@@ -271,3 +271,20 @@ def test_cli_lists_plugin_components(tmp_path, monkeypatch, scratch_registry, ca
     assert main(["registry", "norm", "--plugin", "user_norms_plugin_cli"]) == 0
     assert "  scalenorm  (aliases: scale-norm)" in capsys.readouterr().out
     monkeypatch.delitem(sys.modules, "user_norms_plugin_cli")
+
+
+@pytest.mark.parametrize(
+    ("slot", "name", "dims"),
+    [
+        ("mlp", "relu2", {"dim": 16}),
+        ("mlp", "swiglu", {"dim": 16}),
+        ("mlp", "moe", {"dim": 16}),
+        ("attention", "gqa", {"dim": 16, "n_heads": 2, "n_kv_heads": 1, "head_dim": 8}),
+    ],
+)
+def test_components_build_without_dropout_which_defaults_to_none(slot, name, dims) -> None:
+    """`registry.build("mlp", "relu2", dim=16)` from Python: the sizes alone, no dropout."""
+    module = registry.build(slot, name, **dims)
+    rates = [m.p for m in module.modules() if isinstance(m, torch.nn.Dropout)]
+    assert rates == [0.0] * len(rates)
+    assert registry.count_params(slot, name, **dims) == sum(p.numel() for p in module.parameters())
