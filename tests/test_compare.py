@@ -769,3 +769,24 @@ def test_report_figures_tokens_in_engineering_notation_and_no_truncated_bars(nor
     # No bar whose length encodes the value on an axis that does not start at zero.
     assert not [p for p in final.axes[0].patches if isinstance(p, Rectangle)]
     assert final.axes[0].lines  # the mean ± std intervals
+
+
+def test_a_running_run_is_counted_as_running_not_failed() -> None:
+    """A run still training (or another invocation's, live) is not "+1 failed"."""
+    from minimind.compare.render import seed_count
+    from minimind.compare.table import SIZE_PARAMS, _group_row
+
+    statuses = ["FINISHED"] * 3 + ["FAILED", "RUNNING"]
+    every_run = pd.DataFrame(
+        {
+            "status": statuses,
+            "seed": range(5),
+            **{key: 1.0 for key in SIZE_PARAMS},
+            **{key: [3.0, 3.1, 3.2, None, None] for key in ("val/loss", "val/bpb", "val/bpb_best")},
+            **{key: 1.0 for key in ("perf/tokens_per_s", "perf/mfu", "sys/peak_mem_mb", "wall_s")},
+        }
+    )
+    row = _group_row("a", every_run.iloc[:3], every_run, "val/bpb")
+    assert (row["n"], row["n_failed"], row["n_running"]) == (3, 1, 1)
+    assert seed_count(row) == "3 (+1 failed, +1 running)"
+    assert seed_count({**row, "n_failed": 0, "n_running": 0}) == "3"
