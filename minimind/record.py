@@ -53,6 +53,9 @@ TRIAL_STATE_TAG = "state"  # `complete`, `pruned` or `failed`
 # The process that owns a parent run, so that a later invocation can tell that it died.
 PID_TAG = "minimind.pid"
 HOST_TAG = "minimind.host"
+# A run created while the tracking server was away lives first in a fallback file under a local
+# id; `minimind sync` creates it with this tag, by which a second sync finds it again.
+OFFLINE_ID_TAG = "minimind.offline_id"
 PID_START_TAG = "minimind.pid_start"  # the process's start time: a reused pid is another process
 
 RUN_METRICS: tuple[str, ...] = (

@@ -427,3 +427,47 @@ def test_every_dead_parent_of_the_experiment_is_closed_and_a_reused_pid_is_dead(
     assert sorted(closed) == sorted([dead.run_id, reused.run_id])
     status = {h.run_id: tracker.client.get_run(h.run_id).info.status for h in (alive, elsewhere)}
     assert set(status.values()) == {"RUNNING"}
+
+
+class DownForCreation:
+    """An MlflowClient whose server is down for creating runs (a refused connection)."""
+
+    def __init__(self, client: MlflowClient) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str):
+        return getattr(self._client, name)
+
+    def create_run(self, *args, **kwargs):
+        raise MlflowException("Connection refused")  # INTERNAL_ERROR, like a dead server
+
+
+def test_a_run_created_while_the_server_is_away_trains_into_the_fallback_file_and_syncs(
+    tracker: Tracker, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The server dies between two seeds: the next seed's run cannot be created. It records to
+    the fallback file like the runs that spilled, and `minimind sync` creates it, once."""
+    parent = tracker.start_parent("invocation")
+    parent.flush()
+    tracker.client = DownForCreation(tracker.client)
+    tracker.outage_s = 0.3
+    tracker._retry.limit_s = 0.3
+
+    child = tracker.start_child(parent, "v/seed1", {"seed": 1}, {"variant": "v"})
+    for step in range(5):
+        child.log_metrics({"train/loss": 10.0 - step}, step)
+    child.log_text("sample", "samples/gen.txt")
+    child.end("FINISHED")
+    path = tmp_path / "fallback" / f"{child.run_id}.jsonl"
+    assert child.spilled_to == path and path.exists()
+    assert f"minimind sync {path}" in capfd.readouterr().err
+    tracker.client = tracker.client._client
+    assert tracker.children(parent.run_id) == []  # the server never saw it
+
+    for _ in range(2):  # idempotent: the second sync finds the run the first one created
+        assert cli_main(["sync", str(path), "--tracking-uri", tracker.uri]) == 0
+    (run,) = tracker.children(parent.run_id)
+    assert run.info.run_name == "v/seed1" and run.info.status == "FINISHED"
+    assert run.data.params["seed"] == "1" and run.data.tags["variant"] == "v"
+    assert steps_of(tracker.client, run.info.run_id, "train/loss") == list(range(5))
+    assert "0 metric points sent, 5 already logged" in capfd.readouterr().out

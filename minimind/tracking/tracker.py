@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import time
+import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ from minimind.record import (
 )
 from minimind.tracking.backend import connect, default_artifact_location
 from minimind.tracking.ops import logged_steps, tag_value
-from minimind.tracking.retry import RetryClock, first_line, is_transient
+from minimind.tracking.retry import OutageExceeded, RetryClock, first_line, is_transient, notice
 from minimind.tracking.run import DEFAULT_FALLBACK_DIR, RunHandle, outage_limit
 
 STALE_REASON = "the process died without ending the run (SIGKILL, OOM kill or power loss)"
@@ -142,10 +144,41 @@ class Tracker:
         if self._git_commit is not None:
             tags.setdefault(GIT_COMMIT_TAG, self._git_commit)
         tags = {key: tag_value(value) for key, value in tags.items()}
-        run = self._retry.call(
-            lambda: self.client.create_run(self.experiment_id, run_name=name, tags=tags)
-        )
+        try:
+            run = self._retry.call(
+                lambda: self.client.create_run(self.experiment_id, run_name=name, tags=tags)
+            )
+        except OutageExceeded:
+            return self._offline(name, tags)
         return self._handle(run.info.run_id, name)
+
+    def _offline(self, name: str, tags: dict[str, str]) -> RunHandle:
+        """A run the server, away past the outage limit, could not create: it trains and
+        records into its fallback file under a local id, like the runs that spilled there, and
+        `minimind sync` creates it on the server."""
+        create = {
+            "experiment_id": self.experiment_id,
+            "run_name": name,
+            "tags": tags,
+            "start_time": int(time.time() * 1000),
+        }
+        handle = RunHandle(
+            self.client,
+            uuid.uuid4().hex,
+            name=name,
+            tracking_uri=self.uri,
+            outage_s=self.outage_s,
+            fallback_dir=self.fallback_dir,
+            flush_interval_s=self.flush_interval_s,
+            create=create,
+        )
+        path = handle.spilled_to
+        notice(
+            f"tracking server {self.uri} unreachable for more than {self.outage_s:g} s; run "
+            f"{name} trains and records to {path}. Once the server is back, import it with: "
+            f"minimind sync {path}"
+        )
+        return handle
 
     def resume_run(self, run_id: str) -> RunHandle:
         """Reopen a run (status back to RUNNING, `failure_reason` cleared) to continue logging.
