@@ -56,6 +56,11 @@ def run_spec(spec: Spec, *, dry_run: bool = False, resume: bool = False) -> int:
 
             print(power_hint(plan.spec.power, len(plan.variants), len(plan.spec.seeds)))
         return EXIT_OK
+    from minimind.tracking.backend import reachability_problem
+
+    problem = reachability_problem(spec.tracking.uri)  # a stopped server: before tokenizing
+    if problem is not None:
+        return fail(f"tracking.uri: {problem}")
     try:
         with distributed.main_process_first():  # rank 0 fills the token cache, then the others
             data = prepare_all(plan)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -636,3 +637,43 @@ def test_an_unreachable_tracking_server_at_start_exits_2_at_once(write_spec):
         result.stderr
     )
     assert "Traceback" not in result.stderr
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_tracking_store_that_does_not_answer_is_reported_before_tokenizing(
+    write_spec, tmp_path, capsys
+):
+    """A stopped MLflow server or database: one line, exit 2, and the corpus left untokenized
+    (no cache written); a database password never printed."""
+    cache = tmp_path / "fresh-cache"
+    for uri in (
+        f"http://127.0.0.1:{_closed_port()}",
+        f"postgresql://u:hunter2@127.0.0.1:{_closed_port()}/db",
+    ):
+        path = write_spec(tracking={"uri": uri}, data={"cache_dir": str(cache)})
+        assert main(["run", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: tracking.uri: ") and err.count("\n") == 1, err
+        assert "does not answer" in err and "hunter2" not in err
+    assert not cache.exists()
+
+
+def test_a_sqlite_tracking_uri_at_a_text_file_is_refused_and_no_lock_is_left_beside_it(
+    write_spec, tmp_path, capsys
+):
+    notes = tmp_path / "notes" / "mine.txt"
+    notes.parent.mkdir()
+    notes.write_text("my notes\n")
+    path = write_spec(tracking={"uri": f"sqlite:///{notes}"})
+    for argv in (["run", str(path), "--dry-run"], ["run", str(path)]):
+        assert main(argv) == 2
+        assert (
+            capsys.readouterr().err == f"error: tracking.uri: {notes} is not an SQLite database\n"
+        )
+    assert [p.name for p in notes.parent.iterdir()] == ["mine.txt"]
+    assert notes.read_text() == "my notes\n"

@@ -100,10 +100,10 @@ class Tracker:
         try:
             return self._ensure_experiment()
         except Exception as exc:
-            if not is_transient(exc):
-                raise
+            problem = "is unreachable" if is_transient(exc) else "answered with an error"
+            # An HTML page of another server (a 404, a login form) is no traceback to show.
             raise TrackingUnreachable(
-                f"tracking.uri: the tracking server {self.uri} is unreachable "
+                f"tracking.uri: the tracking server {self.uri} {problem} "
                 f"({first_line(exc)}); start it, or set tracking.uri to one that answers"
             ) from None
 
