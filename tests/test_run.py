@@ -452,15 +452,6 @@ def test_dry_run_shows_the_precision_auto_resolves_to_on_this_machine(
         assert row.endswith(shown), row
 
 
-def test_dry_run_warns_when_the_training_state_cannot_fit(write_spec, monkeypatch, capsys):
-    path = write_spec()
-    assert main(["run", str(path), "--dry-run"]) == 0
-    assert "warning:" not in capsys.readouterr().out
-    monkeypatch.setattr("minimind.plan.device_memory_bytes", lambda device: 1024)
-    assert main(["run", str(path), "--dry-run"]) == 0
-    assert "parameters, gradients and AdamW state need" in capsys.readouterr().out
-
-
 def test_resume_after_sigkill_matches_an_uninterrupted_run(write_spec, mlflow_uri, tmp_path):
     """`python -m minimind run` is killed with SIGKILL at a random step after its first checkpoint;
     `--resume` must end with the weights and metrics of an uninterrupted run, in the same runs."""
@@ -677,3 +668,36 @@ def test_a_sqlite_tracking_uri_at_a_text_file_is_refused_and_no_lock_is_left_bes
         )
     assert [p.name for p in notes.parent.iterdir()] == ["mine.txt"]
     assert notes.read_text() == "my notes\n"
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ("model.vocab_size=1000000000000", "model.vocab_size"),
+        ("train.batch_size=100000000", "train.batch_size"),
+    ],
+)
+def test_sizes_that_cannot_fit_are_refused_with_a_memory_estimate(
+    write_spec, capsys, override, field
+):
+    assert main(["run", str(write_spec()), "-o", override, "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {field}: ") and "cannot fit: it needs about " in err
+    assert "GiB" in err and err.count("\n") == 1
+
+
+def test_the_dry_run_warns_of_a_batch_beyond_the_memory_with_its_estimate(
+    write_spec, capsys, monkeypatch
+):
+    import minimind.plan as plan_module
+
+    path = write_spec()
+    (variant, *_) = plan_module.plan_run(load_spec(path)).variants
+    need = plan_module.memory_estimate(variant).total
+    assert plan_module.memory_estimate(variant).activations > 0
+    assert main(["run", str(path), "--dry-run"]) == 0
+    assert "warning:" not in capsys.readouterr().out
+    monkeypatch.setattr(plan_module, "device_memory_bytes", lambda device: need // 2)
+    assert main(["run", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"warning: {variant.name} needs about " in out and "activations and logits" in out
