@@ -357,3 +357,18 @@ def test_tokenization_workers_die_with_their_killed_parent(tmp_path):
         time.sleep(0.1)
     os.kill(worker, signal.SIGKILL)
     pytest.fail("the tokenization worker outlived its SIGKILLed parent by 10 s")
+
+
+@pytest.mark.parametrize(
+    ("num_proc", "pieces", "cores", "expected"),
+    [
+        (None, 8, 1, 1),  # one process, the tokenizer's own threads
+        (None, 8, 2, 1),
+        (None, 16, 16, 16),  # a process per core, one tokenizer thread each
+        (None, 3, 16, 3),  # never more processes than pieces (each then gets 5 threads)
+        (4, 8, 2, 4),  # the user's num_proc wins
+        (4, 2, 2, 2),
+    ],
+)
+def test_processes_or_threads_by_core_count(num_proc, pieces, cores, expected):
+    assert prepare_module.tokenizing_processes(num_proc, pieces, cores) == expected

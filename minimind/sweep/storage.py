@@ -107,5 +107,6 @@ def _local_file(url: str) -> Path | None:
     if url.startswith("sqlite"):
         import sqlalchemy
 
-        return Path(sqlalchemy.engine.make_url(url).database).expanduser()
+        database = sqlalchemy.engine.make_url(url).database
+        return Path(database).expanduser() if database else None
     return None
