@@ -790,3 +790,19 @@ def test_a_running_run_is_counted_as_running_not_failed() -> None:
     assert (row["n"], row["n_failed"], row["n_running"]) == (3, 1, 1)
     assert seed_count(row) == "3 (+1 failed, +1 running)"
     assert seed_count({**row, "n_failed": 0, "n_running": 0}) == "3"
+
+
+def test_bad_tracking_uri_and_report_dir_are_one_line_exit_2_and_write_nothing(tmp_path, capsys):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a database\n")
+    cases = [
+        (["--tracking-uri", "foo://bar"], "--tracking-uri: MLflow has no tracking store"),
+        (["--tracking-uri", f"sqlite:///{notes}"], f"--tracking-uri: {notes} is not an SQLite"),
+        (["--report", "--report-dir", str(notes)], f"--report-dir: {notes} is not a directory"),
+    ]
+    for options, expected in cases:
+        assert main(["compare", "quickstart", *options]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {expected}") and err.count("\n") == 1, err
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+    assert notes.read_text() == "not a database\n"
