@@ -74,9 +74,13 @@ def plan_run(spec: Spec, world_size: int | None = None) -> Plan:
             raise SpecError("train.batch_size", str(err)) from None
     for variant in variants:
         _check_fits(variant, world_size)
-    for path in dict.fromkeys(v.spec.data.tokenizer.path for v in variants):
+    sizes = {}  # each tokenizer loaded once
+    for variant in variants:
+        path = variant.spec.data.tokenizer.path
         if path is not None:
-            _check_tokenizer(path)
+            if path not in sizes:
+                sizes[path] = _tokenizer_size(path)
+            _check_vocab(sizes[path], variant.spec.model_config_obj().vocab_size)
     _check_outputs(spec, variants)
     return Plan(spec, variants, spec_hash(spec))
 
@@ -152,11 +156,22 @@ def _check_fits(variant: Variant, world_size: int | None) -> None:
     )
 
 
-def _check_tokenizer(path: str) -> None:
+def _tokenizer_size(path: str) -> int:
+    """The vocabulary size of the tokenizer at `path`, its specials included."""
     try:
-        load_tokenizer(path)
+        return load_tokenizer(path).get_vocab_size()
     except Exception as err:  # tokenizers raises a bare Exception for a file it cannot read
         raise SpecError("data.tokenizer.path", f"{path} is not a tokenizer.json: {err}") from None
+
+
+def _check_vocab(tokenizer_size: int, vocab_size: int) -> None:
+    """The model has a row for each of the tokenizer's ids (checked before tokenizing when the
+    tokenizer is a file, after preparing when it is trained)."""
+    if tokenizer_size > vocab_size:
+        raise SpecError(
+            "model.vocab_size",
+            f"must be >= the tokenizer's {tokenizer_size} tokens, got {vocab_size}",
+        )
 
 
 def _check_outputs(spec: Spec, variants: list[Variant]) -> None:
@@ -191,12 +206,8 @@ def prepare_all(plan: Plan) -> dict[str, PreparedData]:
         key = data_key(variant.spec.data)
         if key not in data:
             data[key] = prepare_data(variant.spec.data)
-        prepared, vocab = data[key], variant.spec.model_config_obj().vocab_size
-        if prepared.vocab_size > vocab:
-            raise SpecError(
-                "model.vocab_size",
-                f"must be >= the tokenizer's {prepared.vocab_size} tokens, got {vocab}",
-            )
+        prepared = data[key]
+        _check_vocab(prepared.vocab_size, variant.spec.model_config_obj().vocab_size)
         shortest = min(len(prepared.train_tokens), len(prepared.val_tokens))
         if variant.spec.train.seq_len > shortest:
             raise SpecError(

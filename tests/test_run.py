@@ -701,3 +701,23 @@ def test_the_dry_run_warns_of_a_batch_beyond_the_memory_with_its_estimate(
     assert main(["run", str(path), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert f"warning: {variant.name} needs about " in out and "activations and logits" in out
+
+
+def test_a_tokenizer_larger_than_the_vocabulary_is_refused_before_tokenizing(
+    write_spec, tmp_path, small_corpus, capsys
+):
+    from minimind.data.sources import read_text_corpus
+    from minimind.data.tokenizer import train_bpe
+
+    tokenizer = tmp_path / "tokenizer.json"
+    train_bpe([read_text_corpus("tinyshakespeare").decode()[:200_000]], 512).save(str(tokenizer))
+    cache = tmp_path / "fresh-cache"
+    path = write_spec(
+        model={"vocab_size": 300},
+        data={"tokenizer": {"path": str(tokenizer)}, "cache_dir": str(cache)},
+    )
+    for argv in (["run", str(path), "--dry-run"], ["run", str(path)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err == "error: model.vocab_size: must be >= the tokenizer's 512 tokens, got 300\n"
+    assert not cache.exists()
