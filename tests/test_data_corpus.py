@@ -285,8 +285,8 @@ def test_an_hf_corpus_fails_at_once_when_the_hub_does_not_answer(tmp_path, monke
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
     monkeypatch.setattr(hub, "ENDPOINT", f"http://127.0.0.1:{closed}")
-    monkeypatch.setattr(hub, "HF_HUB_OFFLINE", hub.HF_HUB_OFFLINE)  # restored after the test
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", datasets.config.HF_HUB_OFFLINE)
+    monkeypatch.setattr(hub, "HF_HUB_OFFLINE", False)  # not asked to be offline; restored after
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(datasets.config, "HF_ENDPOINT", f"http://127.0.0.1:{closed}")
     with pytest.raises(DataError, match="the Hugging Face Hub does not answer"):
         open_corpus(DataConfig(corpus="hf:nobody/no-such-dataset", cache_dir=str(tmp_path)))
