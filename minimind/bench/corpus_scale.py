@@ -31,6 +31,7 @@ import yaml
 from minimind.bench.context import BenchContext
 from minimind.bench.results import Row, Target
 from minimind.data import DataConfig
+from minimind.data.prepare import usable_cores
 from minimind.data.sources import read_text_corpus
 from minimind.data.tokenizer import train_bpe
 
@@ -56,7 +57,7 @@ print(json.dumps({"import_s": imported - start, "ready_s": time.perf_counter() -
 
 def run(ctx: BenchContext) -> list[Row]:
     sizes = QUICK_SIZES_MB if ctx.quick else SIZES_MB
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="minimind-bench-data-") as tmp:
         root = Path(tmp)
@@ -68,7 +69,9 @@ def run(ctx: BenchContext) -> list[Row]:
 
         small = corpora[sizes[0]]
         n_bytes = _text_bytes(small)
-        for n_cores in dict.fromkeys((1, cores)):
+        # Fewer cores than the machine's only where a process can be bound to them (Linux).
+        pinnable = hasattr(os, "sched_setaffinity")
+        for n_cores in dict.fromkeys((1, cores) if pinnable else (cores,)):
             # Each in a fresh process limited to `n_cores` cores (its children too), so that the
             # tokenizer sizes its thread pool and prepare_data its processes to them.
             loop_s = _time_on_cores(n_cores, "loop", small, tokenizer_path, root)
@@ -185,14 +188,17 @@ print(time.perf_counter() - start)
 def _time_on_cores(n_cores: int, what: str, corpus: Path, tokenizer: Path, root: Path) -> float:
     """Seconds of the plain loop or of prepare_data (its default processes and threads) in a
     fresh process bound to the first `n_cores` of this process's cores."""
-    cpus = sorted(os.sched_getaffinity(0))[:n_cores]
+    bind = None
+    if hasattr(os, "sched_setaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))[:n_cores]
+        bind = lambda: os.sched_setaffinity(0, cpus)  # noqa: E731
     cache = root / f"cache-{what}-{n_cores}"
     result = subprocess.run(
         [sys.executable, "-c", TOKENIZE_PROBE, what, str(corpus), str(tokenizer), str(cache)],
         capture_output=True,
         text=True,
         check=True,
-        preexec_fn=lambda: os.sched_setaffinity(0, cpus),
+        preexec_fn=bind,
     )
     return float(result.stdout.split()[-1])
 
