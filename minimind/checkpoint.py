@@ -96,10 +96,10 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
 
 def load_latest_checkpoint(
     path: str | Path, map_location: str | torch.device = "cpu"
-) -> dict[str, Any] | None:
-    """The checkpoint at `path`, or, if that one is missing or unreadable, the previous one
-    (`previous_path`); None when there is neither. A damaged file is named on stderr; when both
-    are damaged, `CheckpointError` names both."""
+) -> tuple[dict[str, Any], Path] | None:
+    """The checkpoint at `path` and that path, or, if that one is missing or unreadable, the
+    previous one (`previous_path`) and its path; None when there is neither. A damaged file is
+    named on stderr; when both are damaged, `CheckpointError` names both and how to recover."""
     errors = []
     for candidate in (Path(path), previous_path(path)):
         if not candidate.is_file():
@@ -112,9 +112,12 @@ def load_latest_checkpoint(
             continue
         if errors:
             print(f"minimind: checkpoint: resuming from {candidate} instead", file=sys.stderr)
-        return state
+        return state, candidate
     if errors:
-        raise CheckpointError("; ".join(errors))
+        raise CheckpointError(
+            "; ".join(errors) + f"; no checkpoint of this run can be resumed: to start it afresh, "
+            f"delete {Path(path).parent} and run again with --resume"
+        )
     return None
 
 
@@ -138,13 +141,14 @@ class RunCheckpoint:
     def save(self, state: Mapping[str, Any]) -> None:
         save_checkpoint(self.path, {**state, OWNER_KEY: dict(self.owner)})
 
-    def load(self) -> dict[str, Any] | None:
-        """The latest state at `path` (`load_latest_checkpoint`) when it belongs to this run's
-        `owner["child"]`; None when there is none, or only another run's."""
-        state = load_latest_checkpoint(self.path)
-        if state is None or state.get(OWNER_KEY, {}).get("child") != self.owner.get("child"):
+    def load(self) -> tuple[dict[str, Any], Path] | None:
+        """The latest state at `path` and the file it came from (`load_latest_checkpoint`: the
+        previous one when the last is damaged) when it belongs to this run's `owner["child"]`;
+        None when there is none, or only another run's."""
+        found = load_latest_checkpoint(self.path)
+        if found is None or found[0].get(OWNER_KEY, {}).get("child") != self.owner.get("child"):
             return None
-        return state
+        return found
 
 
 def seed_everything(seed: int) -> None:

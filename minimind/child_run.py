@@ -133,11 +133,11 @@ def _continue_from_checkpoint(
         return checkpoint
     # On the CPU: the RNG states must be CPU tensors, and load_state_dict moves the rest to the
     # device of the parameters (and the trainer's tensors) it is loaded into.
-    state = checkpoint.load()
-    if state is not None:
-        trainer.load_state_dict(state)
-    distributed.main_print(
-        f"{child.name}: resumed at step {trainer.step} from {child.checkpoint_path}"
+    found = checkpoint.load()
+    if found is not None:
+        trainer.load_state_dict(found[0])
+    distributed.main_print(  # the file loaded: last.prev.pt when last.pt was damaged
+        f"{child.name}: resumed at step {trainer.step} from {found[1] if found else child.checkpoint_path}"
         if trainer.step
         else f"{child.name}: no checkpoint of this run at {child.checkpoint_path}; "
         "restarting at step 0"

@@ -9,6 +9,8 @@ from __future__ import annotations
 import signal
 import sys
 
+from minimind.redact import redact
+
 EXIT_OK = 0
 EXIT_FAILED = 1  # the work ran and something failed: a run, a study, a sync
 EXIT_BAD_INPUT = 2  # a bad spec, option or file: nothing ran and nothing was written
@@ -23,7 +25,7 @@ EXIT_INTERRUPTED = exit_code_for_signal(signal.SIGINT)  # 130, Ctrl-C
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
-    """Print `error: <message>` to stderr as one line; returns `code` for the command to exit
-    with."""
-    print(f"error: {message}", file=sys.stderr)
+    """Print `error: <message>` to stderr as one line, credentials masked; returns `code` for the
+    command to exit with."""
+    print(f"error: {redact(message)}", file=sys.stderr)
     return code

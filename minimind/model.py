@@ -13,6 +13,7 @@ it holds: position modules offer `embed` and `rotation`, every mlp offers `aux_l
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Iterator
@@ -210,15 +211,18 @@ class MiniMindLM(nn.Module):
         self,
         input_ids: torch.Tensor,
         max_new_tokens: int,
-        sampling: SamplingOptions = RANDOM_SAMPLING,
+        sampling: SamplingOptions | None = None,
         *,
         stream: bool = False,
         cache: str = "dynamic",
         compile_decode: bool = False,
         generator: torch.Generator | None = None,
+        **sampling_options: Any,
     ) -> torch.Tensor | Iterator[torch.Tensor]:
         """Continue input_ids [B, T] by up to `max_new_tokens` tokens chosen by `sampling`
-        (`minimind.generation.GREEDY` for greedy decoding).
+        (`minimind.generation.GREEDY` for greedy decoding), or by the fields of
+        `SamplingOptions` given as keywords, as `transformers` users write them:
+        `generate(ids, max_new_tokens=50, temperature=0.8, top_k=40)` (validated alike).
 
         Returns [B, T + n] (n < max_new_tokens when every row reached `sampling.eos_token_id`; a
         finished row is padded with EOS), or with `stream=True` an iterator of [B, 1] tokens, one
@@ -226,6 +230,13 @@ class MiniMindLM(nn.Module):
         `dynamic` or `none`; `compile_decode` compiles the static cache's one-token step. See
         `minimind.generation`.
         """
+        if sampling is not None and sampling_options:
+            raise TypeError(
+                "give the sampling either as SamplingOptions or as keywords "
+                f"({', '.join(sampling_options)}), not both"
+            )
+        if sampling is None:  # dataclasses.replace validates through SamplingOptions itself
+            sampling = dataclasses.replace(RANDOM_SAMPLING, **sampling_options)
         tokens = generate_tokens(
             self,
             input_ids,

@@ -73,9 +73,15 @@ def plan_run(spec: Spec, world_size: int | None = None) -> Plan:
             distributed.local_batch_size(batch_size, world_size)
         except ValueError as err:
             raise SpecError("train.batch_size", str(err)) from None
-    for path in dict.fromkeys(v.spec.data.tokenizer.path for v in variants):
+    for variant in variants:
+        _check_fits(variant, world_size)
+    sizes = {}  # each tokenizer loaded once
+    for variant in variants:
+        path = variant.spec.data.tokenizer.path
         if path is not None:
-            _check_tokenizer(path)
+            if path not in sizes:
+                sizes[path] = _tokenizer_size(path)
+            _check_vocab(sizes[path], variant.spec.model_config_obj().vocab_size)
     _check_outputs(spec, variants)
     for variant in variants:
         eval_tasks(variant)
@@ -106,11 +112,94 @@ def _check_eval_lengths(variant: Variant, tokenizer: Tokenizer) -> None:
             )
 
 
-def _check_tokenizer(path: str) -> None:
+# Activation bytes a transformer layer keeps for the backward pass, per token and unit of width,
+# in 16-bit: 34 (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+# Models", section 4.1, less the attention scores SDPA does not store); twice that in fp32.
+ACTIVATION_BYTES_PER_TOKEN_AND_WIDTH = 34
+# Refused above this many times the device's memory: no error of the estimate makes that fit.
+REFUSE_ABOVE = 4
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """What one process needs to train a variant, in bytes: `state` (fp32 parameters, gradients
+    and AdamW's moments) and `activations` (one micro-batch's kept activations and its logits
+    with their gradient), against `available` (the device's memory, None where unknown)."""
+
+    state: int
+    activations: int
+    available: int | None
+    device: str
+    tokens: int  # of one micro-batch
+
+    @property
+    def total(self) -> int:
+        return self.state + self.activations
+
+    def describe(self) -> str:
+        return (
+            f"needs about {self.total / 2**30:,.1f} GiB: parameters, gradients and AdamW state "
+            f"{self.state / 2**30:,.1f} GiB, activations and logits of a micro-batch of "
+            f"{self.tokens:,} tokens {self.activations / 2**30:,.1f} GiB"
+        )
+
+
+def memory_estimate(variant: Variant, world_size: int | None = None) -> MemoryEstimate:
+    """The memory a process needs to train `variant` (see `MemoryEstimate`)."""
+    cfg, train = variant.spec.model_config_obj(), variant.spec.train
+    run_device = resolve_run_device(train, cfg.dim)
+    device = run_device.device
+    tokens = distributed.local_batch_size(train.batch_size, world_size) * train.seq_len
+    element = 1 if run_device.amp_dtype is not None else 2
+    layers = tokens * cfg.n_layers * cfg.dim * ACTIVATION_BYTES_PER_TOKEN_AND_WIDTH * element
+    logits = min(tokens, train.loss_chunk_tokens or tokens) * cfg.padded_vocab_size * 4 * 2
+    return MemoryEstimate(
+        cfg.num_params() * TRAINING_BYTES_PER_PARAM,
+        layers + logits,
+        device_memory_bytes(device),
+        device.type,
+        tokens,
+    )
+
+
+def _check_fits(variant: Variant, world_size: int | None) -> None:
+    """Refuse a variant whose estimate exceeds its device's memory `REFUSE_ABOVE` times: it
+    would fail when allocating, after the corpus is tokenized (`SpecError` on the size that
+    dominates)."""
+    estimate = memory_estimate(variant, world_size)
+    if estimate.available is None or estimate.total <= REFUSE_ABOVE * estimate.available:
+        return
+    # The lever: the model when its state alone cannot fit (its vocabulary when the embedding
+    # is most of it), else the micro-batch, which the activations and logits grow with.
+    cfg = variant.spec.model_config_obj()
+    if estimate.state > REFUSE_ABOVE * estimate.available:
+        embedding = cfg.padded_vocab_size * cfg.dim
+        field = "model.vocab_size" if 2 * embedding > cfg.num_params() else "model"
+    else:
+        field = "train.batch_size"
+    raise SpecError(
+        field,
+        f"{variant.name} cannot fit: it {estimate.describe()}; the {estimate.device} has "
+        f"{estimate.available / 2**30:,.1f} GiB",
+    )
+
+
+def _tokenizer_size(path: str) -> int:
+    """The vocabulary size of the tokenizer at `path`, its specials included."""
     try:
-        load_tokenizer(path)
+        return load_tokenizer(path).get_vocab_size()
     except Exception as err:  # tokenizers raises a bare Exception for a file it cannot read
         raise SpecError("data.tokenizer.path", f"{path} is not a tokenizer.json: {err}") from None
+
+
+def _check_vocab(tokenizer_size: int, vocab_size: int) -> None:
+    """The model has a row for each of the tokenizer's ids (checked before tokenizing when the
+    tokenizer is a file, after preparing when it is trained)."""
+    if tokenizer_size > vocab_size:
+        raise SpecError(
+            "model.vocab_size",
+            f"must be >= the tokenizer's {tokenizer_size} tokens, got {vocab_size}",
+        )
 
 
 def _check_outputs(spec: Spec, variants: list[Variant]) -> None:
@@ -145,12 +234,8 @@ def prepare_all(plan: Plan) -> dict[str, PreparedData]:
         key = data_key(variant.spec.data)
         if key not in data:
             data[key] = prepare_data(variant.spec.data)
-        prepared, vocab = data[key], variant.spec.model_config_obj().vocab_size
-        if prepared.vocab_size > vocab:
-            raise SpecError(
-                "model.vocab_size",
-                f"must be >= the tokenizer's {prepared.vocab_size} tokens, got {vocab}",
-            )
+        prepared = data[key]
+        _check_vocab(prepared.vocab_size, variant.spec.model_config_obj().vocab_size)
         shortest = min(len(prepared.train_tokens), len(prepared.val_tokens))
         if variant.spec.train.seq_len > shortest:
             raise SpecError(
@@ -219,16 +304,14 @@ def _optimizer_groups(plan: Plan) -> list[str]:
 
 
 def _memory_warnings(plan: Plan) -> list[str]:
-    """A line for each variant whose parameters and optimizer state alone exceed the memory of
+    """A line for each variant whose estimated memory (`memory_estimate`) exceeds the memory of
     the device it would run on."""
     warnings = []
     for variant in plan.variants:
-        device = resolve_device(variant.spec.train.device)
-        total = device_memory_bytes(device)
-        need = variant.spec.model_config_obj().num_params() * TRAINING_BYTES_PER_PARAM
-        if total is not None and need > total:
+        estimate = memory_estimate(variant)
+        if estimate.available is not None and estimate.total > estimate.available:
             warnings.append(
-                f"warning: {variant.name}: parameters, gradients and AdamW state need "
-                f"{need / 2**30:,.1f} GiB; the {device.type} has {total / 2**30:,.1f} GiB"
+                f"warning: {variant.name} {estimate.describe()}; the {estimate.device} has "
+                f"{estimate.available / 2**30:,.1f} GiB"
             )
     return warnings

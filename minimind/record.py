@@ -58,6 +58,10 @@ TRIAL_STATE_TAG = "state"  # `complete`, `pruned` or `failed`
 # The process that owns a parent run, so that a later invocation can tell that it died.
 PID_TAG = "minimind.pid"
 HOST_TAG = "minimind.host"
+# A run created while the tracking server was away lives first in a fallback file under a local
+# id; `minimind sync` creates it with this tag, by which a second sync finds it again.
+OFFLINE_ID_TAG = "minimind.offline_id"
+PID_START_TAG = "minimind.pid_start"  # the process's start time: a reused pid is another process
 
 RUN_METRICS: tuple[str, ...] = (
     "train/loss",
@@ -112,9 +116,15 @@ def trial_run_name(number: int, seed: int, n_seeds: int) -> str:
 
 
 def process_tags() -> dict[str, str]:
-    """The tags naming this process (its id and host): a RUNNING run whose process is gone is
-    stale (`Tracker.close_dead_parents`)."""
-    return {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+    """The tags naming this process (its id, start time and host): a RUNNING run whose process is
+    gone is stale (`Tracker.close_dead_parents`)."""
+    from minimind.processes import start_time
+
+    tags = {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+    started = start_time(os.getpid())
+    if started is not None:
+        tags[PID_START_TAG] = started
+    return tags
 
 
 def parent_tags(plan_hash: str) -> dict[str, str]:

@@ -14,7 +14,6 @@ from their checkpoints and starts the missing ones.
 
 from __future__ import annotations
 
-import traceback
 from typing import TYPE_CHECKING
 
 from minimind import distributed
@@ -29,6 +28,7 @@ from minimind.record import (
     plan_hash_lookups,
     process_tags,
 )
+from minimind.redact import print_exception, redact
 from minimind.spec import Spec, SpecError, Variant, dump_spec, flatten
 from minimind.train import TrainOutcome
 
@@ -52,6 +52,11 @@ def run_spec(spec: Spec, *, dry_run: bool = False, resume: bool = False) -> int:
 
             print(power_hint(plan.spec.power, len(plan.variants), len(plan.spec.seeds)))
         return EXIT_OK
+    from minimind.tracking.backend import reachability_problem
+
+    problem = reachability_problem(spec.tracking.uri)  # a stopped server: before tokenizing
+    if problem is not None:
+        return fail(f"tracking.uri: {problem}")
     try:
         with distributed.main_process_first():  # rank 0 fills the token cache, then the others
             data = prepare_all(plan)
@@ -86,8 +91,8 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
                     continue
                 try:
                     outcome = run_child(tracker, parent, plan, variant, seed, data, child)
-                except Exception:
-                    traceback.print_exc()
+                except Exception as exc:
+                    print_exception(exc)
                     failed.append(name)
                     distributed.main_print(f"{name}: FAILED (exception above)")
                     continue
@@ -98,7 +103,7 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
             parent.end("FAILED", f"{len(failed)} of {plan.n_runs} runs failed: {', '.join(failed)}")
     if distributed.is_main_process():
         _print_comparison_unless_unreachable(tracker.uri, experiment, parent.run_id)
-        print(f"\nbrowse the runs: mlflow ui --backend-store-uri {tracker.uri}")
+        print(redact(f"\nbrowse the runs: mlflow ui --backend-store-uri {tracker.uri}"))
     return EXIT_FAILED if failed else EXIT_OK
 
 
@@ -114,10 +119,15 @@ def _print_comparison_unless_unreachable(uri: str, experiment: str, parent_run_i
     except Exception as exc:
         if not is_transient(exc):
             raise
-        print(f"\ncomparison skipped: the tracking server {uri} did not answer ({first_line(exc)})")
+        print(
+            redact(
+                f"\ncomparison skipped: the tracking server {uri} did not answer "
+                f"({first_line(exc)})"
+            )
+        )
         print(
             f"once it is back, import what was kept locally: minimind sync {DEFAULT_FALLBACK_DIR}/"
-            f"\nthen compare: minimind compare {experiment} --tracking-uri {uri}"
+            + redact(f"\nthen compare: minimind compare {experiment} --tracking-uri {uri}")
         )
 
 
@@ -126,12 +136,13 @@ def _open_parent(
 ) -> tuple[RunHandle | NullRunHandle, dict[str, Run]]:
     """The parent run (new, or reopened with `resume`) and its earlier children by name."""
     spec = plan.spec
-    lookups = plan_hash_lookups(plan.plan_hash)
-    for parent_id in [p for tags in lookups for p in tracker.close_dead_parents(tags)]:
+    # Every dead invocation of the experiment, whatever its spec: none else would ever close it.
+    for parent_id in tracker.close_dead_parents():
         distributed.main_print(
             f"closed parent run {parent_id} of a dead earlier invocation as KILLED"
         )
     if resume:
+        lookups = plan_hash_lookups(plan.plan_hash)
         found = next(filter(None, (tracker.find_parent(tags) for tags in lookups)), None)
         if found is not None:
             parent_id = found.info.run_id

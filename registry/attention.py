@@ -141,7 +141,7 @@ class CausalSelfAttention(declared.CausalSelfAttention, nn.Module):
         n_heads: int,
         n_kv_heads: int | None,
         head_dim: int,
-        dropout: float,
+        dropout: float = 0.0,  # none unless training asks for it
     ) -> None:
         super().__init__()
         self.n_heads, self.head_dim, self.dropout = n_heads, head_dim, dropout

@@ -53,7 +53,9 @@ class DenseMLP(nn.Module):
 class ReluMLP(declared.ReluMLP, DenseMLP):
     """down(act(up(x))): x [..., dim] -> [..., dim], with act = ReLU."""
 
-    def __init__(self, options: declared.ReluMLP.Options, *, dim: int, dropout: float) -> None:
+    def __init__(
+        self, options: declared.ReluMLP.Options, *, dim: int, dropout: float = 0.0
+    ) -> None:
         super().__init__()
         hidden = self.hidden_of(options, dim)
         self.up_proj = nn.Linear(dim, hidden, bias=options.bias)
@@ -84,7 +86,9 @@ class ReluMLP(declared.ReluMLP, DenseMLP):
 class GeluMLP(declared.GeluMLP, ReluMLP):
     """down(gelu(up(x))); `approximate: tanh` is GPT-2's variant."""
 
-    def __init__(self, options: declared.GeluMLP.Options, *, dim: int, dropout: float) -> None:
+    def __init__(
+        self, options: declared.GeluMLP.Options, *, dim: int, dropout: float = 0.0
+    ) -> None:
         super().__init__(options, dim=dim, dropout=dropout)
         self.approximate = options.approximate
 
@@ -102,7 +106,9 @@ class Relu2MLP(declared.Relu2MLP, ReluMLP):
 class SwiGLUMLP(declared.SwiGLUMLP, DenseMLP):
     """down(silu(gate(x)) * up(x)) (Shazeer 2020; Llama's naming): x [..., dim] -> [..., dim]."""
 
-    def __init__(self, options: declared.SwiGLUMLP.Options, *, dim: int, dropout: float) -> None:
+    def __init__(
+        self, options: declared.SwiGLUMLP.Options, *, dim: int, dropout: float = 0.0
+    ) -> None:
         super().__init__()
         hidden = self.hidden_of(options, dim)
         self.gate_proj = nn.Linear(dim, hidden, bias=options.bias)

@@ -53,7 +53,7 @@ class MoE(declared.MoE, nn.Module):
 
     expert_bias: torch.Tensor  # [n_experts], a buffer
 
-    def __init__(self, options: declared.MoE.Options, *, dim: int, dropout: float) -> None:
+    def __init__(self, options: declared.MoE.Options, *, dim: int, dropout: float = 0.0) -> None:
         super().__init__()
         self.options = options
         self.router = nn.Linear(dim, options.n_experts, bias=False)

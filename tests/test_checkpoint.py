@@ -147,14 +147,15 @@ def test_a_truncated_checkpoint_is_named_and_resume_falls_back_to_the_previous_o
     second = {"step": 2, "weights": torch.arange(50_000, dtype=torch.float32) * 2}
     save_checkpoint(path, first)
     save_checkpoint(path, second)
-    assert load_latest_checkpoint(path)["step"] == 2
+    assert load_latest_checkpoint(path)[0]["step"] == 2
     with path.open("r+b") as f:
         f.truncate(path.stat().st_size // 2)
 
     with pytest.raises(CheckpointError, match=re.escape(str(path))):
         load_checkpoint(path)
-    state = load_latest_checkpoint(path)
+    state, loaded = load_latest_checkpoint(path)
     assert state["step"] == 1 and torch.equal(state["weights"], first["weights"])
+    assert loaded == previous_path(path)  # what the resume message names
     err = capsys.readouterr().err
     assert str(path) in err and str(previous_path(path)) in err
 
@@ -163,6 +164,8 @@ def test_a_truncated_checkpoint_is_named_and_resume_falls_back_to_the_previous_o
     with pytest.raises(CheckpointError) as caught:
         load_latest_checkpoint(path)
     assert str(path) in str(caught.value) and str(previous_path(path)) in str(caught.value)
+    # ... and how to recover: start the seed afresh
+    assert f"delete {path.parent} and run again with --resume" in str(caught.value)
     assert load_latest_checkpoint(tmp_path / "none" / "last.pt") is None
 
 
@@ -205,10 +208,12 @@ def test_a_run_checkpoint_loads_for_its_own_run_only(tmp_path: Path) -> None:
     assert mine.load() is None  # nothing saved yet
     mine.save({"step": 3})
     assert load_checkpoint(path) == {"step": 3, "run_ids": {"parent": "p1", "child": "c1"}}
-    assert mine.load() == {"step": 3, "run_ids": {"parent": "p1", "child": "c1"}}
+    assert mine.load() == ({"step": 3, "run_ids": {"parent": "p1", "child": "c1"}}, path)
     assert RunCheckpoint(path, {"parent": "p2", "child": "c2"}).load() is None
     save_checkpoint(path, {"step": 5, "run_ids": {"parent": "p2", "child": "c2"}})
     assert mine.load() is None  # the latest is another run's: not resumed from
     old_style = training_state()  # the trainer's state with its run ids inside
     save_checkpoint(path, old_style)
-    assert_same(RunCheckpoint(path, {"child": "b" * 32}).load(), old_style)
+    found = RunCheckpoint(path, {"child": "b" * 32}).load()
+    assert found is not None and found[1] == path
+    assert_same(found[0], old_style)

@@ -911,3 +911,40 @@ def test_the_power_line_names_the_family_it_corrects_for(store) -> None:
     c = compare(runset, power_delta=0.05, references={RMS: LN})
     assert len(c.table) == 3 and c.power_comparisons == 1 and c.power_alpha == pytest.approx(0.05)
     assert "(holm over 1 comparison(s))" in "\n".join(render.noise_lines(c))
+
+
+def test_a_running_run_is_counted_as_running_not_failed() -> None:
+    """A run still training (or another invocation's, live) is not "+1 failed"."""
+    from minimind.compare.render import seed_count
+    from minimind.compare.table import SIZE_PARAMS, _group_row
+
+    statuses = ["FINISHED"] * 3 + ["FAILED", "RUNNING"]
+    every_run = pd.DataFrame(
+        {
+            "status": statuses,
+            "seed": range(5),
+            **{key: 1.0 for key in SIZE_PARAMS},
+            **{key: [3.0, 3.1, 3.2, None, None] for key in ("val/loss", "val/bpb", "val/bpb_best")},
+            **{key: 1.0 for key in ("perf/tokens_per_s", "perf/mfu", "sys/peak_mem_mb", "wall_s")},
+        }
+    )
+    row = _group_row("a", every_run.iloc[:3], every_run, "val/bpb")
+    assert (row["n"], row["n_failed"], row["n_running"]) == (3, 1, 1)
+    assert seed_count(row) == "3 (+1 failed, +1 running)"
+    assert seed_count({**row, "n_failed": 0, "n_running": 0}) == "3"
+
+
+def test_bad_tracking_uri_and_report_dir_are_one_line_exit_2_and_write_nothing(tmp_path, capsys):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a database\n")
+    cases = [
+        (["--tracking-uri", "foo://bar"], "--tracking-uri: MLflow has no tracking store"),
+        (["--tracking-uri", f"sqlite:///{notes}"], f"--tracking-uri: {notes} is not an SQLite"),
+        (["--report", "--report-dir", str(notes)], f"--report-dir: {notes} is not a directory"),
+    ]
+    for options, expected in cases:
+        assert main(["compare", "quickstart", *options]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {expected}") and err.count("\n") == 1, err
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+    assert notes.read_text() == "not a database\n"

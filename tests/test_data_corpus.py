@@ -272,3 +272,22 @@ def test_malformed_text_files_are_data_errors(tmp_path, content, match):
     with pytest.raises(DataError, match=match) as info:
         splits(DataConfig(corpus=str(path), cache_dir=str(tmp_path)))
     assert str(info.value).startswith("data.corpus: ")
+
+
+def test_an_hf_corpus_fails_at_once_when_the_hub_does_not_answer(tmp_path, monkeypatch, capfd):
+    """Offline: one line saying so, without datasets' minute of retried requests."""
+    import socket
+
+    import datasets
+    import huggingface_hub.constants as hub
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    monkeypatch.setattr(hub, "ENDPOINT", f"http://127.0.0.1:{closed}")
+    monkeypatch.setattr(hub, "HF_HUB_OFFLINE", False)  # not asked to be offline; restored after
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_ENDPOINT", f"http://127.0.0.1:{closed}")
+    with pytest.raises(DataError, match="the Hugging Face Hub does not answer"):
+        open_corpus(DataConfig(corpus="hf:nobody/no-such-dataset", cache_dir=str(tmp_path)))
+    assert "Retrying" not in capfd.readouterr().err

@@ -2,8 +2,11 @@
 tokenization, bounded memory, concurrency."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -322,3 +325,50 @@ def test_token_stream_gathers_across_shards(tmp_path):
     assert np.array_equal(stream[windows], whole[windows])
     with pytest.raises(IndexError):
         stream[np.array([13])]
+
+
+_ORPHANED_POOL = """
+import multiprocessing, os, sys, time
+from concurrent.futures import ProcessPoolExecutor
+from minimind.data.tokens import worker_init
+if __name__ == "__main__":
+    context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(1, mp_context=context, initializer=worker_init)
+    print(pool.submit(os.getpid).result(), flush=True)
+    pool.submit(time.sleep, 120)  # a worker busy with a long piece
+    time.sleep(120)
+"""
+
+
+def test_tokenization_workers_die_with_their_killed_parent(tmp_path):
+    """A `kill -9` of `data prepare` (or of `run` while it tokenizes) leaves no worker writing
+    shards on its own."""
+    script = tmp_path / "pool.py"
+    script.write_text(_ORPHANED_POOL)
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    worker = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    for _ in range(100):
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(worker, signal.SIGKILL)
+    pytest.fail("the tokenization worker outlived its SIGKILLed parent by 10 s")
+
+
+@pytest.mark.parametrize(
+    ("num_proc", "pieces", "cores", "expected"),
+    [
+        (None, 8, 1, 1),  # one process, the tokenizer's own threads
+        (None, 8, 2, 1),
+        (None, 16, 16, 16),  # a process per core, one tokenizer thread each
+        (None, 3, 16, 3),  # never more processes than pieces (each then gets 5 threads)
+        (4, 8, 2, 4),  # the user's num_proc wins
+        (4, 2, 2, 2),
+    ],
+)
+def test_processes_or_threads_by_core_count(num_proc, pieces, cores, expected):
+    assert prepare_module.tokenizing_processes(num_proc, pieces, cores) == expected

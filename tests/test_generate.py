@@ -332,6 +332,21 @@ def test_sampling_stays_in_the_support():
 def test_invalid_sampling_options_are_rejected_when_made(kwargs, message):
     with pytest.raises(ValueError, match=message):
         SamplingOptions(**kwargs)
+    with pytest.raises(ValueError, match=message):  # the keyword form: the same check
+        MiniMindLM(ModelConfig(**SMALL)).generate(torch.zeros(1, 1, dtype=torch.long), 1, **kwargs)
+
+
+def test_generate_takes_the_sampling_as_keywords_as_transformers_does(model, prompt):
+    def sample(**kwargs):
+        return model.generate(prompt, generator=torch.Generator().manual_seed(3), **kwargs)
+
+    keywords = sample(max_new_tokens=8, temperature=0.7, top_k=5)
+    assert torch.equal(keywords, sample(max_new_tokens=8, sampling=SamplingOptions(0.7, 5)))
+    assert not torch.equal(keywords, sample(max_new_tokens=8))
+    with pytest.raises(TypeError, match="not both"):
+        model.generate(prompt, 4, GREEDY, top_k=3)
+    with pytest.raises(TypeError, match="top_q"):
+        model.generate(prompt, 4, top_q=0.5)
 
 
 @pytest.mark.parametrize("bad", [61, 63, -1])

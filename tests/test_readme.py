@@ -233,3 +233,10 @@ def test_every_readme_command_runs_as_written(tmp_path):
         if redirect:
             shown = (tmp_path / redirect.group(1)).read_text()
         assert run.expect in shown, f"{line}\n{run.expect!r} not in:\n{shown}"
+
+
+def test_the_study_re_render_line_says_that_make_study_must_run_first():
+    """On a fresh clone the store holds no arm: the README says so next to the command."""
+    text = (REPO / "README.md").read_text()
+    after = text.split("minimind study experiments/study/study.yaml --report-dir")[1][:600]
+    assert "`make study`" in after and "first" in after and "fresh clone" in after

@@ -277,3 +277,20 @@ def test_an_option_an_alias_fixes_is_named():
     with pytest.raises(registry.RegistryError, match="fixed") as caught:
         registry.resolve("position", {"name": "rope-gptj", "style": "neox"})
     assert caught.value.option == "style"
+
+
+@pytest.mark.parametrize(
+    ("slot", "name", "dims"),
+    [
+        ("mlp", "relu2", {"dim": 16}),
+        ("mlp", "swiglu", {"dim": 16}),
+        ("mlp", "moe", {"dim": 16}),
+        ("attention", "gqa", {"dim": 16, "n_heads": 2, "n_kv_heads": 1, "head_dim": 8}),
+    ],
+)
+def test_components_build_without_dropout_which_defaults_to_none(slot, name, dims) -> None:
+    """`registry.build("mlp", "relu2", dim=16)` from Python: the sizes alone, no dropout."""
+    module = registry.build(slot, name, **dims)
+    rates = [m.p for m in module.modules() if isinstance(m, torch.nn.Dropout)]
+    assert rates == [0.0] * len(rates)
+    assert registry.count_params(slot, name, **dims) == sum(p.numel() for p in module.parameters())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -452,15 +453,6 @@ def test_dry_run_shows_the_precision_auto_resolves_to_on_this_machine(
         assert row.endswith(shown), row
 
 
-def test_dry_run_warns_when_the_training_state_cannot_fit(write_spec, monkeypatch, capsys):
-    path = write_spec()
-    assert main(["run", str(path), "--dry-run"]) == 0
-    assert "warning:" not in capsys.readouterr().out
-    monkeypatch.setattr("minimind.plan.device_memory_bytes", lambda device: 1024)
-    assert main(["run", str(path), "--dry-run"]) == 0
-    assert "parameters, gradients and AdamW state need" in capsys.readouterr().out
-
-
 def test_resume_after_sigkill_matches_an_uninterrupted_run(write_spec, mlflow_uri, tmp_path):
     """`python -m minimind run` is killed with SIGKILL at a random step after its first checkpoint;
     `--resume` must end with the weights and metrics of an uninterrupted run, in the same runs."""
@@ -625,3 +617,96 @@ def test_an_unreachable_tracking_server_at_start_exits_2_at_once(write_spec):
         result.stderr
     )
     assert "Traceback" not in result.stderr
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_tracking_store_that_does_not_answer_is_reported_before_tokenizing(
+    write_spec, tmp_path, capsys
+):
+    """A stopped MLflow server or database: one line, exit 2, and the corpus left untokenized
+    (no cache written); a database password never printed."""
+    cache = tmp_path / "fresh-cache"
+    for uri in (
+        f"http://127.0.0.1:{_closed_port()}",
+        f"postgresql://u:hunter2@127.0.0.1:{_closed_port()}/db",
+    ):
+        path = write_spec(tracking={"uri": uri}, data={"cache_dir": str(cache)})
+        assert main(["run", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: tracking.uri: ") and err.count("\n") == 1, err
+        assert "does not answer" in err and "hunter2" not in err
+    assert not cache.exists()
+
+
+def test_a_sqlite_tracking_uri_at_a_text_file_is_refused_and_no_lock_is_left_beside_it(
+    write_spec, tmp_path, capsys
+):
+    notes = tmp_path / "notes" / "mine.txt"
+    notes.parent.mkdir()
+    notes.write_text("my notes\n")
+    path = write_spec(tracking={"uri": f"sqlite:///{notes}"})
+    for argv in (["run", str(path), "--dry-run"], ["run", str(path)]):
+        assert main(argv) == 2
+        assert (
+            capsys.readouterr().err == f"error: tracking.uri: {notes} is not an SQLite database\n"
+        )
+    assert [p.name for p in notes.parent.iterdir()] == ["mine.txt"]
+    assert notes.read_text() == "my notes\n"
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ("model.vocab_size=1000000000000", "model.vocab_size"),
+        ("train.batch_size=100000000", "train.batch_size"),
+    ],
+)
+def test_sizes_that_cannot_fit_are_refused_with_a_memory_estimate(
+    write_spec, capsys, override, field
+):
+    assert main(["run", str(write_spec()), "-o", override, "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {field}: ") and "cannot fit: it needs about " in err
+    assert "GiB" in err and err.count("\n") == 1
+
+
+def test_the_dry_run_warns_of_a_batch_beyond_the_memory_with_its_estimate(
+    write_spec, capsys, monkeypatch
+):
+    import minimind.plan as plan_module
+
+    path = write_spec()
+    (variant, *_) = plan_module.plan_run(load_spec(path)).variants
+    need = plan_module.memory_estimate(variant).total
+    assert plan_module.memory_estimate(variant).activations > 0
+    assert main(["run", str(path), "--dry-run"]) == 0
+    assert "warning:" not in capsys.readouterr().out
+    monkeypatch.setattr(plan_module, "device_memory_bytes", lambda device: need // 2)
+    assert main(["run", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"warning: {variant.name} needs about " in out and "activations and logits" in out
+
+
+def test_a_tokenizer_larger_than_the_vocabulary_is_refused_before_tokenizing(
+    write_spec, tmp_path, small_corpus, capsys
+):
+    from minimind.data.sources import read_text_corpus
+    from minimind.data.tokenizer import train_bpe
+
+    tokenizer = tmp_path / "tokenizer.json"
+    train_bpe([read_text_corpus("tinyshakespeare").decode()[:200_000]], 512).save(str(tokenizer))
+    cache = tmp_path / "fresh-cache"
+    path = write_spec(
+        model={"vocab_size": 300},
+        data={"tokenizer": {"path": str(tokenizer)}, "cache_dir": str(cache)},
+    )
+    for argv in (["run", str(path), "--dry-run"], ["run", str(path)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err == "error: model.vocab_size: must be >= the tokenizer's 512 tokens, got 300\n"
+    assert not cache.exists()

@@ -186,6 +186,32 @@ CASES: list[tuple[str, str, list[str], str]] = [
     ("no-seeds", "name: x\nseeds: []\n", [], "seeds: must have at least 1 item"),
     ("duplicate-seed", "name: x\nseeds: [0, 1, 0]\n", [], "seeds[2]: duplicate seed 0"),
     ("negative-seed", "name: x\nseeds: [-1]\n", [], "seeds[0]: must be >= 0"),
+    ("seed-past-numpy", "name: x\nseeds: [10000000000]\n", [], "seeds[0]: must be <= 4294967295"),
+    (
+        "data-seed-past-numpy",
+        "name: x\ntrain: {data_seed: 4294967296}\n",
+        [],
+        "train.data_seed: must be <= 4294967295",
+    ),
+    (
+        "experiment-absolute-path",
+        "name: x\n",
+        ["tracking.experiment=/abs/x"],
+        "tracking.experiment: must be 1-100 letters",
+    ),
+    (
+        "experiment-escaping-path",
+        "name: x\ntracking: {experiment: ../x/y}\n",
+        [],
+        "tracking.experiment: must be 1-100 letters",
+    ),
+    ("experiment-dot-dot", "name: x\ntracking: {experiment: ..}\n", [], "tracking.experiment:"),
+    (
+        "duplicate-key-in-override-mapping",
+        "name: x\n",
+        ["train.optimizer={name: adamw, lr: 0.1, lr: 0.002}"],
+        "train.optimizer.lr: duplicate key in -o train.optimizer=",
+    ),
     ("seeds-not-a-list", "name: x\nseeds: 3\n", [], "seeds: must be a list"),
     (
         "ablate-outside-sections",
@@ -488,4 +514,18 @@ def test_syntax_error_in_parent_names_the_parent(tmp_path: Path) -> None:
 def test_only_the_first_problem_is_reported(tmp_path: Path) -> None:
     spec = write(tmp_path, "s.yaml", "name: x\ntrain: {batch_size: 0, seq_len: -1}\n")
     with pytest.raises(SpecError, match=r"^train\.batch_size: must be > 0, got 0$"):
+        load_spec(spec)
+
+
+def test_an_alias_bomb_is_refused_at_once(tmp_path: Path) -> None:
+    """Nine aliases of nine aliases, eight deep: 43 million values once expanded. Walking them
+    (the duplicate-key check, then validation) would hang; the loader stops at its bound."""
+    levels = "abcdefgh"
+    text = "name: x\na: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{name}: &{name} [{', '.join([f'*{below}'] * 9)}]\n"
+        for below, name in zip(levels, levels[1:], strict=False)
+    )
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(text)
+    with pytest.raises(SpecError, match="expands past 100,000 values through its aliases"):
         load_spec(spec)

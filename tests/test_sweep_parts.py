@@ -317,11 +317,17 @@ def sweep_file(write_spec, tmp_path, monkeypatch):
         (["-o", "sweep.storage='sqlite:///:memory:'"], "sweep.storage: an in-memory SQLite"),
         (["-o", "sweep.storage=optuna.db"], "sweep.storage: must be journal:PATH or a database"),
         (["-o", "sweep.storage=postgresql://u@127.0.0.1:9/db"], "sweep.storage: cannot open"),
+        (  # the password masked
+            ["-o", "sweep.storage=postgresql://u:hunter2@127.0.0.1:9/db"],
+            "sweep.storage: cannot open postgresql://u:***@127.0.0.1:9/db",
+        ),
         (["-o", "sweep.seeds_per_trial=2"], "sweep.seeds_per_trial: must be <= the number of"),
         (["-o", "sweep.grace_period=5"], "sweep.grace_period: must be > heartbeat_interval"),
         (["-o", "sweep.sampler.options={bogus: 1}"], "sweep.sampler.options: tpe:"),
         (["-o", "sweep.params={}"], "sweep.params: no search dimensions"),
         (["-o", "sweep=null"], "sweep: missing"),
+        (["--best"], "sweep.storage: "),  # before any sweep: no optuna.db created
+        (["--best", "-o", "sweep.storage=journal:j.log"], "sweep.storage: j.log does not exist"),
     ],
 )
 def test_bad_input_exits_2_naming_the_field_and_writes_nothing(
@@ -402,3 +408,21 @@ def test_a_study_stores_its_cell_hash_by_name_and_reads_the_legacy_one() -> None
     assert open_study(storage, "old", sweep, "abc123").study_name == "old"
     with pytest.raises(SpecError, match=r"trains differently \(cell_hash abc123, this one ff"):
         open_study(storage, "old", sweep, "ffffff")
+
+
+def test_optuna_prints_no_info_lines_unless_verbose(sweep_file, capfd, monkeypatch) -> None:
+    """The README's promise: other libraries' informational lines are hidden without -v."""
+    monkeypatch.delenv("MINIMIND_VERBOSE", raising=False)
+    path = sweep_file()
+    plan = plan_sweep(path)
+    (cell,) = plan.cells
+    open_study(open_storage(plan.sweep), cell.name, cell.sweep, cell.cell_hash)
+    optuna.logging.set_verbosity(optuna.logging.INFO)  # what a fresh process starts with
+    try:
+        capfd.readouterr()
+        assert main(["sweep", str(path), "--best"]) == 1  # the study has no trial yet
+        assert optuna.logging.get_verbosity() == optuna.logging.WARNING
+        optuna.create_study(storage=open_storage(plan.sweep), study_name="another")
+        assert "[I " not in capfd.readouterr().err
+    finally:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -21,6 +21,8 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH
 
 from minimind.cli import main as cli_main
+from minimind.processes import start_time
+from minimind.record import HOST_TAG, PID_START_TAG, PID_TAG
 from minimind.tracking import RunHandle, Tracker, git_commit
 from minimind.tracking.backend import connect, sqlite_db_path, store_problem
 
@@ -415,3 +417,74 @@ def test_an_invocation_is_found_by_its_plan_hash_or_the_legacy_tag(tracker: Trac
     assert found["h1"].info.run_id == legacy.run_id
     assert found["h2"].info.run_id == current.run_id
     assert found["h2"].data.tags["plan_hash"] == "h2"
+
+
+def test_every_dead_parent_of_the_experiment_is_closed_and_a_reused_pid_is_dead(
+    tracker: Tracker,
+) -> None:
+    """A SIGKILLed invocation of one spec is closed by the next invocation of any spec; a pid
+    now held by another process (another start time) does not keep its runs RUNNING."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    host = socket.gethostname()
+    me, my_start = str(os.getpid()), start_time(os.getpid())
+    dead = tracker.start_parent("a", {"spec_hash": "h1", PID_TAG: str(gone.pid), HOST_TAG: host})
+    reused = tracker.start_parent(
+        "b", {"spec_hash": "h2", PID_TAG: me, PID_START_TAG: "1", HOST_TAG: host}
+    )
+    alive = tracker.start_parent(
+        "c", {"spec_hash": "h3", PID_TAG: me, PID_START_TAG: my_start, HOST_TAG: host}
+    )
+    elsewhere = tracker.start_parent("d", {PID_TAG: str(gone.pid), HOST_TAG: "another-host"})
+    for handle in (dead, reused, alive, elsewhere):
+        handle.flush()
+
+    closed = tracker.close_dead_parents()
+
+    assert sorted(closed) == sorted([dead.run_id, reused.run_id])
+    status = {h.run_id: tracker.client.get_run(h.run_id).info.status for h in (alive, elsewhere)}
+    assert set(status.values()) == {"RUNNING"}
+
+
+class DownForCreation:
+    """An MlflowClient whose server is down for creating runs (a refused connection)."""
+
+    def __init__(self, client: MlflowClient) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str):
+        return getattr(self._client, name)
+
+    def create_run(self, *args, **kwargs):
+        raise MlflowException("Connection refused")  # INTERNAL_ERROR, like a dead server
+
+
+def test_a_run_created_while_the_server_is_away_trains_into_the_fallback_file_and_syncs(
+    tracker: Tracker, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The server dies between two seeds: the next seed's run cannot be created. It records to
+    the fallback file like the runs that spilled, and `minimind sync` creates it, once."""
+    parent = tracker.start_parent("invocation")
+    parent.flush()
+    tracker.client = DownForCreation(tracker.client)
+    tracker.outage_s = 0.3
+    tracker._retry.limit_s = 0.3
+
+    child = tracker.start_child(parent, "v/seed1", {"seed": 1}, {"variant": "v"})
+    for step in range(5):
+        child.log_metrics({"train/loss": 10.0 - step}, step)
+    child.log_text("sample", "samples/gen.txt")
+    child.end("FINISHED")
+    path = tmp_path / "fallback" / f"{child.run_id}.jsonl"
+    assert child.spilled_to == path and path.exists()
+    assert f"minimind sync {path}" in capfd.readouterr().err
+    tracker.client = tracker.client._client
+    assert tracker.children(parent.run_id) == []  # the server never saw it
+
+    for _ in range(2):  # idempotent: the second sync finds the run the first one created
+        assert cli_main(["sync", str(path), "--tracking-uri", tracker.uri]) == 0
+    (run,) = tracker.children(parent.run_id)
+    assert run.info.run_name == "v/seed1" and run.info.status == "FINISHED"
+    assert run.data.params["seed"] == "1" and run.data.tags["variant"] == "v"
+    assert steps_of(tracker.client, run.info.run_id, "train/loss") == list(range(5))
+    assert "0 metric points sent, 5 already logged" in capfd.readouterr().out

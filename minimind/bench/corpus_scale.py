@@ -3,10 +3,10 @@ sharded pipeline on corpora built here from the embedded text (nothing is downlo
 
 A corpus of N MB is `.jsonl` files of about 32 MB, each document a run of tinyshakespeare lines
 whose words are shuffled (seeded), so documents repeat no text verbatim at scale. Figures:
-- tokenization MB/s of `prepare_data` with 1 process on 1 core and with a process per core,
-  against a plain single-process loop of `Tokenizer.encode_batch` (tokenizers' own threads on)
-  over the same documents (its peer), all with one already-trained tokenizer, on the smaller
-  corpus;
+- tokenization MB/s of `prepare_data` (its default processes and tokenizer threads) against a
+  plain single-process loop of `Tokenizer.encode_batch` (tokenizers' own threads on) over the
+  same documents (its peer), side by side on 1 core and on every core, each in a fresh process
+  bound to those cores, with one already-trained tokenizer, on the smaller corpus;
 - peak RSS of `minimind data prepare` (the sum over its process tree, sampled every 50 ms) at each
   size: it should stay flat as the corpus grows;
 - start-up of a run on the prepared corpus in a fresh process: `prepare_data` finding the cache,
@@ -23,8 +23,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +30,8 @@ import yaml
 
 from minimind.bench.context import BenchContext
 from minimind.bench.results import Row, Target
-from minimind.data import DataConfig, TokenizerConfig, prepare_data
+from minimind.data import DataConfig, TokenizerConfig
+from minimind.data.prepare import usable_cores
 from minimind.data.sources import read_text_corpus
 from minimind.data.tokenizer import train_bpe
 
@@ -58,7 +57,7 @@ print(json.dumps({"import_s": imported - start, "ready_s": time.perf_counter() -
 
 def run(ctx: BenchContext) -> list[Row]:
     sizes = QUICK_SIZES_MB if ctx.quick else SIZES_MB
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="minimind-bench-data-") as tmp:
         root = Path(tmp)
@@ -70,27 +69,23 @@ def run(ctx: BenchContext) -> list[Row]:
 
         small = corpora[sizes[0]]
         n_bytes = _text_bytes(small)
-        peer_s = _time(lambda: _plain_encode_loop(small, tokenizer_path))
-        rates = {"plain encode_batch loop": n_bytes / 1e6 / peer_s}
-        for procs in dict.fromkeys((1, cores)):
-            cfg = _config(small, root / f"cache-throughput-{procs}", tokenizer_path, procs)
-            # One process on one core (tokenizers' own threads off), as each worker runs.
-            with _tokenizer_threads(procs > 1):
-                seconds = _time(lambda cfg=cfg: prepare_data(cfg))
-            rates[_pipeline(procs)] = n_bytes / 1e6 / seconds
-        for name, rate in rates.items():
-            rows.append(
-                Row(SUITE, f"tokenization {sizes[0]} MB: {name}", rate, "MB/s", detail="1 run")
-            )
-        if cores > 1:
-            scaling = rates[_pipeline(cores)] / rates[_pipeline(1)]
+        # Fewer cores than the machine's only where a process can be bound to them (Linux).
+        pinnable = hasattr(os, "sched_setaffinity")
+        for n_cores in dict.fromkeys((1, cores) if pinnable else (cores,)):
+            # Each in a fresh process limited to `n_cores` cores (its children too), so that the
+            # tokenizer sizes its thread pool and prepare_data its processes to them.
+            loop_s = _time_on_cores(n_cores, "loop", small, tokenizer_path, root)
+            pipeline_s = _time_on_cores(n_cores, "pipeline", small, tokenizer_path, root)
+            loop_rate, pipeline_rate = n_bytes / 1e6 / loop_s, n_bytes / 1e6 / pipeline_s
             rows.append(
                 Row(
                     SUITE,
-                    f"tokenization scaling, {cores} processes / 1",
-                    scaling,
+                    f"tokenization {sizes[0]} MB on {n_cores} core{'s' * (n_cores > 1)}: "
+                    "prepare_data / plain encode_batch loop",
+                    pipeline_rate / loop_rate,
                     "x",
-                    detail=f"{cores} cores",
+                    Target(">=", 1.0),
+                    f"prepare_data {pipeline_rate:.2f} MB/s, loop {loop_rate:.2f} MB/s, 1 run each",
                 )
             )
 
@@ -104,7 +99,7 @@ def run(ctx: BenchContext) -> list[Row]:
                     peak / 2**20,
                     "MiB",
                     Target("<", RSS_TARGET_BYTES / 2**20),
-                    f"{_text_bytes(directory) / 1e6 / seconds:.1f} MB/s, {cores} processes",
+                    f"{_text_bytes(directory) / 1e6 / seconds:.1f} MB/s, {cores} cores",
                 )
             )
             startup = _startup(cfg)
@@ -163,19 +158,6 @@ def _text_bytes(directory: Path) -> int:
     return sum(len(text.encode()) for text in _documents(directory))
 
 
-def _plain_encode_loop(directory: Path, tokenizer_path: Path) -> None:
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(tokenizer_path))
-    batch: list[str] = []
-    for text in _documents(directory):
-        batch.append(text)
-        if len(batch) == 1024:
-            tokenizer.encode_batch(batch, add_special_tokens=False)
-            batch = []
-    tokenizer.encode_batch(batch, add_special_tokens=False)
-
-
 def _config(directory: Path, cache: Path, tokenizer: Path, procs: int | None) -> DataConfig:
     return DataConfig(
         corpus=str(directory),
@@ -187,29 +169,53 @@ def _config(directory: Path, cache: Path, tokenizer: Path, procs: int | None) ->
     )
 
 
-def _pipeline(procs: int) -> str:
-    return "prepare_data, 1 process on 1 core" if procs == 1 else f"prepare_data, {procs} processes"
+TOKENIZE_PROBE = """
+import sys, time
+from pathlib import Path
+import datasets, pyarrow.json  # imported by both before the clock: imports are no throughput
+from minimind.bench import corpus_scale
+from minimind.data import DataConfig, prepare_data
+what, corpus, tokenizer, cache = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
+start = time.perf_counter()
+if what == "loop":
+    corpus_scale.plain_encode_loop(corpus, tokenizer)
+else:
+    prepare_data(corpus_scale._config(corpus, Path(cache), tokenizer, None))
+print(time.perf_counter() - start)
+"""
 
 
-@contextmanager
-def _tokenizer_threads(enabled: bool) -> Iterator[None]:
-    """tokenizers' thread pool on or off (it reads TOKENIZERS_PARALLELISM at every call)."""
-    before = os.environ.get("TOKENIZERS_PARALLELISM")
-    if not enabled:
-        os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("TOKENIZERS_PARALLELISM", None)
-        else:
-            os.environ["TOKENIZERS_PARALLELISM"] = before
+def _time_on_cores(n_cores: int, what: str, corpus: Path, tokenizer: Path, root: Path) -> float:
+    """Seconds of the plain loop or of prepare_data (its default processes and threads) in a
+    fresh process bound to the first `n_cores` of this process's cores."""
+    bind = None
+    if hasattr(os, "sched_setaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))[:n_cores]
+        bind = lambda: os.sched_setaffinity(0, cpus)  # noqa: E731
+    cache = root / f"cache-{what}-{n_cores}"
+    result = subprocess.run(
+        [sys.executable, "-c", TOKENIZE_PROBE, what, str(corpus), str(tokenizer), str(cache)],
+        capture_output=True,
+        text=True,
+        check=True,
+        preexec_fn=bind,
+    )
+    return float(result.stdout.split()[-1])
 
 
-def _time(call) -> float:
-    start = time.perf_counter()
-    call()
-    return time.perf_counter() - start
+def plain_encode_loop(directory: Path, tokenizer_path: Path) -> None:
+    """The peer of the pipeline: the corpus's documents through `Tokenizer.encode_batch` 1024 at
+    a time in one process, with the tokenizer's own threads, the ids discarded."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_path))
+    batch: list[str] = []
+    for text in _documents(directory):
+        batch.append(text)
+        if len(batch) == 1024:
+            tokenizer.encode_batch(batch, add_special_tokens=False)
+            batch = []
+    tokenizer.encode_batch(batch, add_special_tokens=False)
 
 
 def _tree_rss(pid: int) -> int:

@@ -99,12 +99,31 @@ def _experiments(args: argparse.Namespace) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _option_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with --tracking-uri or --report-dir, found before reading any run: a store
+    MLflow cannot open or that does not answer, a report folder that cannot be written."""
+    from minimind.tracking.backend import reachability_problem, store_problem
+    from minimind.writable import unwritable_dir
+
+    problem = store_problem(args.tracking_uri) or reachability_problem(args.tracking_uri)
+    if problem is not None:
+        return f"--tracking-uri: {problem}"
+    if args.report and args.report_dir is not None:
+        problem = unwritable_dir(args.report_dir)
+        if problem is not None:
+            return f"--report-dir: {problem}"
+    return None
+
+
 def run_compare(args: argparse.Namespace) -> int:
     # Imported here so that `minimind --help` and other commands stay quick.
     from minimind.compare import CompareError, compare, load_runs, render
 
     if args.power is not None and not args.power > 0:
         return fail(f"--power: must be a difference > 0, got {args.power}")
+    problem = _option_problem(args)
+    if problem is not None:
+        return fail(problem)
     try:
         runset = load_runs(
             args.tracking_uri,

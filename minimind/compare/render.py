@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -190,6 +191,16 @@ def display_headers(comparison: Comparison) -> list[str]:
     ]
 
 
+def seed_count(row: Mapping[str, Any]) -> str:
+    """A group's finished runs, with those that failed and those still running: `3 (+1 failed)`."""
+    extra = [
+        f"+{row[key]} {word}"
+        for key, word in (("n_failed", "failed"), ("n_running", "running"))
+        if row.get(key)
+    ]
+    return str(row["n"]) + (f" ({', '.join(extra)})" if extra else "")
+
+
 def display_rows(comparison: Comparison) -> list[list[str]]:
     """The table as strings, one list per group, in `display_headers` order."""
     m = comparison.metric
@@ -197,7 +208,7 @@ def display_rows(comparison: Comparison) -> list[list[str]]:
     _, labels = split_shared_key(list(comparison.table["variant"]))
     rows = []
     for label, (_, r) in zip(labels, comparison.table.iterrows(), strict=True):
-        seeds = str(r["n"]) + (f" (+{r['n_failed']} failed)" if r["n_failed"] else "")
+        seeds = seed_count(r)
         if r["n"] and 0 < r.get("n_seeds", r["n"]) < r["n"]:  # reruns of a seed (A/A)
             seeds += f" ({r['n_seeds']} distinct)"
         pairs = r.get(f"{m}_pairs")

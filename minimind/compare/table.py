@@ -244,7 +244,14 @@ def split_problems(per_run: pd.DataFrame, metric: str) -> tuple[pd.DataFrame, pd
 def _group_row(group: str, runs: pd.DataFrame, every_run: pd.DataFrame, metric: str) -> dict:
     """Statistics over `runs` (the group's finished runs); sizes from `every_run` of the group,
     since they are known before training."""
-    row: dict = {"variant": group, "n": len(runs), "n_failed": len(every_run) - len(runs)}
+    # A RUNNING run is still training (or its process died unseen): not a failure, yet.
+    running = int((every_run["status"] == "RUNNING").sum())
+    row: dict = {
+        "variant": group,
+        "n": len(runs),
+        "n_failed": len(every_run) - len(runs) - running,
+        "n_running": running,
+    }
     row["n_seeds"] = runs["seed"].nunique()  # fewer than n when a seed was rerun
     for key in SIZE_PARAMS:
         values = every_run[key].dropna()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import lzma
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
@@ -219,10 +220,40 @@ def _load(cfg: DataConfig) -> Any:
         kwargs = {**where, "cache_dir": str(Path(cfg.cache_dir) / "datasets")}
         if builder == "text":
             kwargs["sample_by"] = "document"  # a .txt file is one document
+    offline = cfg.corpus.startswith(HUB_PREFIX) and _go_offline_unless_the_hub_answers(datasets)
     try:
         return datasets.load_dataset(*args, streaming=cfg.streaming, **kwargs)
     except Exception as e:  # datasets raises many types: not found, offline, a bad file
+        if offline:
+            raise DataError(
+                f"cannot load {cfg.corpus}: the Hugging Face Hub does not answer and the dataset "
+                f"is not in the local cache ({_reason(e)})"
+            ) from e
         raise DataError(f"cannot load {cfg.corpus}: {_reason(e)}") from e
+
+
+HUB_PROBE_S = 5.0  # how long the Hub may take to accept a connection before it counts as away
+
+
+def _go_offline_unless_the_hub_answers(datasets: Any) -> bool:
+    """Whether the Hub is away: then `datasets` and `huggingface_hub` are switched to offline
+    mode, so that a cached dataset loads from the cache and another fails at once, rather than
+    after a minute of retried requests, a line each. One connection attempt decides."""
+    from urllib.parse import urlparse
+
+    import huggingface_hub.constants as hub
+
+    if datasets.config.HF_HUB_OFFLINE:
+        return False
+    url = urlparse(hub.ENDPOINT)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname, port), timeout=HUB_PROBE_S).close()
+        return False
+    except OSError:
+        datasets.config.HF_HUB_OFFLINE = True
+        hub.HF_HUB_OFFLINE = True
+        return True
 
 
 def _checked(cfg: DataConfig, split: Any) -> Any:

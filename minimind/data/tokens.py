@@ -22,6 +22,7 @@ from minimind.atomic_file import atomic_open, atomic_write_text
 from minimind.data.chunking import text_chunks
 from minimind.data.sources import Corpus, Piece, documents
 from minimind.data.tokenizer import with_specials
+from minimind.processes import stop_when_orphaned
 
 SPLITS = ("train", "val")
 
@@ -85,9 +86,19 @@ def tokenize_piece(job: ShardJob) -> dict:
     return counts
 
 
-def worker_init() -> None:
-    """In a worker process: one tokenizer thread each, as the processes already use every core."""
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+def worker_init(threads: int = 1) -> None:
+    """In a worker process: `threads` threads for the tokenizer and for Arrow's readers, so that
+    the processes together use the cores without oversubscribing them (set before either
+    library starts its pool); the worker ends with its parent (a `kill -9` of `data prepare` or
+    `run` leaves no orphan)."""
+    if threads == 1:
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    else:
+        os.environ["RAYON_NUM_THREADS"] = str(threads)  # the tokenizers library's thread pool
+    import pyarrow
+
+    pyarrow.set_cpu_count(threads)
+    stop_when_orphaned()
 
 
 class TokenStream:

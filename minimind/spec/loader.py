@@ -24,22 +24,37 @@ from minimind.spec.variants import resolved_model
 _PATH_KEYS = ("data.corpus", "data.tokenizer.path")
 
 
+# How many nodes a document may hold once its aliases are expanded: a spec is a few hundred; a
+# "billion laughs" alias bomb is billions, and every pass over it would hang.
+MAX_EXPANDED_NODES = 100_000
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """`yaml.SafeLoader` that rejects a mapping key written twice, which plain YAML loading
-    resolves silently as last-wins (the error that follows would name a value nobody wrote)."""
+    resolves silently as last-wins (the error that follows would name a value nobody wrote), and
+    a document whose aliases expand past `MAX_EXPANDED_NODES` nodes."""
 
     def get_single_data(self) -> Any:
         node = self.get_single_node()
         if node is None:
             return None
-        _check_unique_keys(node, "")
+        _check_unique_keys(node, "", [MAX_EXPANDED_NODES])
         return self.construct_document(node)
 
 
-def _check_unique_keys(node: yaml.Node, path: str) -> None:
+def _check_unique_keys(node: yaml.Node, path: str, budget: list[int]) -> None:
+    # `budget` counts down the nodes visited, an alias's every time it is used, so that an alias
+    # bomb is refused after MAX_EXPANDED_NODES steps instead of being walked for hours.
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise SpecError(
+            path or "spec",
+            f"the YAML expands past {MAX_EXPANDED_NODES:,} values through its aliases (&/*); "
+            "write the values out",
+        )
     if isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _check_unique_keys(item, f"{path}[{i}]")
+            _check_unique_keys(item, f"{path}[{i}]", budget)
     elif isinstance(node, yaml.MappingNode):
         first_line: dict[Any, int] = {}
         for key_node, value_node in node.value:
@@ -47,13 +62,15 @@ def _check_unique_keys(node: yaml.Node, path: str) -> None:
             child = f"{path}.{key}" if path else str(key)
             line = key_node.start_mark.line + 1
             if key in first_line:
-                raise SpecError(child, f"duplicate key (lines {first_line[key]} and {line})")
+                where = f" (lines {first_line[key]} and {line})" if first_line[key] != line else ""
+                raise SpecError(child, f"duplicate key{where}")
             first_line[key] = line
-            _check_unique_keys(value_node, child)
+            _check_unique_keys(value_node, child, budget)
 
 
 def safe_load_unique(text: str) -> Any:
-    """`yaml.safe_load`, except that a duplicate mapping key is a `SpecError` naming it."""
+    """`yaml.safe_load`, except that a duplicate mapping key or an alias bomb is a `SpecError`
+    naming it."""
     loader = _UniqueKeyLoader(text)
     try:
         return loader.get_single_data()
@@ -101,9 +118,12 @@ def parse_override(text: str) -> tuple[str, Any, str]:
         raise SpecError("-o", f"an override needs a key before '=', got {text!r}")
     split_key(key)
     try:
-        value = yaml.safe_load(raw)
+        value = safe_load_unique(raw)
     except yaml.YAMLError as err:
         raise SpecError(key, f"cannot parse override value {raw!r}: {_yaml_problem(err)}") from None
+    except SpecError as err:  # a duplicate key inside a flow mapping: `{lr: 0.1, lr: 0.002}`
+        inner = err.path if err.path.startswith("[") else f".{err.path}"
+        raise SpecError(key + inner, f"{err.message} in -o {text}") from None
     return key, value, text
 
 

@@ -14,6 +14,18 @@ from typing import Any
 BASE_VARIANT = "base"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.=,()+\-\[\]]")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def check_name(name: str) -> str:
+    """`name` if it is safe as an MLflow experiment name and as one directory name (no '/', no
+    '..'); else `ValueError`. Spec names and experiment names are both used as such."""
+    if not _NAME.fullmatch(name) or name in (".", ".."):
+        raise ValueError(
+            f"must be 1-100 letters, digits, '_', '.' or '-' starting with a letter or "
+            f"digit (it names MLflow experiments and directories), got {name!r}"
+        )
+    return name
 
 
 def variant_name(assignments: Mapping[str, Any]) -> str:

@@ -42,13 +42,12 @@ from minimind.spec.errors import (
     suggest,
 )
 from minimind.spec.matching import MatchConfig, match_knob, size
-from minimind.spec.naming import variant_name
-from minimind.spec.sections import PowerHint, TrackingConfig, TrainConfig
+from minimind.spec.naming import check_name, variant_name
+from minimind.spec.sections import MAX_SEED, PowerHint, TrackingConfig, TrainConfig
 from minimind.spec.sweep_config import SweepConfig
 from minimind.spec.tree import assign, split_key
 from minimind.strict_model import StrictNumbers, field_error
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
@@ -109,7 +108,9 @@ class Spec(StrictNumbers):
     model: ModelSection = Field(default_factory=ModelSection)
     data: DataConfig = Field(default_factory=DataConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
-    seeds: list[Annotated[int, Field(ge=0)]] = Field(default_factory=lambda: [0], min_length=1)
+    seeds: list[Annotated[int, Field(ge=0, le=MAX_SEED)]] = Field(
+        default_factory=lambda: [0], min_length=1
+    )
     ablate: dict[str, AblationValues] = Field(default_factory=dict)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
     sweep: SweepConfig | None = None
@@ -121,12 +122,7 @@ class Spec(StrictNumbers):
     @field_validator("name")
     @classmethod
     def _safe_name(cls, name: str) -> str:
-        if not _NAME.fullmatch(name):
-            raise ValueError(
-                f"must be 1-100 letters, digits, '_', '.' or '-' starting with a letter or "
-                f"digit (it names MLflow experiments and directories), got {name!r}"
-            )
-        return name
+        return check_name(name)
 
     @field_validator("plugins")
     @classmethod

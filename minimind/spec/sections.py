@@ -13,7 +13,10 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 import registry
 from minimind.corrections import DEFAULT_CORRECTION, Correction
 from minimind.paths import DEFAULT_TRACKING_URI
+from minimind.spec.naming import check_name
 from minimind.strict_model import StrictNumbers, field_error
+
+MAX_SEED = 2**32 - 1  # numpy's generators take no larger seed
 
 
 class Section(StrictNumbers):
@@ -111,7 +114,7 @@ class TrainConfig(Section):
     checkpoint_every: int | None = Field(default=100, gt=0)
     checkpoint_dir: str = Field(default="results/checkpoints", min_length=1)
     sample_tokens: int = Field(default=64, ge=0)
-    data_seed: int | None = Field(default=None, ge=0)
+    data_seed: int | None = Field(default=None, ge=0, le=MAX_SEED)
     # Under torchrun (several ranks): `ddp` keeps a whole model on each rank; `fsdp` shards
     # parameters, gradients and optimizer state over the ranks (FSDP2, torch >= 2.6).
     parallel: Literal["ddp", "fsdp"] = "ddp"
@@ -210,3 +213,9 @@ class TrackingConfig(Section):
 
     uri: str = Field(default=DEFAULT_TRACKING_URI, min_length=1)
     experiment: str | None = Field(default=None, min_length=1)
+
+    @field_validator("experiment")
+    @classmethod
+    def _experiment_is_a_name(cls, experiment: str | None) -> str | None:
+        # It is a directory under train.checkpoint_dir: a path would write elsewhere.
+        return None if experiment is None else check_name(experiment)

@@ -140,7 +140,7 @@ def axis_rows(result: AxisResult) -> list[list[Cell]]:
         texts = [
             group,
             finding.against if finding else "",
-            str(r["n"]) + (f" (+{r['n_failed']} failed)" if r["n_failed"] else ""),
+            render.seed_count(r),
             render.fmt_count(r["num_params"]),
             render.fmt_count(tokens.get(group, np.nan)),
             render.MISSING if pd.isna(flops) else f"{flops:.3g}",

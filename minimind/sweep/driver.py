@@ -30,6 +30,7 @@ from minimind.sweep.report import StudyReport, describe, log_report, write_repor
 from minimind.sweep.storage import open_storage
 from minimind.sweep.study import open_parent, open_study, progress
 from minimind.sweep.worker import WorkerJob, run_workers
+from minimind.verbosity import quiet_optuna
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -49,11 +50,12 @@ def run_sweep(
 ) -> int:
     """The `minimind sweep` command (`best`: only print the best trials and write best.yaml);
     returns its exit code."""
+    quiet_optuna()
     try:
         plan = plan_sweep(
             path, overrides, workers=workers, trials=trials, tracking_uri=tracking_uri
         )
-        storage = open_storage(plan.sweep)
+        storage = open_storage(plan.sweep, create=not best)
         studies = [
             open_study(storage, cell.name, cell.sweep, cell.cell_hash, create=not best)
             for cell in plan.cells
@@ -61,7 +63,7 @@ def run_sweep(
     except SpecError as err:
         return fail(str(err))
     except KeyError as err:  # --best before the study exists
-        return fail(f"{err.args[0]}; run `minimind sweep {path}` first", EXIT_FAILED)
+        return fail(f"{err.args[0]}; run `minimind sweep {path}` first")
     if best:
         return show_best(plan, studies, reports_dir)
     try:

@@ -60,11 +60,18 @@ def check_storage_url(url: str) -> None:
         )
 
 
-def open_storage(sweep: SweepConfig) -> optuna.storages.BaseStorage:
-    """Connect to `sweep.storage` (creating a SQLite or journal file and its directory); a
+def open_storage(sweep: SweepConfig, create: bool = True) -> optuna.storages.BaseStorage:
+    """Connect to `sweep.storage` (creating a SQLite or journal file and its directory, unless
+    `create` is False: then a missing file is a `SpecError`, and nothing is written); a
     `SpecError` on `sweep.storage` when that fails."""
     url = sweep.storage
     check_storage_url(url)
+    local = _local_file(url)
+    if not create and local is not None and not local.is_file():
+        raise SpecError(
+            "sweep.storage",
+            f"{local} does not exist: no sweep has run yet (run it without --best first)",
+        )
     try:
         if url.startswith(JOURNAL_PREFIX):
             path = Path(url.removeprefix(JOURNAL_PREFIX)).expanduser()
@@ -73,14 +80,9 @@ def open_storage(sweep: SweepConfig) -> optuna.storages.BaseStorage:
             return optuna.storages.journal.JournalStorage(backend)
         engine_kwargs = {}
         lock: AbstractContextManager = nullcontext()
-        if url.startswith("sqlite"):
-            import sqlalchemy
-
-            name = sqlalchemy.engine.make_url(url).database
-            assert name, "check_storage_url rejects an in-memory SQLite database"
-            database = Path(name).expanduser()
+        if url.startswith("sqlite") and local is not None:
             # Opening the storage creates its tables: once, whichever worker comes first.
-            lock = creation_lock(database)
+            lock = creation_lock(local) if create else nullcontext()
             engine_kwargs = {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}
         with lock, warnings.catch_warnings():  # heartbeats are "experimental" since Optuna 2.9
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -97,3 +99,15 @@ def open_storage(sweep: SweepConfig) -> optuna.storages.BaseStorage:
         raise SpecError(
             "sweep.storage", f"cannot open {url}: {type(err).__name__}: {err}"
         ) from None
+
+
+def _local_file(url: str) -> Path | None:
+    """The file a SQLite or journal storage lives in; None for a database server."""
+    if url.startswith(JOURNAL_PREFIX):
+        return Path(url.removeprefix(JOURNAL_PREFIX)).expanduser()
+    if url.startswith("sqlite"):
+        import sqlalchemy
+
+        database = sqlalchemy.engine.make_url(url).database
+        return Path(database).expanduser() if database else None
+    return None

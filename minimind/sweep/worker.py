@@ -30,18 +30,19 @@ from optuna.trial import FrozenTrial, TrialState
 
 from minimind.data import PreparedData
 from minimind.exit_codes import exit_code_for_signal
+from minimind.processes import stop_when_orphaned
 from minimind.spec import validate_spec
 from minimind.sweep.algorithms import build_pruner, build_sampler, worker_seed
 from minimind.sweep.liveness import release_orphans
 from minimind.sweep.objective import TrialContext, TrialObjective
 from minimind.sweep.storage import open_storage
 from minimind.sweep.study import open_study, progress
+from minimind.verbosity import quiet_optuna
 
 POLL_S = 2.0
 GIVE_UP_AFTER = 5
 STOP_GRACE_S = 20.0
 REPLACEMENTS_PER_WORKER = 3  # a worker that keeps dying (OOM) is not replaced forever
-ORPHAN_POLL_S = 1.0  # how soon a worker notices that its driver died
 
 
 @dataclass(frozen=True)
@@ -185,26 +186,14 @@ def worker_main(job: WorkerJob) -> None:
         # one SIGINT on to each worker (`_stop`), as it does for a `kill -INT` of its pid.
         os.setpgid(0, 0)
     keep_freed_memory()  # a spawned process starts with glibc's defaults again
+    quiet_optuna()  # a spawned process starts with Optuna's INFO level again
     install_termination_handlers()
-    _stop_when_orphaned(os.getppid())
+    stop_when_orphaned()  # a SIGKILLed driver leaves no worker training unattended
     try:
         reason = work(job)
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the trial is FAIL, its run KILLED
         sys.exit(exit_code_for_signal(getattr(exc, "signum", signal.SIGINT)))
     print(f"worker {job.index} (pid {os.getpid()}): {reason}", flush=True)
-
-
-def _stop_when_orphaned(driver_pid: int) -> None:
-    """SIGTERM this worker once its driver is gone (its parent changes: a SIGKILLed driver has no
-    handler to stop its workers), so that it ends its trial and run instead of training on
-    unattended. A polling thread rather than Linux's PR_SET_PDEATHSIG: it works on every OS."""
-
-    def watch() -> None:
-        while os.getppid() == driver_pid:
-            time.sleep(ORPHAN_POLL_S)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=watch, name="minimind-orphan-watch", daemon=True).start()
 
 
 def run_workers(

@@ -22,6 +22,9 @@ from minimind.writable import unwritable_dir
 _HTTP_ENV_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
 
 
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
 def sqlite_db_path(uri: str) -> Path | None:
     """The database file of a `sqlite:///relative.db` or `sqlite:////absolute.db` URI, else None."""
     if not uri.startswith("sqlite:///"):
@@ -46,8 +49,49 @@ def store_problem(uri: str) -> str | None:
         return f"the database {db} is a directory"
     if db.exists() and not os.access(db, os.W_OK):
         return f"the database {db} is not writable"
+    if db.is_file() and not is_sqlite_file(db):
+        return f"{db} is not an SQLite database"
     problem = unwritable_dir(db.parent)
     return None if problem is None else f"the database {db}: {problem}"
+
+
+def is_sqlite_file(path: Path) -> bool:
+    """Whether `path` is an SQLite database: its header, or empty (SQLite makes one of it)."""
+    with path.open("rb") as f:
+        header = f.read(len(_SQLITE_HEADER))
+    return header in (b"", _SQLITE_HEADER)
+
+
+def reachability_problem(uri: str) -> str | None:
+    """Why the tracking server or database server at `uri` cannot be used now (it does not
+    answer, or not as an MLflow server), found with one read and no retries; None for a local
+    store, which has no server to be away, and for stores of other schemes. Run before any long
+    work, so that a stopped server is reported at once rather than after the corpus is
+    tokenized (MLflow itself retries a database for minutes)."""
+    from minimind.tracking.retry import first_line
+
+    try:
+        if uri.startswith(("http://", "https://")):
+            connect(uri).search_experiments(max_results=1)
+        elif _is_database_server(uri):
+            import sqlalchemy
+
+            engine = sqlalchemy.create_engine(uri)
+            try:
+                engine.connect().close()
+            finally:
+                engine.dispose()
+    except Exception as exc:  # a driver's or an HTTP library's errors have no common base
+        return (
+            f"{uri} does not answer as a tracking store ({first_line(exc)}); start it, or set "
+            "tracking.uri to one that answers"
+        )
+    return None
+
+
+def _is_database_server(uri: str) -> bool:
+    scheme = uri.partition("://")[0].partition("+")[0]
+    return scheme in ("postgresql", "mysql", "mssql")
 
 
 def connect(uri: str) -> MlflowClient:

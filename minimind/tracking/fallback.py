@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from mlflow.tracking import MlflowClient
+
+from minimind.record import OFFLINE_ID_TAG
 from minimind.tracking.backend import connect
 from minimind.tracking.ops import Op, apply_op, logged_steps
 
@@ -108,10 +111,12 @@ class ReplayReport:
     tags_sent: int = 0
     artifacts_sent: int = 0
     ended: str | None = None
+    created: bool = False
 
     def summary(self) -> str:
         text = (
-            f"run {self.run_id}: {self.metrics_sent} metric points sent, "
+            f"run {self.run_id}{' (created now)' if self.created else ''}: "
+            f"{self.metrics_sent} metric points sent, "
             f"{self.metrics_skipped} already logged; {self.params_sent} params, "
             f"{self.tags_sent} tags, {self.artifacts_sent} artifacts"
         )
@@ -133,6 +138,9 @@ def replay(path: str | Path, tracking_uri: str | None = None) -> ReplayReport:
     run_id = header["run_id"]
     report = ReplayReport(run_id, tracking_uri or header["tracking_uri"])
     client = connect(report.tracking_uri)
+    if ops and ops[0]["op"] == "create":  # a run the server never saw: create it first
+        run_id = report.run_id = _create_once(client, run_id, ops.pop(0))
+        report.created = True
     run = client.get_run(run_id)
     logged = logged_steps(client, run)
     params = dict(run.data.params)
@@ -170,3 +178,20 @@ def replay(path: str | Path, tracking_uri: str | None = None) -> ReplayReport:
             else:
                 report.artifacts_sent += 1
     return report
+
+
+def _create_once(client: MlflowClient, local_id: str, create: Op) -> str:
+    """The id of the run `create` describes: found by its `minimind.offline_id` tag when an
+    earlier sync created it, else created now (with its original start time)."""
+    found = client.search_runs(
+        [create["experiment_id"]], filter_string=f"tags.`{OFFLINE_ID_TAG}` = '{local_id}'"
+    )
+    if found:
+        return found[0].info.run_id
+    run = client.create_run(
+        create["experiment_id"],
+        start_time=create["start_time"],
+        tags={**create["tags"], OFFLINE_ID_TAG: local_id},
+        run_name=create["run_name"],
+    )
+    return run.info.run_id

@@ -9,6 +9,11 @@ this one `apply_op`:
     {"op": "artifact", "path": local file or directory, "artifact_path": str | None}
     {"op": "end", "status": "FINISHED" | "FAILED" | "KILLED", "end_time": ms}
 
+A fallback file of a run that could not be created on the server starts with one more, which
+`minimind sync` turns into the run (`fallback.replay`), never sent live:
+
+    {"op": "create", "experiment_id": str, "run_name": str, "tags": {key: str}, "start_time": ms}
+
 Every operation is idempotent: MLflow stores a metric point (key, timestamp, step, value) once
 however often it is sent, an unchanged param or tag is a no-op, and an artifact overwrites itself.
 That is what makes retrying after a lost response safe.

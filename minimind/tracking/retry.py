@@ -11,6 +11,8 @@ from typing import TypeVar
 import sqlalchemy.exc
 from mlflow.exceptions import MlflowException
 
+from minimind.redact import redact
+
 T = TypeVar("T")
 
 # MLflow error codes that a later retry can cure: the server (or its database) is down, busy,
@@ -44,7 +46,7 @@ def is_transient(exc: BaseException) -> bool:
 
 def notice(message: str) -> None:
     """One line on stderr for the user; tracking trouble must be visible but never fatal."""
-    print(f"minimind: tracking: {message}", file=sys.stderr, flush=True)
+    print(f"minimind: tracking: {redact(message)}", file=sys.stderr, flush=True)
 
 
 class OutageExceeded(Exception):

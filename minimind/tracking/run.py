@@ -43,6 +43,10 @@ class RunHandle:
     manager the handle ends the run FINISHED, FAILED (an exception, with its text as
     `failure_reason`) or KILLED (KeyboardInterrupt or `Terminated`).
 
+    With `create` (the fields of a `create` operation, see `minimind.tracking.ops`) the run does
+    not exist on the server yet: `run_id` is a local id, and everything goes to the fallback file,
+    which `minimind sync` turns into the run.
+
     Metric points whose step is in `skip_steps[key]` are dropped: a resumed run re-logs the
     steps after its checkpoint, and only those not already logged get through.
     """
@@ -58,6 +62,7 @@ class RunHandle:
         fallback_dir: str | Path = DEFAULT_FALLBACK_DIR,
         flush_interval_s: float = 2.0,
         skip_steps: dict[str, set[int]] | None = None,
+        create: dict[str, Any] | None = None,
     ) -> None:
         self.client = client
         self.run_id = run_id
@@ -67,11 +72,19 @@ class RunHandle:
         self._fallback = FallbackFile(fallback_dir, run_id, uri)
         retry = RetryClock(outage_limit(outage_s), label=f"tracking server {uri}")
         self._sender = Sender(
-            client, run_id, retry, self._fallback, flush_interval_s, skip_steps=skip_steps
+            client,
+            run_id,
+            retry,
+            self._fallback,
+            flush_interval_s,
+            skip_steps=skip_steps,
+            spilled=create is not None,
         )
         self._staging: Path | None = None
         self._artifact_count = 0
         self._ended = False
+        if create is not None:  # the run exists only in the fallback file until it is synced
+            self._put({"op": "create", **create})
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         """Queue metric values of one step; values are python numbers (or 0-dim CPU tensors)."""

@@ -38,9 +38,10 @@ class Sender:
         batch_size: int = MAX_METRICS_PER_BATCH,
         wake_at: int = 512,
         skip_steps: dict[str, set[int]] | None = None,
+        spilled: bool = False,
     ) -> None:
         self.run_id = run_id
-        self.spilled = False
+        self.spilled = spilled  # True: everything goes to the fallback file
         self._client = client
         self._retry = retry
         self._fallback = fallback

@@ -9,9 +9,10 @@ and child runs tagged `minimind.role=child` with `mlflow.parentRunId`.
 from __future__ import annotations
 
 import functools
-import os
 import socket
 import subprocess
+import time
+import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 
+from minimind.processes import is_alive
 from minimind.record import (
     CHILD_ROLE,
     FAILURE_REASON_TAG,
@@ -26,12 +28,13 @@ from minimind.record import (
     HOST_TAG,
     PARENT_ROLE,
     PARENT_TAG,
+    PID_START_TAG,
     PID_TAG,
     ROLE_TAG,
 )
 from minimind.tracking.backend import connect, default_artifact_location
 from minimind.tracking.ops import logged_steps, tag_value
-from minimind.tracking.retry import RetryClock, first_line, is_transient
+from minimind.tracking.retry import OutageExceeded, RetryClock, first_line, is_transient, notice
 from minimind.tracking.run import DEFAULT_FALLBACK_DIR, RunHandle, outage_limit
 
 STALE_REASON = "the process died without ending the run (SIGKILL, OOM kill or power loss)"
@@ -98,10 +101,10 @@ class Tracker:
         try:
             return self._ensure_experiment()
         except Exception as exc:
-            if not is_transient(exc):
-                raise
+            problem = "is unreachable" if is_transient(exc) else "answered with an error"
+            # An HTML page of another server (a 404, a login form) is no traceback to show.
             raise TrackingUnreachable(
-                f"tracking.uri: the tracking server {self.uri} is unreachable "
+                f"tracking.uri: the tracking server {self.uri} {problem} "
                 f"({first_line(exc)}); start it, or set tracking.uri to one that answers"
             ) from None
 
@@ -143,10 +146,41 @@ class Tracker:
         if self._git_commit is not None:
             tags.setdefault(GIT_COMMIT_TAG, self._git_commit)
         tags = {key: tag_value(value) for key, value in tags.items()}
-        run = self._retry.call(
-            lambda: self.client.create_run(self.experiment_id, run_name=name, tags=tags)
-        )
+        try:
+            run = self._retry.call(
+                lambda: self.client.create_run(self.experiment_id, run_name=name, tags=tags)
+            )
+        except OutageExceeded:
+            return self._offline(name, tags)
         return self._handle(run.info.run_id, name)
+
+    def _offline(self, name: str, tags: dict[str, str]) -> RunHandle:
+        """A run the server, away past the outage limit, could not create: it trains and
+        records into its fallback file under a local id, like the runs that spilled there, and
+        `minimind sync` creates it on the server."""
+        create = {
+            "experiment_id": self.experiment_id,
+            "run_name": name,
+            "tags": tags,
+            "start_time": int(time.time() * 1000),
+        }
+        handle = RunHandle(
+            self.client,
+            uuid.uuid4().hex,
+            name=name,
+            tracking_uri=self.uri,
+            outage_s=self.outage_s,
+            fallback_dir=self.fallback_dir,
+            flush_interval_s=self.flush_interval_s,
+            create=create,
+        )
+        path = handle.spilled_to
+        notice(
+            f"tracking server {self.uri} unreachable for more than {self.outage_s:g} s; run "
+            f"{name} trains and records to {path}. Once the server is back, import it with: "
+            f"minimind sync {path}"
+        )
+        return handle
 
     def resume_run(self, run_id: str) -> RunHandle:
         """Reopen a run (status back to RUNNING, `failure_reason` cleared) to continue logging.
@@ -232,31 +266,24 @@ class Tracker:
             self._retry.call(functools.partial(self.client.set_terminated, run_id, status))
         return stale
 
-    def close_dead_parents(self, tags: Mapping[str, str]) -> list[str]:
-        """End KILLED every RUNNING parent with `tags` whose process (tags `minimind.pid` and
-        `minimind.host`) is known dead, with its RUNNING children; returns the parents' ids.
+    def close_dead_parents(self, tags: Mapping[str, str] | None = None) -> list[str]:
+        """End KILLED every RUNNING parent (with `tags`, when given) whose process (tags
+        `minimind.pid`, `minimind.pid_start` and `minimind.host`) is known dead, with its RUNNING
+        children; returns the parents' ids.
 
-        A SIGKILLed invocation leaves its runs RUNNING; the next invocation of the same spec
-        closes them. A parent of another host, or without the tags, is left alone: its liveness
-        cannot be checked from here.
+        A SIGKILLed invocation leaves its runs RUNNING; the next invocation of any spec of the
+        experiment closes them. A process whose pid now names another process (a later start
+        time) is dead. A parent of another host, or without the tags, is left alone: its
+        liveness cannot be checked from here.
         """
         closed = []
-        for run in self.find_runs({ROLE_TAG: PARENT_ROLE, **tags}, ["RUNNING"]):
+        for run in self.find_runs({ROLE_TAG: PARENT_ROLE, **(tags or {})}, ["RUNNING"]):
             pid, host = run.data.tags.get(PID_TAG), run.data.tags.get(HOST_TAG)
-            if host == socket.gethostname() and pid is not None and not _alive(int(pid)):
+            started = run.data.tags.get(PID_START_TAG)
+            if host == socket.gethostname() and pid is not None and not is_alive(int(pid), started):
                 self.fail_stale_runs(run.info.run_id)
                 closed.append(run.info.run_id)
         return closed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)  # signal 0: only asks whether the process exists
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
 
 
 def _quote(value: str) -> str:

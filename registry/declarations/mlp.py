@@ -42,7 +42,7 @@ class Dense:
         return options.hidden or cls.default_hidden(dim)
 
     @classmethod
-    def param_count(cls, options: Options, *, dim: int, dropout: float) -> int:
+    def param_count(cls, options: Options, *, dim: int, dropout: float = 0.0) -> int:
         hidden = cls.hidden_of(options, dim)
         biases = (cls.matrices - 1) * hidden + dim if options.bias else 0
         return cls.matrices * dim * hidden + biases

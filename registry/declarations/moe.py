@@ -83,7 +83,7 @@ class MoE:
             return spec
 
     @classmethod
-    def check_dims(cls, options: Options, *, dim: int, dropout: float) -> None:
+    def check_dims(cls, options: Options, *, dim: int, dropout: float = 0.0) -> None:
         if options.dispatch != "grouped_mm":
             return
         import torch  # the expert's matrix sizes, from one built on the meta device
@@ -95,11 +95,11 @@ class MoE:
             raise grouped_mm_error(problem)
 
     @classmethod
-    def param_count(cls, options: Options, *, dim: int, dropout: float) -> int:
+    def param_count(cls, options: Options, *, dim: int, dropout: float = 0.0) -> int:
         return cls._count(options, dim, options.n_experts)
 
     @classmethod
-    def active_param_count(cls, options: Options, *, dim: int, dropout: float) -> int:
+    def active_param_count(cls, options: Options, *, dim: int, dropout: float = 0.0) -> int:
         return cls._count(options, dim, options.top_k)
 
     @staticmethod

@@ -1,0 +1,56 @@
+"""Processes: children that end with their parent (a `kill -9` of the parent leaves no orphans),
+and whether a process recorded by id and start time is still alive (an id alone may be reused)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+ORPHAN_POLL_S = 1.0  # how soon a child notices that its parent died
+
+
+def stop_when_orphaned(parent_pid: int | None = None, poll_s: float = ORPHAN_POLL_S) -> None:
+    """SIGTERM this process once its parent (`parent_pid`, default the current one) is gone.
+
+    A SIGKILLed parent runs no handler to stop its children, and a child busy tokenizing or
+    training never reads the pipe that would tell it. A polling daemon thread rather than Linux's
+    PR_SET_PDEATHSIG: it works on every OS, and the SIGTERM reaches whatever handler the child
+    installed (a sweep worker ends its trial and run; a tokenization worker just ends).
+    """
+    watched = os.getppid() if parent_pid is None else parent_pid
+
+    def watch() -> None:
+        while os.getppid() == watched:
+            time.sleep(poll_s)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="minimind-orphan-watch", daemon=True).start()
+
+
+def start_time(pid: int) -> str | None:
+    """When process `pid` started, in clock ticks since boot (Linux's /proc), or None where that
+    cannot be read (another OS, or no such process). With the pid it names one process for good:
+    the kernel reuses pids, never a (pid, start time) pair."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: count fields after its ")".
+    return stat[stat.rindex(")") + 2 :].split()[19]
+
+
+def is_alive(pid: int, started: str | None = None) -> bool:
+    """Whether process `pid` exists and, when `started` is known, is the one that started then."""
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        pass
+    if started is None:
+        return True
+    now = start_time(pid)
+    return now is None or now == started
