@@ -51,6 +51,7 @@ from minimind.metrics import (
 )
 from minimind.model import MiniMindLM
 from minimind.optim import build_optimizer, build_schedule
+from minimind.probes import StepMonitor
 from minimind.progress import TrainingProgress, training_progress
 
 if TYPE_CHECKING:
@@ -139,6 +140,7 @@ class Trainer:
         # under FSDP these are the sharded parameters the optimizer holds (DDP wraps the model
         # without replacing them).
         self._params = list(self.model.parameters())
+        self.monitor = StepMonitor(self.model, cfg, self.device, self.amp_dtype)
         self.max_steps = cfg.planned_steps
         # With only a time limit, the schedule's horizon is re-estimated after every step.
         schedule = cfg.resolved_schedule
@@ -194,7 +196,7 @@ class Trainer:
             while not done:
                 log_now = (self.step + 1) % cfg.log_every == 0 or self.step + 1 == self.max_steps
                 self.meter.start_step()
-                self._train_step(measure_grad_norm=log_now)
+                self._train_step()
                 self.meter.end_step(cfg.tokens_per_step)
                 self.step += 1
                 elapsed = self._training_clock()
@@ -202,16 +204,18 @@ class Trainer:
                     self._estimate_horizon(elapsed)
                 done = self._budget_spent(elapsed)
                 progress.advance(self.step)
+                if (probes := self.monitor.probe_metrics()) is not None:
+                    sink.log_metrics(probes, self.step)
+                every = cfg.checkpoint_every  # None: no checkpoints at all, not even the last
+                save = checkpoint_path is not None and every is not None
+                save = save and (done or self.step % every == 0)
+                # the guard's record of a non-finite step is read before any checkpoint
+                failure = self.monitor.guard.failure() if log_now or done or save else None
                 evaluate = self.step % cfg.eval_every == 0 or done
-                failure = self._report(sink, progress, log_now or done, evaluate, final=done)
+                failure = failure or self._report(sink, progress, log_now or done, evaluate, done)
                 if failure is not None:
                     return self._outcome("FAILED", failure)
-                every = cfg.checkpoint_every  # None: no checkpoints at all, not even the last
-                if (
-                    checkpoint_path is not None
-                    and every is not None
-                    and (done or self.step % every == 0)
-                ):
+                if save:
                     state = self.state_dict(run_ids or {})  # on every rank: it all-reduces
                     if distributed.is_main_process():
                         sink.flush()  # a SIGKILL after the save must not lose steps before it
@@ -243,9 +247,13 @@ class Trainer:
         None."""
         return document_ids(x, self.data.eos_id) if self.data.doc_mask else None
 
-    def _train_step(self, measure_grad_norm: bool) -> None:
-        """One optimizer step over `grad_accum` micro-batches; no host sync."""
+    def _train_step(self) -> None:
+        """One optimizer step over `grad_accum` micro-batches; no host sync (but on probed
+        steps, and with `train.spike.skip`)."""
         accum = self.cfg.grad_accum
+        probe_x = self.val_batches[0]  # the probes' fixed batch
+        self.monitor.begin_step(self.step + 1, probe_x, self._doc_ids(probe_x))
+        step_loss = self._loss_sum.new_zeros(())
         for micro in range(accum):
             x = next(self.batches).to(self.device, non_blocking=True)  # [B / world_size, T]
             with distributed.gradient_sync(self.forward, micro == accum - 1):
@@ -265,16 +273,20 @@ class Trainer:
                 (objective / accum).backward()
             self._loss_sum += out.loss.detach()
             self._aux_sum += out.aux_loss.detach()
+            step_loss += out.loss.detach()
         self._window_steps += 1
+        self._grad_norm = self.monitor.after_backward(
+            self.step + 1, step_loss / accum, self._params
+        )
         if self.cfg.grad_clip is not None:
-            self._grad_norm = torch.nn.utils.clip_grad_norm_(
-                self._params, self.cfg.grad_clip, foreach=True
+            torch.nn.utils.clip_grads_with_norm_(
+                self._params, self.cfg.grad_clip, self._grad_norm, foreach=True
             )
-        elif measure_grad_norm:
-            grads = [p.grad for p in self._params if p.grad is not None]
-            self._grad_norm = torch.nn.utils.get_total_norm(grads, foreach=True)
         self._lr = self.optimizer.param_groups[0]["lr"]
-        self.optimizer.step()
+        if not self.monitor.skip_update():
+            self.monitor.before_update(self._params)
+            self.optimizer.step()
+            self.monitor.after_update(self._params)
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
 
@@ -325,8 +337,8 @@ class Trainer:
         if self.cfg.z_loss:
             metrics["train/z_loss"] = z_sum / n
         metrics["opt/lr"] = self._lr
-        if not math.isnan(norm):  # NaN: not measured (no clipping, and not a planned log step)
-            metrics["opt/grad_norm"] = norm
+        metrics["opt/grad_norm"] = norm
+        metrics.update(self.monitor.guard.metrics())
         metrics["sys/peak_mem_mb"] = peak_memory_mb(self.device)
         if not math.isnan(tokens_per_s):  # NaN while only warm-up steps were timed
             if self._peak_flops is None:
@@ -468,6 +480,7 @@ class Trainer:
             "val": list(self._val) if self._val is not None else None,
             "history": {k: [list(p) for p in v] for k, v in self.history.items()},
             "run_ids": dict(run_ids),
+            "guard": self.monitor.state_dict(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -490,3 +503,5 @@ class Trainer:
         self.history = {
             k: [(int(s), float(v)) for s, v in pts] for k, pts in state["history"].items()
         }
+        if "guard" in state:  # checkpoints from before the guard start its windows empty
+            self.monitor.load_state_dict(state["guard"])

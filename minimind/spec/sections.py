@@ -15,6 +15,9 @@ import registry
 from minimind.paths import DEFAULT_TRACKING_URI
 from minimind.strict_model import StrictNumbers, field_error
 
+# The smallest spike window that scores at all (`minimind.probes.guard.MIN_HISTORY`).
+MIN_SPIKE_WINDOW = 8
+
 
 class _Section(StrictNumbers):
     model_config = ConfigDict(extra="forbid")
@@ -68,6 +71,17 @@ class ScheduleConfig(_Section):
     decay_fraction: float = Field(default=0.2, gt=0, le=1)
 
 
+class SpikeConfig(_Section):
+    """The spike guard (`minimind.probes.guard`): a loss or gradient norm more than `sigma`
+    standard deviations above the mean of the last `window` steps is a spike; with `skip`, a
+    spiking step does not update the weights (OLMo 2). A non-finite loss or gradient always
+    stops the run."""
+
+    window: int = Field(default=128, ge=MIN_SPIKE_WINDOW)
+    sigma: float = Field(default=6.0, gt=0)
+    skip: bool = False
+
+
 class TrainConfig(_Section):
     """The training loop. The run ends at the first of `steps`, `tokens` or `time_limit` (seconds).
 
@@ -107,6 +121,10 @@ class TrainConfig(_Section):
     # The LM head and loss computed this many tokens at a time, never holding every token's
     # logits (`minimind.loss`); null: the whole batch's logits at once.
     loss_chunk_tokens: int | None = Field(default=None, gt=0)
+    # Probes inside the model every this many steps, logged under probe/ (null: none); the
+    # spike and NaN guard runs on every step (docs/diagnostics.md).
+    probe_every: int | None = Field(default=None, gt=0)
+    spike: SpikeConfig = Field(default_factory=SpikeConfig)
 
     @field_validator("parallel")
     @classmethod

@@ -97,6 +97,10 @@ def spec_hash(spec: Spec) -> str:
     if content["train"]["loss_chunk_tokens"] is None:
         # Keeps the hash of specs from before the option existed (the loss is the same).
         del content["train"]["loss_chunk_tokens"]
+    # Probes and the spike guard never change what trains, unless spikes skip updates.
+    del content["train"]["probe_every"]
+    if not content["train"]["spike"]["skip"]:
+        del content["train"]["spike"]
     canonical = json.dumps({"model": model, **content}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
