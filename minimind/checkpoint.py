@@ -1,9 +1,10 @@
 """Training checkpoints: atomic saves, safe loads, and the RNG states that make resume bit-exact.
 
-A checkpoint is one `torch.save` file holding a plain dict. The runner stores in it the model,
+A checkpoint is one `torch.save` file holding a plain dict: the trainer's state (the model,
 optimizer and scheduler state dicts, `capture_rng_state()`, the data sampler state, the step, the
-tokens seen, the elapsed training time and the MLflow run ids. Everything in it must survive
-`torch.load(weights_only=True)`: tensors, dicts, lists, tuples, str, int, float, bool and None.
+elapsed training time) and, stamped on it by `RunCheckpoint`, the ids of the runs that own it.
+Everything in it must survive `torch.load(weights_only=True)`: tensors, dicts, lists, tuples,
+str, int, float, bool and None.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import os
 import random
 import sys
 import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -112,6 +115,42 @@ def load_latest_checkpoint(
     if errors:
         raise CheckpointError("; ".join(errors))
     return None
+
+
+OWNER_KEY = "run_ids"
+"""Where a checkpoint names the runs it belongs to: {"child": id, "parent": id}."""
+
+
+@dataclass(frozen=True)
+class RunCheckpoint:
+    """The checkpoint file of one run, stamped with the ids of the runs that own it
+    (`owner`: the MLflow child run's as `child`, its parent's as `parent`).
+
+    The path of a run's checkpoint is the same for every invocation of a spec, so the stamp,
+    written in the same file and so in the same atomic write as the state, tells a resumed run
+    its own checkpoint from one a later invocation of the spec left there.
+    """
+
+    path: Path
+    owner: Mapping[str, str] = field(default_factory=dict)
+
+    def save(self, state: Mapping[str, Any]) -> None:
+        save_checkpoint(self.path, {**state, OWNER_KEY: dict(self.owner)})
+
+    def load(self) -> dict[str, Any] | None:
+        """The latest state at `path` (`load_latest_checkpoint`) when it belongs to this run's
+        `owner["child"]`; None when there is none, or only another run's."""
+        state = load_latest_checkpoint(self.path)
+        if state is None or state.get(OWNER_KEY, {}).get("child") != self.owner.get("child"):
+            return None
+        return state
+
+
+def seed_everything(seed: int) -> None:
+    """Seed every global generator `capture_rng_state` captures."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # every device's generator
 
 
 def capture_rng_state() -> dict[str, Any]:

@@ -306,6 +306,32 @@ def _read_json(path: Path) -> dict[str, float]:
         return {}
 
 
+class PerfMetrics:
+    """The `perf/*` metrics of a log window of a run on `device` (of `world_size` ranks):
+    tokens/s and ms per step of the whole run, MFU per device against `device_peak_flops`,
+    measured once, on first use."""
+
+    def __init__(self, device: torch.device, flops_per_token: float, world_size: int) -> None:
+        self.device = device
+        self.flops_per_token = flops_per_token
+        self.world_size = world_size
+        self._peak_flops: float | None = None
+
+    def of(self, tokens_per_s: float, step_ms: float) -> dict[str, float]:
+        """`perf/tokens_per_s`, `perf/step_ms` and `perf/mfu`; none while only warm-up steps
+        were timed (NaN rates, `ThroughputMeter.window`)."""
+        if math.isnan(tokens_per_s):
+            return {}
+        if self._peak_flops is None:
+            self._peak_flops = device_peak_flops(self.device)
+        per_device = tokens_per_s / self.world_size
+        return {
+            "perf/tokens_per_s": tokens_per_s,
+            "perf/step_ms": step_ms,
+            "perf/mfu": mfu(per_device, self.flops_per_token, self._peak_flops),
+        }
+
+
 def mfu(tokens_per_s: float, flops_per_token: float, peak_flops: float) -> float:
     """Model FLOPs utilization: achieved training FLOP/s over the device's peak (a fraction)."""
     return tokens_per_s * flops_per_token / peak_flops

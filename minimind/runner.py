@@ -18,7 +18,7 @@ import traceback
 from typing import TYPE_CHECKING
 
 from minimind import distributed
-from minimind.checkpoint import load_latest_checkpoint
+from minimind.checkpoint import RunCheckpoint
 from minimind.data import DataError, PreparedData
 from minimind.device import autocast_dtype, resolve_device
 from minimind.exit_codes import EXIT_FAILED, EXIT_OK, fail
@@ -185,11 +185,13 @@ def run_child(
         if earlier is not None:  # where it trains from now on
             handle.set_tags(device_tags(device, amp_dtype))
         trainer = Trainer(model_cfg, spec.train, data[data_key(spec.data)], seed, device)
+        # The ids stamped on each save: a checkpoint of another invocation of the same spec,
+        # at the same path, is not this run's.
+        checkpoint = RunCheckpoint(path, {"parent": parent.run_id, "child": handle.run_id})
         # On the CPU: the RNG states must be CPU tensors, and load_state_dict moves the rest
         # to the device of the parameters (and the trainer's tensors) it is loaded into.
-        state = load_latest_checkpoint(path) if earlier is not None else None
-        # A checkpoint of another invocation of the same spec is not this run's.
-        if state is not None and state["run_ids"].get("child") == handle.run_id:
+        state = checkpoint.load() if earlier is not None else None
+        if state is not None:
             trainer.load_state_dict(state)
         if earlier is not None:
             distributed.main_print(
@@ -199,8 +201,7 @@ def run_child(
             )
         handle.log_text(dump_spec(spec), "spec.yaml")
         handle.log_text(model_summary(trainer), "model_summary.txt")
-        run_ids = {"parent": parent.run_id, "child": handle.run_id}
-        outcome = trainer.fit(handle, path, run_ids, label=name)
+        outcome = trainer.fit(handle, checkpoint, label=name)
         if outcome.samples:
             handle.log_text(_samples_text(outcome), "samples.txt")
         handle.log_figure(loss_figure(name, outcome), "loss.png")

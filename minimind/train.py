@@ -1,51 +1,43 @@
-"""Training one variant × seed: the loop, evaluation, checkpoints, resume and sample generations.
+"""Training one variant × seed: the loop, its budget, checkpoints and resume.
 
     device = resolve_device(spec.train.device)              # minimind.device, once per run
     trainer = Trainer(spec.model_config_obj(), spec.train, data, seed=0, device=device)
-    trainer.load_state_dict(load_checkpoint(path))          # only when resuming
-    outcome = trainer.fit(run, checkpoint_path=path, run_ids={"child": run.run_id})
+    trainer.load_state_dict(checkpoint.load())              # only when resuming
+    outcome = trainer.fit(run, RunCheckpoint(path, {"child": run.run_id}))
 
 The hot path (`_train_step`) queues device work and never reads a value back: losses are summed
-into device tensors and read with one `.tolist()` per `log_every` steps, which is also where a
-non-finite loss is noticed. Logging, evaluation, checkpoints and the progress display
-(`minimind.progress`) happen between steps, so `ThroughputMeter` leaves them out of `perf/*` and
-`time/elapsed_s`.
+into device tensors (`minimind.metric_window`) and read once per `log_every` steps, which is also
+where a non-finite loss is noticed. Logging, evaluation (`minimind.evaluation`), checkpoints and
+the progress display (`minimind.progress`) happen between steps, so `ThroughputMeter` leaves them
+out of `perf/*` and `time/elapsed_s`.
 
 Determinism: the same config and seed give the same weights and losses on the CPU. The seed fixes
 the initialisation (global RNGs) and the batch stream (`TrainBatches` draws batch i from
-(seed, rank, i), or from `train.data_seed` when the spec sets it); a checkpoint carries both, so a resumed run continues bit for bit.
+(seed, rank, i), or from `train.data_seed` when the spec sets it); a checkpoint carries both, so
+a resumed run continues bit for bit.
 """
 
 from __future__ import annotations
 
-import math
-import random
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-import numpy as np
 import torch
-import torch.nn.functional as F
 
 from minimind import distributed
-from minimind.checkpoint import capture_rng_state, restore_rng_state, save_checkpoint
+from minimind.budget import TrainingBudget
+from minimind.checkpoint import capture_rng_state, restore_rng_state, seed_everything
 from minimind.config import ModelConfig
-from minimind.data import PreparedData, bits_per_byte
-from minimind.data.batches import (
-    TrainBatches,
-    document_ids,
-    exact_val_windows,
-    fixed_val_batches,
-)
+from minimind.data import PreparedData
+from minimind.data.batches import TrainBatches
 from minimind.device import autocast, autocast_dtype, pins_memory
-from minimind.generation import SamplingOptions
+from minimind.evaluation import Evaluation, TextSample, batch_document_ids
+from minimind.metric_window import MetricWindow
 from minimind.metrics import (
+    PerfMetrics,
     ThroughputMeter,
-    device_peak_flops,
     load_cv,
-    mfu,
     peak_memory_mb,
     reset_peak_memory,
 )
@@ -57,11 +49,6 @@ from minimind.progress import TrainingProgress, training_progress
 if TYPE_CHECKING:
     from minimind.spec.sections import TrainConfig
 
-# Sample generations at the end of a run: prompts cut from the validation split.
-SAMPLE_PROMPTS = 3
-SAMPLE_PROMPT_TOKENS = 16
-SAMPLING = SamplingOptions(temperature=0.8, top_k=50)  # and the tokenizer's EOS
-
 
 class MetricSink(Protocol):
     """Where a run's metrics go (a `minimind.tracking.RunHandle`)."""
@@ -71,10 +58,10 @@ class MetricSink(Protocol):
     def flush(self, timeout: float | None = None) -> bool: ...
 
 
-@dataclass
-class Sample:
-    prompt: str
-    completion: str
+class CheckpointWriter(Protocol):
+    """Where a run's checkpoints go (a `minimind.checkpoint.RunCheckpoint`)."""
+
+    def save(self, state: Mapping[str, Any]) -> None: ...
 
 
 @dataclass
@@ -88,14 +75,8 @@ class TrainOutcome:
     val_loss: float | None = None
     val_bpb: float | None = None
     failure_reason: str | None = None
-    samples: list[Sample] = field(default_factory=list)
+    samples: list[TextSample] = field(default_factory=list)
     history: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)  # every device's generator
 
 
 class Trainer:
@@ -140,13 +121,9 @@ class Trainer:
         # under FSDP these are the sharded parameters the optimizer holds (DDP wraps the model
         # without replacing them).
         self._params = list(self.model.parameters())
-        self.monitor = StepMonitor(self.model, cfg, self.device, self.amp_dtype)
-        self.max_steps = cfg.planned_steps
-        # With only a time limit, the schedule's horizon is re-estimated after every step.
         schedule = cfg.resolved_schedule
-        self.horizon = self.max_steps or schedule.warmup + 1
-        self.scheduler = build_schedule(self.optimizer, schedule, lambda: self.horizon)
-        pin = pins_memory(self.device)
+        self.budget = TrainingBudget(cfg.planned_steps, cfg.time_limit, cfg.warmup_steps)
+        self.scheduler = build_schedule(self.optimizer, schedule, lambda: self.budget.horizon)
         # The batch order: the run's seed unless the spec fixes it (`train.data_seed`).
         data_seed = seed if cfg.data_seed is None else cfg.data_seed
         self.batches = TrainBatches(
@@ -157,22 +134,19 @@ class Trainer:
             rank=distributed.rank(),
             world=distributed.world_size(),
             doc_starts=data.train_tokens.doc_starts() if data.bos_align else None,
-            pin_memory=pin,
+            pin_memory=pins_memory(self.device),
         )
-        self.val_batches = fixed_val_batches(
-            data.val_tokens, cfg.batch_size, cfg.seq_len, cfg.eval_batches, pin_memory=pin
+        self.evaluation = Evaluation(
+            self.model, self.forward, data, cfg, self.device, self.amp_dtype
         )
+        self.monitor = StepMonitor(self.model, cfg, self.evaluation)
         self.meter = ThroughputMeter(self.device)
-        self.flops_per_token = model_cfg.flops_per_token(cfg.seq_len)
+        flops_per_token = model_cfg.flops_per_token(cfg.seq_len)
+        self.perf = PerfMetrics(self.device, flops_per_token, distributed.world_size())
         self.step = 0
         self.history: dict[str, list[tuple[int, float]]] = {"train/loss": [], "val/loss": []}
-        self._loss_sum = torch.zeros((), device=self.device)
-        self._aux_sum = torch.zeros((), device=self.device)
-        self._z_sum = torch.zeros((), device=self.device)
-        self._window_steps = 0
+        self.window = MetricWindow(self.device)
         self._lr = 0.0
-        self._grad_norm: torch.Tensor | None = None
-        self._peak_flops: float | None = None
         self._val: tuple[float, float] | None = None
 
     @property
@@ -182,47 +156,39 @@ class Trainer:
     # The loop ------------------------------------------------------------------------------
 
     def fit(
-        self,
-        sink: MetricSink,
-        checkpoint_path: Path | None = None,
-        run_ids: Mapping[str, str] | None = None,
-        label: str = "",
+        self, sink: MetricSink, checkpoint: CheckpointWriter | None = None, label: str = ""
     ) -> TrainOutcome:
-        """Train until the budget is spent or the loss turns non-finite (status FAILED)."""
-        cfg = self.cfg
+        """Train until the budget is spent or the loss turns non-finite (status FAILED),
+        saving to `checkpoint` every `train.checkpoint_every` steps and at the end."""
+        cfg, budget = self.cfg, self.budget
+        every = cfg.checkpoint_every  # None: no checkpoints at all, not even the last
         self.model.train()
-        with training_progress(label, self.max_steps, self.step) as progress:
-            done = self._budget_spent(self._training_clock())
+        with training_progress(label, budget.max_steps, self.step) as progress:
+            done = budget.spent(self.step, self._training_clock())
             while not done:
-                log_now = (self.step + 1) % cfg.log_every == 0 or self.step + 1 == self.max_steps
+                log_now = (self.step + 1) % cfg.log_every == 0 or self.step + 1 == budget.max_steps
                 self.meter.start_step()
                 self._train_step()
                 self.meter.end_step(cfg.tokens_per_step)
                 self.step += 1
-                elapsed = self._training_clock()
-                if self.max_steps is None:
-                    self._estimate_horizon(elapsed)
-                done = self._budget_spent(elapsed)
+                done = budget.advance(self.step, self._training_clock())
                 progress.advance(self.step)
-                if (probes := self.monitor.probe_metrics()) is not None:
-                    sink.log_metrics(probes, self.step)
-                every = cfg.checkpoint_every  # None: no checkpoints at all, not even the last
-                save = checkpoint_path is not None and every is not None
-                save = save and (done or self.step % every == 0)
+                self.monitor.log_probes(sink, self.step)
+                save = every is not None and (done or self.step % every == 0)
                 # the guard's record of a non-finite step is read before any checkpoint
-                failure = self.monitor.guard.failure() if log_now or done or save else None
+                failure = self.monitor.failure() if log_now or done or save else None
                 evaluate = self.step % cfg.eval_every == 0 or done
                 failure = failure or self._report(sink, progress, log_now or done, evaluate, done)
                 if failure is not None:
                     return self._outcome("FAILED", failure)
-                if save:
-                    state = self.state_dict(run_ids or {})  # on every rank: it all-reduces
+                if checkpoint is not None and save:
+                    state = self.state_dict()  # on every rank: it all-reduces
                     if distributed.is_main_process():
                         sink.flush()  # a SIGKILL after the save must not lose steps before it
-                        save_checkpoint(checkpoint_path, state)
+                        checkpoint.save(state)
         # A sharded model's forward is a collective: then every rank generates, in lockstep.
         sample = distributed.is_main_process() or distributed.is_sharded(self.model)
-        samples = self.generate_samples() if sample else []
+        samples = self.evaluation.samples(self.seed) if sample else []
         return self._outcome("FINISHED", samples=samples)
 
     def _training_clock(self) -> float:
@@ -232,28 +198,10 @@ class Trainer:
             return self.meter.elapsed_s
         return distributed.main_value(self.meter.elapsed_s)
 
-    def _estimate_horizon(self, elapsed: float) -> None:
-        """The steps that fit in the time limit at the pace so far (time-only budgets)."""
-        pace = self.step * self.cfg.time_limit / max(elapsed, 1e-9)
-        self.horizon = max(self.step + 1, math.ceil(pace))
-
-    def _budget_spent(self, elapsed: float) -> bool:
-        if self.max_steps is not None and self.step >= self.max_steps:
-            return True
-        return self.cfg.time_limit is not None and elapsed >= self.cfg.time_limit
-
-    def _doc_ids(self, x: torch.Tensor) -> torch.Tensor | None:
-        """Documents of a batch [B, T] for `data.doc_mask` (attention within documents), else
-        None."""
-        return document_ids(x, self.data.eos_id) if self.data.doc_mask else None
-
     def _train_step(self) -> None:
-        """One optimizer step over `grad_accum` micro-batches; no host sync (but on probed
-        steps, and with `train.spike.skip`)."""
+        """One optimizer step over `grad_accum` micro-batches; no host sync off probed steps."""
         accum = self.cfg.grad_accum
-        probe_x = self.val_batches[0]  # the probes' fixed batch
-        self.monitor.begin_step(self.step + 1, probe_x, self._doc_ids(probe_x))
-        step_loss = self._loss_sum.new_zeros(())
+        self.monitor.begin_step(self.step + 1)
         for micro in range(accum):
             x = next(self.batches).to(self.device, non_blocking=True)  # [B / world_size, T]
             with distributed.gradient_sync(self.forward, micro == accum - 1):
@@ -261,32 +209,24 @@ class Trainer:
                     out = self.forward(
                         x,
                         labels=x,
-                        doc_ids=self._doc_ids(x),
+                        doc_ids=batch_document_ids(self.data, x),
                         loss_chunk_tokens=self.cfg.loss_chunk_tokens,
                         with_z_loss=bool(self.cfg.z_loss),
                     )
                 objective = out.loss + out.aux_loss
-                if self.cfg.z_loss:
-                    z = self.cfg.z_loss * out.z_loss
+                z = self.cfg.z_loss * out.z_loss if self.cfg.z_loss else None
+                if z is not None:
                     objective = objective + z
-                    self._z_sum += z.detach()
                 (objective / accum).backward()
-            self._loss_sum += out.loss.detach()
-            self._aux_sum += out.aux_loss.detach()
-            step_loss += out.loss.detach()
-        self._window_steps += 1
-        self._grad_norm = self.monitor.after_backward(
-            self.step + 1, step_loss / accum, self._params
-        )
-        if self.cfg.grad_clip is not None:
-            torch.nn.utils.clip_grads_with_norm_(
-                self._params, self.cfg.grad_clip, self._grad_norm, foreach=True
-            )
+            self.window.add(out.loss, out.aux_loss, z)
+            self.monitor.add_loss(out.loss)
+        grad_norm = self.monitor.after_backward(self.step + 1, self._params)
+        if self.cfg.grad_clip is not None:  # with the guard's norm: clip_grad_norm_'s bits
+            clip = torch.nn.utils.clip_grads_with_norm_
+            clip(self._params, self.cfg.grad_clip, grad_norm, foreach=True)
+        self.window.end_step(grad_norm)
         self._lr = self.optimizer.param_groups[0]["lr"]
-        if not self.monitor.skip_update():
-            self.monitor.before_update(self._params)
-            self.optimizer.step()
-            self.monitor.after_update(self._params)
+        self.monitor.optimizer_step(self.optimizer, self._params)
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
 
@@ -304,7 +244,12 @@ class Trainer:
         metrics: dict[str, float] = {}
         failure = self._train_metrics(metrics, progress) if train else None
         if failure is None and evaluate:
-            failure = self._val_metrics(metrics, exact=final)
+            validation = self.evaluation.validate(exact=final)
+            failure = validation.failure(self.step)
+            if failure is None:
+                metrics.update(validation.metrics())
+                self.history["val/loss"].append((self.step, validation.sampled[0]))
+                self._val = validation.final
         if failure is None and metrics:
             metrics["train/tokens"] = self.tokens
             metrics["time/elapsed_s"] = self.meter.elapsed_s
@@ -314,135 +259,25 @@ class Trainer:
     def _train_metrics(self, metrics: dict[str, float], progress: TrainingProgress) -> str | None:
         """Add the window since the last call to `metrics`; the failure reason if its loss is
         not finite."""
-        n = self._window_steps * self.cfg.grad_accum
-        grad_norm = (
-            distributed.plain_tensor(self._grad_norm)
-            if self._grad_norm is not None
-            else self._loss_sum.new_full((), math.nan)
-        )
-        # Means over ranks: the global batch's losses; the grad norm is the same on every rank.
-        window = torch.stack([self._loss_sum, self._aux_sum, self._z_sum, grad_norm])
-        loss_sum, aux_sum, z_sum, norm = distributed.mean_across_ranks(window).tolist()
-        self._loss_sum.zero_()
-        self._aux_sum.zero_()
-        self._z_sum.zero_()
-        self._window_steps = 0
-        self._grad_norm = None
-        loss, aux = loss_sum / n, aux_sum / n
-        if not math.isfinite(loss):
-            return f"non-finite train/loss ({loss}) at step {self.step}"
+        means = self.window.close(self.cfg.grad_accum, self.step)
+        if isinstance(means, str):
+            return means
         tokens_per_s, step_ms = self.meter.window()
-        metrics["train/loss"] = loss
-        metrics["train/aux_loss"] = aux
-        if self.cfg.z_loss:
-            metrics["train/z_loss"] = z_sum / n
-        metrics["opt/lr"] = self._lr
-        metrics["opt/grad_norm"] = norm
+        metrics.update(means.metrics(with_z_loss=bool(self.cfg.z_loss)))
         metrics.update(self.monitor.guard.metrics())
+        metrics["opt/lr"] = self._lr
         metrics["sys/peak_mem_mb"] = peak_memory_mb(self.device)
-        if not math.isnan(tokens_per_s):  # NaN while only warm-up steps were timed
-            if self._peak_flops is None:
-                self._peak_flops = device_peak_flops(self.device)
-            metrics["perf/tokens_per_s"] = tokens_per_s
-            metrics["perf/step_ms"] = step_ms
-            per_device = tokens_per_s / distributed.world_size()
-            metrics["perf/mfu"] = mfu(per_device, self.flops_per_token, self._peak_flops)
+        metrics.update(self.perf.of(tokens_per_s, step_ms))
         load = self.model.moe_load()
         if load is not None:
             metrics["moe/load_cv"] = load_cv(load)
-        self.history["train/loss"].append((self.step, loss))
-        progress.log(self.step, loss, self._lr, tokens_per_s)
+        self.history["train/loss"].append((self.step, means.loss))
+        progress.log(self.step, means.loss, self._lr, tokens_per_s)
         return None
 
-    def _val_metrics(self, metrics: dict[str, float], exact: bool) -> str | None:
-        """The periodic estimate as `val/*_sampled` (the curve) and, when `exact`, the whole
-        held-out split as `val/loss` and `val/bpb` (docs/architecture.md, 'Measurement rules')."""
-        figures = {"_sampled": self.evaluate()}
-        if exact:
-            figures[""] = self.evaluate_exact()
-        for suffix, (loss, bpb) in figures.items():
-            if not math.isfinite(loss):
-                return f"non-finite val/loss{suffix} ({loss}) at step {self.step}"
-            metrics[f"val/loss{suffix}"] = loss
-            metrics[f"val/bpb{suffix}"] = bpb
-        self.history["val/loss"].append((self.step, figures["_sampled"][0]))
-        self._val = figures.get("", figures["_sampled"])
-        return None
-
-    def evaluate(self) -> tuple[float, float]:
-        """(mean loss in nats per token, bits per byte) over the fixed validation batches."""
-        self.model.eval()
-        total = torch.zeros((), device=self.device)
-        rows = 0
-        # DDP: each rank a share, summed below. FSDP: each forward is a collective, so every
-        # rank runs every batch and holds the whole sum.
-        sharded = distributed.is_sharded(self.model)
-        batches = self.val_batches if sharded else distributed.shard_list(self.val_batches)
-        with torch.no_grad(), autocast(self.device, self.amp_dtype):
-            for x in batches:
-                x = x.to(self.device, non_blocking=True)
-                out = self.forward(
-                    x,
-                    labels=x,
-                    doc_ids=self._doc_ids(x),
-                    loss_chunk_tokens=self.cfg.loss_chunk_tokens,
-                )
-                total += out.loss.float() * x.size(0)
-                rows += x.size(0)
-        self.model.train()
-        sums = torch.stack([total, total.new_tensor(rows)])
-        total, rows = (sums if sharded else distributed.sum_across_ranks(sums)).tolist()
-        loss = total / rows
-        return loss, bits_per_byte(loss, len(self.data.val_tokens), self.data.val_bytes)
-
-    def evaluate_exact(self) -> tuple[float, float]:
-        """(mean loss in nats per token, bits per byte) over every token of the held-out split
-        but its first (`exact_val_windows`: non-overlapping windows and the tail, each target
-        scored once with the context its window gives it)."""
-        self.model.eval()
-        total = 0.0  # summed on the host in float64: the split may hold millions of tokens
-        sharded = distributed.is_sharded(self.model)
-        windows = exact_val_windows(self.data.val_tokens, self.cfg.seq_len, self.cfg.batch_size)
-        # The model itself, not the compiled forward: the tail's shape would recompile it.
-        with torch.no_grad(), autocast(self.device, self.amp_dtype):
-            for x, y in windows if sharded else distributed.shard_list(windows):
-                x = x.to(self.device)
-                logits = self.model(x, doc_ids=self._doc_ids(x)).logits
-                targets = y.to(self.device).flatten()
-                total += F.cross_entropy(
-                    logits.flatten(0, 1).float(), targets, reduction="sum"
-                ).item()
-        self.model.train()
-        if not sharded and distributed.world_size() > 1:  # (float64 exists on CUDA and CPU)
-            summed = torch.tensor(total, dtype=torch.float64, device=self.device)
-            total = distributed.sum_across_ranks(summed).item()
-        scored = len(self.data.val_tokens) - 1
-        loss = total / scored
-        return loss, bits_per_byte(loss, scored, self.data.val_bytes)
-
-    def generate_samples(self) -> list[Sample]:
-        """Continuations of prompts spread over the validation split (seeded sampling)."""
-        if self.cfg.sample_tokens == 0:
-            return []
-        val = self.data.val_tokens
-        length = min(SAMPLE_PROMPT_TOKENS, len(val), self.model_cfg.max_seq_len)
-        starts = np.linspace(0, len(val) - length, SAMPLE_PROMPTS).astype(np.int64)
-        prompts = np.stack([val[s : s + length] for s in starts]).astype(np.int64)
-        generator = torch.Generator(self.device).manual_seed(self.seed)
-        with autocast(self.device, self.amp_dtype):
-            out = self.model.generate(
-                torch.from_numpy(prompts).to(self.device),
-                self.cfg.sample_tokens,
-                replace(SAMPLING, eos_token_id=self.data.eos_id),
-                generator=generator,
-            )
-        decode = self.data.tokenizer.decode
-        return [
-            Sample(decode(row[:length].tolist()), decode(row[length:].tolist()))
-            for row in out.cpu()
-        ]
-
-    def _outcome(self, status: str, reason: str | None = None, samples=()) -> TrainOutcome:
+    def _outcome(
+        self, status: Literal["FINISHED", "FAILED"], reason: str | None = None, samples=()
+    ) -> TrainOutcome:
         val_loss, val_bpb = self._val if self._val is not None else (None, None)
         return TrainOutcome(
             status=status,
@@ -458,7 +293,7 @@ class Trainer:
 
     # Checkpoints ---------------------------------------------------------------------------
 
-    def state_dict(self, run_ids: Mapping[str, str]) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         """Everything that determines the rest of the run (weights_only-safe types only)."""
         model_state, optimizer_state = distributed.full_state_dicts(self.model, self.optimizer)
         return {
@@ -469,21 +304,16 @@ class Trainer:
             "batches": self.batches.state_dict(),
             "meter": self.meter.state_dict(),
             "step": self.step,
-            "horizon": self.horizon,
-            # Means over ranks: each rank adds its own rest of the window to them on resume.
-            "window": {
-                "loss_sum": distributed.mean_across_ranks(self._loss_sum),
-                "aux_sum": distributed.mean_across_ranks(self._aux_sum),
-                "z_sum": distributed.mean_across_ranks(self._z_sum),
-                "steps": self._window_steps,
-            },
+            "horizon": self.budget.horizon,
+            "window": self.window.state_dict(),
             "val": list(self._val) if self._val is not None else None,
             "history": {k: [list(p) for p in v] for k, v in self.history.items()},
-            "run_ids": dict(run_ids),
             "guard": self.monitor.state_dict(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from `state_dict()`'s output (other keys, such as a checkpoint's owner,
+        are left to whoever wrote them)."""
         distributed.load_full_state_dicts(
             self.model, self.optimizer, state["model"], state["optimizer"]
         )
@@ -492,16 +322,10 @@ class Trainer:
         self.batches.load_state_dict(state["batches"])
         self.meter.load_state_dict(state["meter"])
         self.step = state["step"]
-        self.horizon = state["horizon"]
-        window = state["window"]
-        self._loss_sum = window["loss_sum"].to(self.device)
-        self._aux_sum = window["aux_sum"].to(self.device)
-        # checkpoints written before z-loss existed have no z_sum (their runs had none)
-        self._z_sum = window.get("z_sum", torch.zeros(())).to(self.device)
-        self._window_steps = window["steps"]
+        self.budget.horizon = state["horizon"]
+        self.window.load_state_dict(state["window"])
         self._val = tuple(state["val"]) if state["val"] is not None else None
         self.history = {
             k: [(int(s), float(v)) for s, v in pts] for k, pts in state["history"].items()
         }
-        if "guard" in state:  # checkpoints from before the guard start its windows empty
-            self.monitor.load_state_dict(state["guard"])
+        self.monitor.load_state_dict(state.get("guard"))

@@ -21,6 +21,7 @@ import torch
 from minimind.atomic_file import atomic_write
 from minimind.checkpoint import (
     CheckpointError,
+    RunCheckpoint,
     capture_rng_state,
     load_checkpoint,
     load_latest_checkpoint,
@@ -193,3 +194,21 @@ def test_a_full_disk_is_reported_as_such_with_the_path(tmp_path, monkeypatch):
         save_checkpoint(path, {"step": 2, "w": torch.ones(10_000)})
     monkeypatch.undo()
     assert load_checkpoint(path) == {"step": 1}
+
+
+def test_a_run_checkpoint_loads_for_its_own_run_only(tmp_path: Path) -> None:
+    """The path is the same for every invocation of a spec: the stamp of the runs that saved a
+    checkpoint tells a resumed run its own from one another invocation left there, and a
+    checkpoint written when the trainer itself stored the ids (the same `run_ids` entry) loads."""
+    path = tmp_path / "run" / "last.pt"
+    mine = RunCheckpoint(path, {"parent": "p1", "child": "c1"})
+    assert mine.load() is None  # nothing saved yet
+    mine.save({"step": 3})
+    assert load_checkpoint(path) == {"step": 3, "run_ids": {"parent": "p1", "child": "c1"}}
+    assert mine.load() == {"step": 3, "run_ids": {"parent": "p1", "child": "c1"}}
+    assert RunCheckpoint(path, {"parent": "p2", "child": "c2"}).load() is None
+    save_checkpoint(path, {"step": 5, "run_ids": {"parent": "p2", "child": "c2"}})
+    assert mine.load() is None  # the latest is another run's: not resumed from
+    old_style = training_state()  # the trainer's state with its run ids inside
+    save_checkpoint(path, old_style)
+    assert_same(RunCheckpoint(path, {"child": "b" * 32}).load(), old_style)

@@ -79,20 +79,20 @@ def test_bad_corpora_exit_2_with_one_line(write_spec, tmp_path, capsys):
 
 
 def test_run_with_document_masks_and_bos_aligned_windows(write_spec, tmp_path, monkeypatch):
-    import minimind.train as train_module
+    import minimind.evaluation as evaluation_module
 
     corpus = parquet_dir(tmp_path / "shards")
     data = {"corpus": str(corpus), "cache_dir": str(tmp_path / "cache"), "doc_mask": True}
     path = write_spec(data={**data, "bos_align": True})
     seen = []
-    real = train_module.document_ids
+    real = evaluation_module.document_ids
 
     def training_document_ids(x, eos):
         if torch.is_grad_enabled():  # a training batch, not an evaluation window
             seen.append(x)
         return real(x, eos)
 
-    monkeypatch.setattr(train_module, "document_ids", training_document_ids)
+    monkeypatch.setattr(evaluation_module, "document_ids", training_document_ids)
     assert main(["run", str(path)]) == 0
     prepared = prepare_data(load_spec(path).data)
     starts = set(prepared.train_tokens.doc_starts().tolist())

@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from minimind.checkpoint import load_checkpoint
+from minimind.checkpoint import RunCheckpoint, load_checkpoint
 from minimind.config import ModelConfig
 from minimind.data import prepare_data
 from minimind.device import resolve_device
@@ -240,7 +240,7 @@ def test_probes_read_the_fixed_batch(make):
     sink = Recorder()
     trainer.fit(sink)
     fresh = make()
-    x = fresh.val_batches[0][:PROBE_ROWS]
+    x = fresh.evaluation.val_batches[0][:PROBE_ROWS]
     expected = forward_probes(fresh.model, x, None, queries=32)
     got = sink.points["probe/out_lse"][1]
     assert got == pytest.approx(expected["out_lse"].item(), rel=1e-6)
@@ -257,7 +257,7 @@ def test_an_injected_nan_gradient_stops_the_run_naming_step_metric_and_group(mak
 
     poison.register_hook(nan_at_step_5)
     sink = Recorder()
-    outcome = trainer.fit(sink, path)
+    outcome = trainer.fit(sink, RunCheckpoint(path))
     assert outcome.status == "FAILED" and outcome.step == 6  # read before step 6's checkpoint
     assert outcome.failure_reason.startswith("non-finite opt/grad_norm at step 5")
     assert "mlp of layer 0 (layers.0.mlp." in outcome.failure_reason
@@ -308,13 +308,13 @@ def test_resume_with_probes_continues_bit_for_bit(make, tmp_path):
     reference.fit(reference_sink)
     crashed = make(**settings)
     with pytest.raises(RuntimeError, match="crash at step 9"):
-        crashed.fit(Recorder(crash_at=9), path)
+        crashed.fit(Recorder(crash_at=9), RunCheckpoint(path))
     state = load_checkpoint(path)
     assert state["step"] == 6 and state["guard"]["loss_window"]["count"] == 6
     resumed = make(**settings)
     resumed.load_state_dict(state)
     sink = Recorder()
-    resumed.fit(sink, path)
+    resumed.fit(sink, RunCheckpoint(path))
     for key, points in probes(sink).items():
         for step, value in points.items():
             assert value == reference_sink.points[key][step], (key, step)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from minimind import metrics
-from minimind.checkpoint import load_checkpoint
+from minimind.checkpoint import RunCheckpoint, load_checkpoint
 from minimind.data import prepare_data
 from minimind.device import resolve_device
 from minimind.optim import lr_multiplier
@@ -135,14 +135,15 @@ def test_resume_from_a_checkpoint_continues_bit_for_bit(make, tmp_path, train):
 
     crashed = make(**settings)
     with pytest.raises(RuntimeError, match="crash at step 9"):
-        crashed.fit(Recorder(crash_at=9), path, run_ids={"child": "abc"})
+        crashed.fit(Recorder(crash_at=9), RunCheckpoint(path, {"child": "abc"}))
     state = load_checkpoint(path)  # weights_only=True
-    assert state["step"] == 6 and state["run_ids"] == {"child": "abc"}
+    assert state["step"] == 6 and state["run_ids"] == {"child": "abc"}  # stamped by its owner
+    assert "run_ids" not in crashed.state_dict()  # the trainer's own state holds no run ids
 
     resumed = make(**settings)
     resumed.load_state_dict(state)
     sink = Recorder()
-    outcome = resumed.fit(sink, path)
+    outcome = resumed.fit(sink, RunCheckpoint(path))
     assert sorted(sink.points["train/loss"]) == [9, 12]
     keys = ["train/loss", "opt/lr", "opt/grad_norm", "val/loss", "val/bpb"]
     for key in keys + (["train/z_loss"] if "z_loss" in train else []):
@@ -155,7 +156,7 @@ def test_resume_from_a_checkpoint_continues_bit_for_bit(make, tmp_path, train):
 
 def test_checkpoint_every_null_writes_no_checkpoint(make, tmp_path):
     path = tmp_path / "last.pt"
-    make(train={"checkpoint_every": None}).fit(Recorder(), path)
+    make(train={"checkpoint_every": None}).fit(Recorder(), RunCheckpoint(path))
     assert not path.exists()
 
 
@@ -172,10 +173,10 @@ def test_non_finite_loss_ends_the_run_failed(make):
 
 def test_budget_is_the_first_of_steps_tokens_and_time(make):
     trainer = make(train={"steps": 12, "tokens": 300})
-    assert trainer.max_steps == 3  # ceil(300 / (4 * 32))
+    assert trainer.budget.max_steps == 3  # ceil(300 / (4 * 32))
     assert trainer.fit(Recorder()).step == 3
     timed = make(train={"steps": None, "time_limit": 1e-6, "log_every": 100})
-    assert timed.max_steps is None
+    assert timed.budget.max_steps is None
     outcome = timed.fit(Recorder())
     assert outcome.step == 1 and outcome.val_loss is not None  # the last step logs and evaluates
 
@@ -227,7 +228,7 @@ def test_cpu_batches_are_not_pinned_even_where_cuda_exists(make):
     trainer = make(train={"device": "cpu"})
     assert trainer.device == torch.device("cpu")
     assert not next(trainer.batches).is_pinned()
-    assert not any(batch.is_pinned() for batch in trainer.val_batches)
+    assert not any(batch.is_pinned() for batch in trainer.evaluation.val_batches)
 
 
 def test_bf16_autocast_trains_on_the_cpu(make):
@@ -250,7 +251,7 @@ def test_mfu_of_every_precision_divides_by_the_devices_one_peak(
     sink = Recorder()
     trainer = make(train={"precision": precision, "steps": 6})
     trainer.fit(sink)
-    achieved = sink.points["perf/tokens_per_s"][6] * trainer.flops_per_token
+    achieved = sink.points["perf/tokens_per_s"][6] * trainer.perf.flops_per_token
     assert sink.points["perf/mfu"][6] == pytest.approx(achieved / 4e11)
 
 
