@@ -215,7 +215,11 @@ def draw_all(comparison: Comparison) -> dict[str, Figure]:
         "pareto": pareto_figure(comparison),
         "moe_load": moe_load_figure(comparison),
     }
-    return {name: fig for name, fig in figures.items() if fig is not None}
+    from minimind.compare.probe_plots import probe_figures  # it imports this module
+
+    return {name: fig for name, fig in figures.items() if fig is not None} | probe_figures(
+        comparison
+    )
 
 
 def _stem(key: str) -> str:

@@ -15,6 +15,7 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from minimind.compare import plots, render
+from minimind.compare.probe_plots import FIGURE_CAPTIONS as PROBE_CAPTIONS
 from minimind.compare.table import Comparison
 from minimind.record import DEVICE_TAG, GIT_COMMIT_TAG, GPU_NAME_TAG, PRECISION_TAG, SPEC_HASH_TAG
 
@@ -26,6 +27,7 @@ FIGURE_CAPTIONS = {
     "final": "Final objective per variant with the seed spread.",
     "pareto": "Throughput against the objective: points on the dashed line are not beaten on both.",
     "moe_load": "Expert load imbalance of the MoE layers over training.",
+    **PROBE_CAPTIONS,
 }
 
 CSS = """
