@@ -337,3 +337,15 @@ def test_probe_settings_leave_the_spec_hash_alone_unless_spikes_skip(tiny_spec):
     assert spec_hash(validate_spec(tiny_spec(train={"probe_every": 5}))) == base
     assert spec_hash(validate_spec(tiny_spec(train={"spike": {"sigma": 4.0}}))) == base
     assert spec_hash(validate_spec(tiny_spec(train={"spike": {"skip": True}}))) != base
+
+
+def test_the_dry_run_says_how_probes_run(write_spec):
+    from minimind.plan import describe_plan, plan_run
+    from minimind.spec import load_spec
+
+    off = describe_plan(plan_run(load_spec(write_spec())))
+    assert "probes: off (train.probe_every); spike guard: z > 6 over the last 128 steps" in off
+    compiled = write_spec(train={"probe_every": 10, "compile": True, "spike": {"skip": True}})
+    text = describe_plan(plan_run(load_spec(compiled)))
+    assert "probes: every 10 steps under probe/ (an eager forward beside the compiled model" in text
+    assert "spiking steps skipped (one host sync per step)" in text

@@ -39,6 +39,27 @@ PROBE_QUERIES = 32
 """Query positions per layer whose attention logits and entropy are measured."""
 
 
+def describe(cfg: TrainConfig) -> str:
+    """The dry run's line on the probes and the guard of a `train` section."""
+    spike = cfg.spike
+    guard = (
+        f"spike guard: z > {spike.sigma:g} over the last {spike.window} steps"
+        + (", spiking steps skipped (one host sync per step)" if spike.skip else "")
+        + "; a non-finite loss or gradient fails the run"
+    )
+    if cfg.probe_every is None:
+        return f"probes: off (train.probe_every); {guard}"
+    where = (
+        "an eager forward beside the compiled model, which is never hooked"
+        if cfg.compile
+        else "an extra no-grad forward"
+    )
+    return (
+        f"probes: every {cfg.probe_every} steps under {PREFIX} ({where}, on {PROBE_ROWS} rows "
+        f"of the first validation batch); {guard}"
+    )
+
+
 def grad_norms(params: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """(the L2 norm of each parameter's gradient [n_params], 0 where there is none; their total
     norm, 0-dim). The total is computed as `torch.nn.utils.get_total_norm` computes it, so
