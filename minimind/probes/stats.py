@@ -8,8 +8,9 @@ import re
 
 import torch
 
-GROUPS = ("embedding", "attention", "mlp", "norms", "head")
-"""The parameter groups the gradient and update probes report, in the model's order."""
+GROUPS = ("embedding", "attention", "mlp", "norms", "head", "other")
+"""The parameter groups the gradient and update probes report, in the model's order (`other`:
+a plugin's parameter outside these, so that no model is refused)."""
 
 _LAYER = re.compile(r"^layers\.(\d+)\.")
 
@@ -37,7 +38,7 @@ def parameter_group(name: str) -> tuple[str, int | None]:
         return "head", layer
     if layer is not None and len(modules) > 2 and modules[2] in ("attn", "mlp"):
         return ("attention" if modules[2] == "attn" else "mlp"), layer
-    raise ValueError(f"parameter {name!r} belongs to no probe group")
+    return "other", layer
 
 
 def query_positions(length: int, queries: int, device: torch.device) -> torch.Tensor:
