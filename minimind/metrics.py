@@ -17,15 +17,24 @@ import re
 import resource
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol
 
 import torch
 
 from minimind.allocator import release_freed_memory
 from minimind.atomic_file import atomic_write_text
 from minimind.device import cpu_has_native_bf16, synchronize
+
+
+class MetricSink(Protocol):
+    """Where a run's metrics go (a `minimind.tracking.RunHandle`)."""
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None: ...
+
+    def flush(self, timeout: float | None = None) -> bool: ...
 
 
 class ThroughputMeter:

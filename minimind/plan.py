@@ -39,6 +39,7 @@ from minimind.downstream.tasks import Task, TaskFileError, load_task, longest_re
 from minimind.model import MiniMindLM
 from minimind.optim import describe_optimizer
 from minimind.plain_table import plain_table
+from minimind.probes.monitor import describe as describe_probes
 from minimind.spec import Spec, SpecError, Variant, expand, spec_hash
 from minimind.tracking.backend import store_problem
 from minimind.writable import unwritable_dir
@@ -286,8 +287,15 @@ def describe_plan(plan: Plan) -> str:
         f"{len(spec.seeds)} seed(s) = {plan.n_runs} run(s); tracking {spec.tracking.uri}, "
         f"experiment {spec.tracking.experiment}"
     )
+    probes = dict.fromkeys(describe_probes(v.spec.train) for v in plan.variants)
     return "\n".join(
-        [summary, plain_table(headers, rows), *_memory_warnings(plan), *_optimizer_groups(plan)]
+        [
+            summary,
+            plain_table(headers, rows),
+            *probes,
+            *_memory_warnings(plan),
+            *_optimizer_groups(plan),
+        ]
     )
 
 

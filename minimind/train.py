@@ -35,6 +35,7 @@ from minimind.device import RunDevice, autocast, pins_memory
 from minimind.evaluation import Evaluation, TextSample, batch_document_ids
 from minimind.metric_window import MetricWindow
 from minimind.metrics import (
+    MetricSink,
     PerfMetrics,
     ThroughputMeter,
     load_cv,
@@ -43,18 +44,11 @@ from minimind.metrics import (
 )
 from minimind.model import MiniMindLM
 from minimind.optim import build_optimizer, build_schedule
+from minimind.probes import StepMonitor
 from minimind.progress import TrainingProgress, training_progress
 
 if TYPE_CHECKING:
     from minimind.spec.sections import TrainConfig
-
-
-class MetricSink(Protocol):
-    """Where a run's metrics go (a `minimind.tracking.RunHandle`)."""
-
-    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None: ...
-
-    def flush(self, timeout: float | None = None) -> bool: ...
 
 
 class CheckpointWriter(Protocol):
@@ -139,6 +133,7 @@ class Trainer:
         self.evaluation = Evaluation(
             self.model, self.forward, data, cfg, self.device, self.amp_dtype
         )
+        self.monitor = StepMonitor(self.model, cfg, self.evaluation)
         self.meter = ThroughputMeter(self.device)
         flops_per_token = model_cfg.flops_per_token(cfg.seq_len)
         self.perf = PerfMetrics(self.device, flops_per_token, distributed.world_size())
@@ -168,16 +163,19 @@ class Trainer:
             while not done:
                 log_now = (self.step + 1) % cfg.log_every == 0 or self.step + 1 == budget.max_steps
                 self.meter.start_step()
-                self._train_step(measure_grad_norm=log_now)
+                self._train_step()
                 self.meter.end_step(cfg.tokens_per_step)
                 self.step += 1
                 done = budget.advance(self.step, self._training_clock())
                 progress.advance(self.step)
+                self.monitor.log_probes(sink, self.step)
+                save = every is not None and (done or self.step % every == 0)
+                # the guard's record of a non-finite step is read before any checkpoint
+                failure = self.monitor.failure() if log_now or done or save else None
                 evaluate = self.step % cfg.eval_every == 0 or done
-                failure = self._report(sink, progress, log_now or done, evaluate, final=done)
+                failure = failure or self._report(sink, progress, log_now or done, evaluate, done)
                 if failure is not None:
                     return self._outcome("FAILED", failure)
-                save = every is not None and (done or self.step % every == 0)
                 if checkpoint is not None and save:
                     state = self.state_dict()  # on every rank: it all-reduces
                     if distributed.is_main_process():
@@ -195,9 +193,10 @@ class Trainer:
             return self.meter.elapsed_s
         return distributed.main_value(self.meter.elapsed_s)
 
-    def _train_step(self, measure_grad_norm: bool) -> None:
-        """One optimizer step over `grad_accum` micro-batches; no host sync."""
+    def _train_step(self) -> None:
+        """One optimizer step over `grad_accum` micro-batches; no host sync off probed steps."""
         accum = self.cfg.grad_accum
+        self.monitor.begin_step(self.step + 1)
         for micro in range(accum):
             x = next(self.batches).to(self.device, non_blocking=True)  # [B / world_size, T]
             with distributed.gradient_sync(self.forward, micro == accum - 1):
@@ -215,17 +214,14 @@ class Trainer:
                     objective = objective + z
                 (objective / accum).backward()
             self.window.add(out.loss, out.aux_loss, z)
-        grad_norm = None
-        if self.cfg.grad_clip is not None:
-            grad_norm = torch.nn.utils.clip_grad_norm_(
-                self._params, self.cfg.grad_clip, foreach=True
-            )
-        elif measure_grad_norm:
-            grads = [p.grad for p in self._params if p.grad is not None]
-            grad_norm = torch.nn.utils.get_total_norm(grads, foreach=True)
+            self.monitor.add_loss(out.loss)
+        grad_norm = self.monitor.after_backward(self.step + 1, self._params)
+        if self.cfg.grad_clip is not None:  # with the guard's norm: clip_grad_norm_'s bits
+            clip = torch.nn.utils.clip_grads_with_norm_
+            clip(self._params, self.cfg.grad_clip, grad_norm, foreach=True)
         self.window.end_step(grad_norm)
         self._lr = self.optimizer.param_groups[0]["lr"]
-        self.optimizer.step()
+        self.monitor.optimizer_step(self.optimizer, self._params)
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
 
@@ -263,6 +259,7 @@ class Trainer:
             return means
         tokens_per_s, step_ms = self.meter.window()
         metrics.update(means.metrics(with_z_loss=bool(self.cfg.z_loss)))
+        metrics.update(self.monitor.guard.metrics())
         metrics["opt/lr"] = self._lr
         metrics["sys/peak_mem_mb"] = peak_memory_mb(self.device)
         metrics.update(self.perf.of(tokens_per_s, step_ms))
@@ -306,6 +303,7 @@ class Trainer:
             "window": self.window.state_dict(),
             "val": list(self._val) if self._val is not None else None,
             "history": {k: [list(p) for p in v] for k, v in self.history.items()},
+            "guard": self.monitor.state_dict(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -325,3 +323,4 @@ class Trainer:
         self.history = {
             k: [(int(s), float(v)) for s, v in pts] for k, pts in state["history"].items()
         }
+        self.monitor.load_state_dict(state.get("guard"))

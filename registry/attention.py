@@ -155,6 +155,22 @@ class CausalSelfAttention(declared.CausalSelfAttention, nn.Module):
         self.k_norm = build("norm", options.qk_norm, dim=head_dim) if qk_norm else nn.Identity()
         self.resid_dropout = nn.Dropout(dropout)
 
+    def project(
+        self, x: torch.Tensor, rotate: Rotate
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x [B, T, dim] -> q [B, H, T, hd], k and v [B, Hkv, T, hd]: q and k normalised
+        (`qk_norm`) and rotated, as attention scores them (also read by `minimind.probes`)."""
+        batch, length, _ = x.shape
+        q = self.q_proj(x).view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        if not isinstance(self.q_norm, nn.Identity):
+            # in float32, as the block norms see the float32 residual stream: under autocast q, k
+            # are bf16 and the fused norm kernels need the input's dtype to match the gain's
+            q, k = self.q_norm(q.float()).to(q.dtype), self.k_norm(k.float()).to(k.dtype)
+        q, k = rotate(q, k)
+        return q, k, v
+
     def forward(
         self,
         x: torch.Tensor,
@@ -166,14 +182,7 @@ class CausalSelfAttention(declared.CausalSelfAttention, nn.Module):
         k, v to `cache`; `doc_mask` (training on packed documents, no cache) keeps attention
         within each document."""
         batch, length, _ = x.shape
-        q = self.q_proj(x).view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        v = self.v_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        if not isinstance(self.q_norm, nn.Identity):
-            # in float32, as the block norms see the float32 residual stream: under autocast q, k
-            # are bf16 and the fused norm kernels need the input's dtype to match the gain's
-            q, k = self.q_norm(q.float()).to(q.dtype), self.k_norm(k.float()).to(k.dtype)
-        q, k = rotate(q, k)
+        q, k, v = self.project(x, rotate)
         if doc_mask is not None:
             if cache is not None:
                 raise ValueError("a document mask is for training windows, not cached decoding")

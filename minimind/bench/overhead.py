@@ -12,6 +12,7 @@ happen to lie in memory), which would swamp a 2 % target. The candidates:
   plain loop that only trains;
 - "bare again": the bare loop once more, whose difference from "bare" (an A/A comparison) is
   the noise floor of the figures on a shared machine.
+The probes' rows (`minimind.bench.probe_overhead`) follow, on the study's baseline model.
 `fit` ends each round with an evaluation, which is real work and not overhead: its time is
 measured and subtracted. Checkpoints, periodic evaluation and samples are off.
 """
@@ -81,10 +82,10 @@ def run(ctx: BenchContext) -> list[Row]:
             eval_s: list[float] = []
             evaluation = trainer.evaluation
             # both evaluations (the exact one at the end of each round) are left out
-            evaluation.validate = _timed(evaluation.validate, eval_s, device)  # type: ignore[method-assign]
+            evaluation.validate = timed(evaluation.validate, eval_s, device)  # type: ignore[method-assign]
             timers = {
-                "harness": _fit_round(trainer, handle, steps, eval_s),
-                "no tracking": _fit_round(trainer, NullSink(), steps, eval_s),
+                "harness": fit_round(trainer, handle, steps, eval_s),
+                "no tracking": fit_round(trainer, NullSink(), steps, eval_s),
                 "bare": _bare_round(trainer, steps),
                 "bare again": _bare_round(trainer, steps),
             }
@@ -123,11 +124,11 @@ def run(ctx: BenchContext) -> list[Row]:
     ]
 
 
-def _fit_round(
+def fit_round(
     trainer: Trainer, sink: MetricSink, steps: int, eval_s: list[float]
 ) -> Callable[[], float]:
     """A timer: `steps` more steps of `trainer.fit(sink)` and a flush, less the evaluation time
-    that `trainer.evaluation.validate` (wrapped by `_timed`) appends to `eval_s`."""
+    that `trainer.evaluation.validate` (wrapped by `timed`) appends to `eval_s`."""
 
     def timer() -> float:
         trainer.budget.max_steps = trainer.step + steps
@@ -166,7 +167,7 @@ def _bare_round(trainer: Trainer, steps: int) -> Callable[[], float]:
     return timer
 
 
-def _timed(fn, seconds: list[float], device: torch.device):
+def timed(fn, seconds: list[float], device: torch.device):
     """`fn` wrapped to append the seconds of each call to `seconds`."""
 
     @functools.wraps(fn)

@@ -14,6 +14,8 @@ import pandas as pd
 from mlflow.exceptions import MlflowException
 
 from minimind.compare import plots, render
+from minimind.compare.probe_plots import FIGURE_CAPTIONS as PROBE_CAPTIONS
+from minimind.compare.probe_plots import probe_figures
 from minimind.compare.table import Comparison
 from minimind.record import DEVICE_TAG, GIT_COMMIT_TAG, GPU_NAME_TAG, PLAN_HASH_TAG, PRECISION_TAG
 
@@ -25,6 +27,7 @@ FIGURE_CAPTIONS = {
     "final": "Final objective per variant with the seed spread.",
     "pareto": "Throughput against the objective: points on the dashed line are not beaten on both.",
     "moe_load": "Expert load imbalance of the MoE layers over training.",
+    **PROBE_CAPTIONS,
 }
 
 CSS = """
@@ -231,7 +234,7 @@ def write_report(comparison: Comparison, folder: str | Path, log_to_parent: bool
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     pngs: dict[str, bytes] = {}
-    for name, fig in plots.draw_all(comparison).items():
+    for name, fig in (plots.draw_all(comparison) | probe_figures(comparison)).items():
         path = folder / f"{name}.png"
         fig.savefig(path, dpi=110)
         plt.close(fig)

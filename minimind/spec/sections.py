@@ -19,6 +19,10 @@ from minimind.strict_model import StrictNumbers, field_error
 MAX_SEED = 2**32 - 1  # numpy's generators take no larger seed
 
 
+# The smallest spike window that scores at all (`minimind.probes.guard.MIN_HISTORY`).
+MIN_SPIKE_WINDOW = 8
+
+
 class Section(StrictNumbers):
     """The base of every section of a spec: strict numbers, and an unknown key is an error."""
 
@@ -82,6 +86,17 @@ class EvalTaskConfig(Section):
     limit: int | None = Field(default=200, gt=0)
 
 
+class SpikeConfig(Section):
+    """The spike guard (`minimind.probes.guard`): a loss or gradient norm more than `sigma`
+    standard deviations above the mean of the last `window` steps is a spike; with `skip`, a
+    spiking step does not update the weights (OLMo 2). A non-finite loss or gradient always
+    stops the run."""
+
+    window: int = Field(default=128, ge=MIN_SPIKE_WINDOW)
+    sigma: float = Field(default=6.0, gt=0)
+    skip: bool = False
+
+
 class TrainConfig(Section):
     """The training loop. The run ends at the first of `steps`, `tokens` or `time_limit` (seconds).
 
@@ -133,6 +148,11 @@ class TrainConfig(Section):
         if len(set(names)) < len(names):
             raise ValueError(f"task names must be distinct, got {names}")
         return evals
+
+    # Probes inside the model every this many steps, logged under probe/ (null: none); the
+    # spike and NaN guard runs on every step (docs/diagnostics.md).
+    probe_every: int | None = Field(default=None, gt=0)
+    spike: SpikeConfig = Field(default_factory=SpikeConfig)
 
     @field_validator("parallel")
     @classmethod

@@ -101,6 +101,10 @@ def spec_hash(spec: Spec) -> str:
         del content["train"]["evals"]
     if content["train"]["evals_every"] is None:
         del content["train"]["evals_every"]
+    # Probes and the spike guard never change what trains, unless spikes skip updates.
+    del content["train"]["probe_every"]
+    if not content["train"]["spike"]["skip"]:
+        del content["train"]["spike"]
     canonical = json.dumps({"model": model, **content}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 

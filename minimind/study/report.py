@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from minimind.compare import RunSet, plots, render
+from minimind.compare.probe_plots import probe_figures
 from minimind.compare.report import CSS, devices
 from minimind.compare.table import curve_key, tokens_per_step
 from minimind.record import (
@@ -217,7 +218,7 @@ def sensitivity_figure(sensitivity: Sensitivity, runset: RunSet, metric: str) ->
 def axis_figures(
     study: Study, result: AxisResult, sweeps: Mapping[str, RunSet]
 ) -> dict[str, Figure]:
-    """The axis's figures by file stem: curves, final values, learning-rate curves."""
+    """The axis's figures by file stem: curves, final values, probes, learning-rate curves."""
     comparison = result.comparison
     curve = curve_key(comparison.runset, study.metric)
     comparison.runset.fetch_histories([curve, *(k for k, _ in plots.X_AXES[1:])])
@@ -226,6 +227,8 @@ def axis_figures(
         f"{name}_curves": plots.curves_figure(comparison, curve),
         f"{name}_final": plots.final_bar_figure(comparison),
     }
+    # the probe curves, where the arms were trained with `train.probe_every`
+    figures |= {f"{name}_{stem}": fig for stem, fig in probe_figures(comparison).items()}
     for k, sensitivity in enumerate(result.axis.sensitivity):
         figures[f"{name}_lr{k}"] = sensitivity_figure(
             sensitivity, sweeps[sensitivity.experiment], study.metric
