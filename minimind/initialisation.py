@@ -115,7 +115,5 @@ def shared_fraction(reference: dict[str, InitialDraw], arm: dict[str, InitialDra
     """The fraction of `reference`'s initial parameter elements that `arm`, built with the same
     seed, starts with bit-identical: the tensors with the same name and the same draw."""
     total = sum(math.prod(draw.shape) for draw in reference.values())
-    shared = sum(
-        math.prod(draw.shape) for name, draw in reference.items() if arm.get(name) == draw
-    )
+    shared = sum(math.prod(draw.shape) for name, draw in reference.items() if arm.get(name) == draw)
     return shared / total if total else 1.0

@@ -29,6 +29,7 @@ from minimind.loss import IGNORE_INDEX, chunked_loss_sum, loss_sums, soft_cap
 from registry.attention import DocumentMask
 from registry.kv_cache import KVCacheLayer, StaticKVCache
 
+
 @dataclass
 class LMOutput:
     # [B, T, padded_vocab_size]; ids >= config.vocab_size are never targets. None when the loss
