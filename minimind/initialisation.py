@@ -9,8 +9,8 @@ after it, so an MLP or attention arm shared no initial tensor with its reference
 seed removed little of the variance (docs/statistics.md, "Shared initialisation").
 
 A tensor an arm only resizes (an MLP's hidden width matched to a parameter budget) is a different
-tensor: it is drawn whole from its own stream and is not shared, not even in the block the two
-shapes have in common. Under `fan_in` and `torch_default` its scale depends on its shape, so
+tensor: its stream is keyed by its shape too, so it is drawn whole and is not shared, not even in
+the block the two shapes have in common. Under `fan_in` and `torch_default` its scale depends on its shape, so
 no block of it could be identical; under `normal` a shared leading block would still feed a
 different function (another width, another nonlinearity), and drawing one tensor per stream keeps
 the draw one `normal_` call. `shared_fraction` counts same name, same shape, same rule only.
@@ -39,14 +39,13 @@ class InitialDraw:
     """How one parameter tensor starts.
 
     `distribution`: `normal` (std `scale`), `uniform` (on ±`scale`), `zeros`, or `as_built` (the
-    constant its module's constructor sets, e.g. a norm's ones; `owner` names that module's class).
-    Two tensors with equal draws under the same seed and name are bit-identical.
+    constant its module's constructor sets: a norm's ones as `weight`, zeros as `bias`, whichever
+    norm it is). Two tensors with equal draws under the same seed and name are bit-identical.
     """
 
     shape: tuple[int, ...]
     distribution: str
     scale: float = 0.0
-    owner: str = ""
 
 
 def _linear_draw(name: str, linear: nn.Linear, init: InitConfig, n_layers: int) -> InitialDraw:
@@ -82,14 +81,18 @@ def initial_draws(model: nn.Module, init: InitConfig, n_layers: int) -> dict[str
                 std = 1.0 if init.scheme == "torch_default" else EMBEDDING_STD
                 draws[name] = InitialDraw(shape, "normal", std)
             else:
-                draws[name] = InitialDraw(shape, "as_built", owner=type(module).__name__)
+                draws[name] = InitialDraw(shape, "as_built")
     return draws
 
 
-def parameter_generator(seed: int, name: str, device: torch.device) -> torch.Generator:
-    """The stream of parameter `name` under `seed`: a generator on `device` seeded by 63 bits of
-    SHA-256(seed, name), so that no two names share a stream and no seed's names collide."""
-    digest = hashlib.sha256(f"{seed}\0{name}".encode()).digest()
+def parameter_generator(
+    seed: int, name: str, shape: tuple[int, ...], device: torch.device
+) -> torch.Generator:
+    """The stream of parameter `name` of `shape` under `seed`: a generator on `device` seeded by
+    63 bits of SHA-256(seed, name, shape). No two names share a stream, and a resized tensor gets
+    a stream of its own (with the name alone, the leading rows of a taller tensor would repeat the
+    shorter one's: a share that would depend on which dimension an arm resized)."""
+    digest = hashlib.sha256(f"{seed}\0{name}\0{shape}".encode()).digest()
     return torch.Generator(device).manual_seed(int.from_bytes(digest[:8], "little") >> 1)
 
 
@@ -104,7 +107,7 @@ def initialise(model: nn.Module, draws: dict[str, InitialDraw], seed: int) -> No
         if draw.distribution == "zeros":
             param.zero_()
             continue
-        generator = parameter_generator(seed, name, param.device)
+        generator = parameter_generator(seed, name, draw.shape, param.device)
         if draw.distribution == "normal":
             param.normal_(0.0, draw.scale, generator=generator)
         else:

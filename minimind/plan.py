@@ -34,6 +34,7 @@ from minimind.device import (
     device_memory_bytes,
     resolve_device,
 )
+from minimind.initialisation import shared_fraction
 from minimind.model import MiniMindLM
 from minimind.optim import describe_optimizer
 from minimind.plain_table import plain_table
@@ -135,9 +136,13 @@ def prepare_all(plan: Plan) -> dict[str, PreparedData]:
 
 
 def describe_plan(plan: Plan) -> str:
-    """The `--dry-run` table: variants with parameter and FLOP counts, tokens per run and the
-    precision each trains in on this machine."""
+    """The `--dry-run` table: variants with parameter and FLOP counts, tokens per run, the
+    precision each trains in on this machine, and the share of the first variant's (the
+    baseline's) initial parameters each starts with bit-identical under the same seed
+    (`minimind.initialisation`: what pairing by seed can cancel)."""
     spec = plan.spec
+    models = _meta_models(plan)
+    reference = models[0].initial_draws
     headers = [
         "variant",
         "params",
@@ -147,9 +152,10 @@ def describe_plan(plan: Plan) -> str:
         "warmup",
         "tokens/run",
         "precision",
+        "shares init",
     ]
     rows = []
-    for variant in plan.variants:
+    for variant, model in zip(plan.variants, models, strict=True):
         cfg, train = variant.spec.model_config_obj(), variant.spec.train
         steps = train.planned_steps
         device = resolve_device(train.device)
@@ -167,6 +173,7 @@ def describe_plan(plan: Plan) -> str:
                 f"{steps * train.tokens_per_step:,}" if steps else "-",
                 # `auto` is resolved for this machine and model: show what it became.
                 tags[PRECISION_TAG] + (" (auto)" if train.precision == "auto" else ""),
+                f"{shared_fraction(reference, model.initial_draws):.1%}",
             ]
         )
     summary = (
@@ -175,16 +182,29 @@ def describe_plan(plan: Plan) -> str:
         f"experiment {spec.tracking.experiment}"
     )
     return "\n".join(
-        [summary, plain_table(headers, rows), *_memory_warnings(plan), *_optimizer_groups(plan)]
+        [
+            summary,
+            plain_table(headers, rows),
+            *_memory_warnings(plan),
+            *_optimizer_groups(plan, models),
+        ]
     )
 
 
-def _optimizer_groups(plan: Plan) -> list[str]:
-    """Each variant's optimizer grouping where it has one (muon), from a model on the meta device."""
-    lines = []
+def _meta_models(plan: Plan) -> list[MiniMindLM]:
+    """Each variant's model on the meta device: its parameters' names, shapes and draws, no
+    values."""
+    models = []
     for variant in plan.variants:
         with torch.device("meta"):
-            model = MiniMindLM(variant.spec.model_config_obj())
+            models.append(MiniMindLM(variant.spec.model_config_obj(), init_seed=0))
+    return models
+
+
+def _optimizer_groups(plan: Plan, models: list[MiniMindLM]) -> list[str]:
+    """Each variant's optimizer grouping where it has one (muon)."""
+    lines = []
+    for variant, model in zip(plan.variants, models, strict=True):
         groups = describe_optimizer(model, variant.spec.train.optimizer)
         if groups:
             lines += [f"{variant.name}: optimizer {variant.spec.train.optimizer.name}", *groups]
