@@ -81,7 +81,9 @@ def z_boundaries(
             bound = math.inf
         else:
             bound = optimize.brentq(
-                lambda b: _crossing(density, grid, step, var, b) - increment,
+                lambda b, d=density, g=grid, h=step, v=var, a=increment: (
+                    _crossing(d, g, h, v, b) - a
+                ),
                 1e-9,
                 50.0 * math.sqrt(fraction),
                 xtol=1e-12,
