@@ -152,3 +152,25 @@ def test_aa_arms_must_take_disjoint_seeds(tmp_path, capsys):
     assert main(["study", write(tmp_path, tree), "--plan"]) == 2
     err = capsys.readouterr().err
     assert "axes[1].comparisons[0].arm" in err and "disjoint seeds" in err
+
+
+def test_seeds_a_later_invocation_trains_join_the_earlier_ones(tmp_path, capsys):
+    # the second look's seeds trained by another `minimind run` (`-o seeds=[3,4,5]`)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    exp = client.create_experiment("arms", artifact_location=str(tmp_path / "arms"))
+    start = T0
+    for seeds in ([0, 1, 2], [3, 4, 5]):
+        start += 1000
+        parent = log_parent(client, exp, "arms", start)
+        for variant in ("base", "good"):
+            for seed in seeds:
+                start += 1000
+                log_child(
+                    client, exp, parent, variant, seed, start, params={"train.steps": "10"},
+                    metrics=[Metric("val/bpb", FINAL[variant][seed], start, 10)],
+                )  # fmt: skip
+    tree = manifest()
+    tree["axes"] = [{**tree["axes"][0], "comparisons": tree["axes"][0]["comparisons"][:1]}]
+    assert main(["study", write(tmp_path, tree), "--plan", "--tracking-uri", uri]) == 0
+    assert "stopped at look 2 (6 seeds): a difference" in capsys.readouterr().out

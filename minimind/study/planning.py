@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from minimind.compare import CompareError, RunSet
+from minimind.compare import CompareError, RunSet, load_runs
 from minimind.compare.power import ALPHA, SeedsPlan, plan_seeds
 from minimind.study.analysis import arm_runs, load_experiments
 from minimind.study.manifest import ArmComparison, Axis, Study
@@ -36,11 +36,26 @@ class PlannedComparison:
     """None: no sd stated and fewer than 2 differences to measure one."""
 
 
+def every_invocation(study: Study, tracking_uri: str) -> dict[str, RunSet]:
+    """Each experiment's runs: of every invocation for experiments whose arms name a variant (so
+    that a look's new seeds, trained by another invocation, join the earlier ones), of the latest
+    for those chosen by params (a sweep's experiment, whose trials share its params)."""
+    latest = load_experiments(study, tracking_uri)
+    by_variant = {arm.experiment for arm in study.arms.values() if arm.variant is not None}
+    by_params = {arm.experiment for arm in study.arms.values() if arm.variant is None}
+    return {
+        name: load_runs(tracking_uri, [name], all_runs=True)
+        if name in by_variant and name not in by_params
+        else runset
+        for name, runset in latest.items()
+    }
+
+
 def arm_values(study: Study, key: str, runsets: dict[str, RunSet]) -> pd.Series:
-    """The arm's metric per seed (reruns of a seed averaged), finished runs only."""
+    """The arm's metric per seed, from the newest finished run of each seed."""
     runs = arm_runs(key, study.arms[key], runsets[study.arms[key].experiment])
-    runs = runs[runs["status"] == "FINISHED"]
-    return runs.groupby("seed")[f"metrics.{study.metric}"].mean().dropna().sort_index()
+    runs = runs[runs["status"] == "FINISHED"].sort_values("start_time")
+    return runs.groupby("seed")[f"metrics.{study.metric}"].last().dropna().sort_index()
 
 
 def differences(study: Study, comparison: ArmComparison, runsets: dict[str, RunSet]) -> np.ndarray:
@@ -77,7 +92,7 @@ def plan_comparison(study: Study, axis: Axis, c: ArmComparison, d: np.ndarray) -
 def plan_study(study: Study, tracking_uri: str | None) -> list[PlannedComparison]:
     """Every comparison's plan, from the runs in `tracking_uri` so far (none: stated sd only)."""
     try:
-        runsets = load_experiments(study, tracking_uri) if tracking_uri else None
+        runsets = every_invocation(study, tracking_uri) if tracking_uri else None
     except CompareError:
         runsets = None  # nothing trained yet
     planned = []
