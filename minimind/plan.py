@@ -151,8 +151,8 @@ def describe_plan(plan: Plan) -> str:
         "steps",
         "warmup",
         "tokens/run",
-        "precision",
         "shares init",
+        "precision",
     ]
     rows = []
     for variant, model in zip(plan.variants, models, strict=True):
@@ -172,8 +172,8 @@ def describe_plan(plan: Plan) -> str:
                 f"{train.warmup_steps}" + ("" if train.schedule.warmup is not None else " (auto)"),
                 f"{steps * train.tokens_per_step:,}" if steps else "-",
                 # `auto` is resolved for this machine and model: show what it became.
-                tags[PRECISION_TAG] + (" (auto)" if train.precision == "auto" else ""),
                 f"{shared_fraction(reference, model.initial_draws):.1%}",
+                tags[PRECISION_TAG] + (" (auto)" if train.precision == "auto" else ""),
             ]
         )
     summary = (

@@ -100,7 +100,10 @@ def test_the_dry_run_shows_each_variants_share_of_the_baselines_initial_paramete
     plan = plan_run(load_spec(path))
     text = describe_plan(plan)
     assert "shares init" in text
-    shares = {line.split()[0]: line.split()[-1] for line in text.splitlines()[3:] if "=" in line}
+    column = text.splitlines()[1].split().index("shares")  # the header's words: "shares init"
+    shares = {
+        line.split()[0]: line.split()[column] for line in text.splitlines()[3:] if "=" in line
+    }
     configs = [variant.spec.model_config_obj() for variant in plan.variants]
     models = [MiniMindLM(config, init_seed=0) for config in configs]
     for variant, model in zip(plan.variants, models, strict=True):
