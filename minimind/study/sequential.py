@@ -15,8 +15,9 @@ the power of the fixed design at the cap; simulated, it needs fewer seeds than P
 the power it reaches (docs/statistics.md, "Sequential seeds"). The boundaries are found on the z scale by numerical integration over the
 looks (Armitage, McPherson & Rowe 1969; Jennison & Turnbull 2000, ch. 19), and a look's nominal
 two-sided level is applied to the paired t test of that look's seeds (Jennison & Turnbull 2000,
-§3.8: the unknown variance), which keeps the error at the planned level even at 3 seeds (the
-simulations in tests/test_sequential.py).
+§3.8: the unknown variance), which keeps the error at the planned level for looks at 3, 6, 9
+and 12 seeds (the simulations in tests/test_sequential.py; with a look at every seed it drifts
+above it, so check other looks with `simulate`).
 
 Holm across an axis: the graphical group-sequential Holm procedure (Maurer & Bretz 2013; Ye et al.
 2013). With r hypotheses of the axis not rejected, the open ones are stepped down at each look,
