@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -27,13 +26,10 @@ from torch import nn
 import registry
 from minimind.config import ModelConfig
 from minimind.generation import RANDOM_SAMPLING, SamplingOptions, generate_tokens
+from minimind.initialisation import InitialDraw, initial_draws, initialise
 from minimind.kv_cache import KVCache, StaticKVCache, positions_after
 from minimind.loss import IGNORE_INDEX, chunked_loss_sum, loss_sums, soft_cap
 from registry.attention import DocumentMask
-
-RESIDUAL_OUTPUTS = ("o_proj.weight", "down_proj.weight")
-"""Output projections into the residual stream: their init std is scaled by 1/sqrt(2·n_layers),
-or they start at zero (`model.init`, `minimind.config.InitConfig`)."""
 
 
 @dataclass
@@ -52,7 +48,10 @@ class MiniMindLM(nn.Module):
     # (registry/position.py, PositionModule).
     position: Any
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, init_seed: int | None = None) -> None:
+        """`init_seed`: the seed of every parameter's own stream (`minimind.initialisation`:
+        tensors two configs have in common start identical); None draws it from torch's global
+        generator, so that `torch.manual_seed(s)` before building still fixes the weights."""
         super().__init__()
         self.config = config
         # padded rows (see ModelConfig.padded_vocab_size): aligned GEMM shapes for the head
@@ -77,36 +76,17 @@ class MiniMindLM(nn.Module):
         )
         self.norm = norm() if type(self._blocks()[0]).final_norm else nn.Identity()
         self.lm_head = nn.Linear(config.dim, config.padded_vocab_size, bias=False)
-        self._init_weights()
+        if init_seed is None:
+            init_seed = int(torch.randint(2**62, (), device="cpu").item())
+        # `config.init`'s scheme, each tensor from its own stream, before the head is tied
+        draws = initial_draws(self, config.init, config.n_layers)
+        initialise(self, draws, init_seed)
         if config.tie_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
-
-    @torch.no_grad()
-    def _init_weights(self) -> None:
-        """`config.init`'s scheme (see `minimind.config.InitConfig`), before the head is tied."""
-        init = self.config.init
-        if init.scheme != "torch_default":
-
-            def std(linear: nn.Linear) -> float:
-                return 0.02 if init.scheme == "normal" else linear.in_features**-0.5
-
-            for module in self.modules():
-                if isinstance(module, nn.Linear):
-                    module.weight.normal_(0.0, std(module))
-                    if module.bias is not None:
-                        module.bias.zero_()
-                elif isinstance(module, nn.Embedding):
-                    module.weight.normal_(0.0, 0.02)
-            # drawn again, after everything else: the random stream of a seed stays what it was
-            # before the schemes existed, so old runs reproduce
-            depth_scale = 1 / math.sqrt(2 * self.config.n_layers)
-            for name, module in self.named_modules():
-                if f"{name}.weight".endswith(RESIDUAL_OUTPUTS):
-                    module.weight.normal_(0.0, std(module) * depth_scale)
-        if init.zero_out_proj:
-            for name, param in self.named_parameters():
-                if name.endswith(RESIDUAL_OUTPUTS):
-                    param.zero_()
+        # the draw of each parameter the model holds (the tied head is the embedding)
+        self.initial_draws: dict[str, InitialDraw] = {
+            name: draws[name] for name, _ in self.named_parameters()
+        }
 
     def new_cache(self) -> KVCache:
         """An empty KV cache for incremental decoding with `forward(..., cache=...)`."""

@@ -36,6 +36,7 @@ from minimind.device import (
     resolve_run_device,
 )
 from minimind.downstream.tasks import Task, TaskFileError, load_task, longest_request
+from minimind.initialisation import shared_fraction
 from minimind.model import MiniMindLM
 from minimind.optim import describe_optimizer
 from minimind.plain_table import plain_table
@@ -249,9 +250,13 @@ def prepare_all(plan: Plan) -> dict[str, PreparedData]:
 
 
 def describe_plan(plan: Plan) -> str:
-    """The `--dry-run` table: variants with parameter and FLOP counts, tokens per run and the
-    precision each trains in on this machine."""
+    """The `--dry-run` table: variants with parameter and FLOP counts, tokens per run, the
+    precision each trains in on this machine, and the share of the first variant's (the
+    baseline's) initial parameters each starts with bit-identical under the same seed
+    (`minimind.initialisation`: what pairing by seed can cancel)."""
     spec = plan.spec
+    models = _meta_models(plan)
+    reference = models[0].initial_draws
     headers = [
         "variant",
         "params",
@@ -260,10 +265,11 @@ def describe_plan(plan: Plan) -> str:
         "steps",
         "warmup",
         "tokens/run",
+        "shares init",
         "precision",
     ]
     rows = []
-    for variant in plan.variants:
+    for variant, model in zip(plan.variants, models, strict=True):
         cfg, train = variant.spec.model_config_obj(), variant.spec.train
         steps = train.planned_steps
         precision = resolve_run_device(train, cfg.dim).precision
@@ -278,6 +284,7 @@ def describe_plan(plan: Plan) -> str:
                 # A warm-up the spec did not set is derived from the steps: show which.
                 f"{train.warmup_steps}" + ("" if train.schedule.warmup is not None else " (auto)"),
                 f"{steps * train.tokens_per_step:,}" if steps else "-",
+                f"{shared_fraction(reference, model.initial_draws):.1%}",
                 # `auto` is resolved for this machine and model: show what it became.
                 precision + (" (auto)" if train.precision == "auto" else ""),
             ]
@@ -294,17 +301,25 @@ def describe_plan(plan: Plan) -> str:
             plain_table(headers, rows),
             *probes,
             *_memory_warnings(plan),
-            *_optimizer_groups(plan),
+            *_optimizer_groups(plan, models),
         ]
     )
 
 
-def _optimizer_groups(plan: Plan) -> list[str]:
-    """Each variant's optimizer grouping where it has one (muon), from a model on the meta device."""
-    lines = []
+def _meta_models(plan: Plan) -> list[MiniMindLM]:
+    """Each variant's model on the meta device: its parameters' names, shapes and draws, no
+    values."""
+    models = []
     for variant in plan.variants:
         with torch.device("meta"):
-            model = MiniMindLM(variant.spec.model_config_obj())
+            models.append(MiniMindLM(variant.spec.model_config_obj(), init_seed=0))
+    return models
+
+
+def _optimizer_groups(plan: Plan, models: list[MiniMindLM]) -> list[str]:
+    """Each variant's optimizer grouping where it has one (muon)."""
+    lines = []
+    for variant, model in zip(plan.variants, models, strict=True):
         groups = describe_optimizer(model, variant.spec.train.optimizer)
         if groups:
             lines += [f"{variant.name}: optimizer {variant.spec.train.optimizer.name}", *groups]

@@ -12,9 +12,10 @@ the progress display (`minimind.progress`) happen between steps, so `ThroughputM
 out of `perf/*` and `time/elapsed_s`.
 
 Determinism: the same config and seed give the same weights and losses on the CPU. The seed fixes
-the initialisation (global RNGs) and the batch stream (`TrainBatches` draws batch i from
-(seed, rank, i), or from `train.data_seed` when the spec sets it); a checkpoint carries both, so
-a resumed run continues bit for bit.
+the initialisation (each parameter from its own stream of (seed, name, shape):
+`minimind.initialisation`) and the batch stream (`TrainBatches` draws batch i from (seed, rank, i),
+or from `train.data_seed` when the spec sets it); a checkpoint carries both, so a resumed run
+continues bit for bit.
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ class Trainer:
         # page-fault in again.
         reset_peak_memory(self.device)
         with self.device:  # parameters and buffers are created on the device, not copied
-            self.model = MiniMindLM(model_cfg)
+            self.model = MiniMindLM(model_cfg, init_seed=seed)
         # DDP before compile, as torch recommends; both are the plain model in one process.
         sparse = model_cfg.num_active_params() < model_cfg.num_params()
         wrapped = distributed.wrap_model(self.model, self.device, sparse, cfg.parallel)

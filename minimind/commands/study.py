@@ -29,6 +29,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="run the manifest's streams of training commands first",
     )
     p.add_argument(
+        "--plan",
+        action="store_true",
+        help=(
+            "print per comparison the seeds it needs at the planned power, a warning where the "
+            "sequential design's cap cannot settle it, and where each stands after the runs so "
+            "far; trains and writes nothing"
+        ),
+    )
+    p.add_argument(
         "--report-dir", type=Path, help="report folder (default: the manifest's report_dir)"
     )
     p.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="MLflow tracking URI")
@@ -43,6 +52,11 @@ def run_study(args: argparse.Namespace) -> int:
         study = load_study(args.manifest)
     except SpecError as e:
         return fail(f"{args.manifest}: {e}")
+    if args.plan:
+        from minimind.study.planning import describe_study_plan, plan_study
+
+        print(describe_study_plan(study, plan_study(study, args.tracking_uri)))
+        return EXIT_OK
     report_dir = args.report_dir or study.report_dir
     logs = REPORTS_DIR / study.name
     # Both checked before an hour of training, not found unwritable after it.

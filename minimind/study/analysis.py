@@ -111,6 +111,8 @@ def arm_runs(key: str, arm: Arm, runset: RunSet) -> pd.DataFrame:
             if f"params.{param}" not in runs:
                 raise StudyError(f"arms.{key}.where: no run of {arm.experiment} has param {param}")
             mine &= _equals(runs[f"params.{param}"], value)
+    if arm.seeds is not None:  # an A/A arm: its reference's runs on other seeds
+        mine &= runs["seed"].isin(arm.seeds)
     if not mine.any():
         chosen = f"variant {arm.variant!r}" if arm.variant is not None else f"where {arm.where}"
         raise StudyError(

@@ -17,6 +17,7 @@ from pydantic import Field, ValidationError, model_validator
 from minimind.compare.stats import Correction
 from minimind.spec.errors import from_validation_error, suggest
 from minimind.strict_model import StrictNumbers, field_error
+from minimind.study.sequential import SequentialDesign, Spending
 
 Expectation = Literal["better", "worse", "equal"]
 """What the literature expects of an arm against its reference: a better or worse objective,
@@ -37,6 +38,13 @@ class Arm(StrictNumbers):
     experiment: str = Field(min_length=1)
     variant: str | None = None
     where: dict[str, Scalar] | None = None
+    seeds: list[int] | None = None
+    """Only these seeds of the runs: an A/A arm takes its reference's own runs on seeds disjoint
+    from the reference's (the study's calibration: it must come out no different)."""
+
+    def selects(self) -> tuple[str, str | None, str]:
+        """What runs the arm takes, seeds aside: two arms equal here are one arm's runs."""
+        return self.experiment, self.variant, repr(sorted((self.where or {}).items()))
 
     @model_validator(mode="after")
     def _one_selector(self) -> Arm:
@@ -82,6 +90,37 @@ class Axis(StrictNumbers):
     discussion: str = ""
 
 
+class Planning(StrictNumbers):
+    """What `minimind study --plan` plans for: the difference a `better`/`worse` comparison must
+    detect (`effect`, in the metric's units) at `power`, from `sd`, the sd of the per-seed paired
+    differences, or, when omitted, the sd measured from each comparison's runs so far."""
+
+    model_config = {"extra": "forbid"}
+
+    effect: float = Field(gt=0)
+    sd: float | None = Field(default=None, gt=0)
+    power: float = Field(default=0.8, gt=0, lt=1)
+
+
+class Sequential(StrictNumbers):
+    """The looks of the sequential design (`minimind.study.sequential`): seeds per arm at each
+    look, increasing, the last the cap; the alpha-spending function."""
+
+    model_config = {"extra": "forbid"}
+
+    looks: list[int] = Field(default=[3, 6, 9, 12], min_length=1)
+    spending: Spending = "obrien_fleming"
+
+    @model_validator(mode="after")
+    def _increasing(self) -> Sequential:
+        if self.looks[0] < 2 or self.looks != sorted(set(self.looks)):
+            field_error(("looks",), "seeds per look increase, from at least 2")
+        return self
+
+    def design(self, alpha: float) -> SequentialDesign:
+        return SequentialDesign(tuple(self.looks), alpha, self.spending)
+
+
 class Study(StrictNumbers):
     """A study manifest (see experiments/study/study.yaml)."""
 
@@ -103,6 +142,14 @@ class Study(StrictNumbers):
     stalling the others, and makes a seed's numbers independent of the machine's load."""
     arms: dict[str, Arm] = Field(min_length=1)
     axes: list[Axis] = Field(min_length=1)
+    planning: Planning | None = None
+    sequential: Sequential = Sequential()
+    """The looks `--plan` and `--sequential` use (3, 6, 9, 12 seeds unless set); its last look
+    is the cap, beyond which a comparison is not settled."""
+
+    def is_calibration(self, comparison: ArmComparison) -> bool:
+        """An A/A comparison: both arms take the same runs, on disjoint seeds."""
+        return self.arms[comparison.arm].selects() == self.arms[comparison.against].selects()
 
     @model_validator(mode="after")
     def _references_resolve(self) -> Study:
@@ -133,6 +180,17 @@ class Study(StrictNumbers):
                         )
                 if comparison.arm == comparison.against:
                     field_error(("axes", i, "comparisons", j, "against"), "an arm against itself")
+                arm, against = self.arms[comparison.arm], self.arms[comparison.against]
+                if arm.selects() == against.selects() and (
+                    arm.seeds is None
+                    or against.seeds is None
+                    or set(arm.seeds) & set(against.seeds)
+                ):
+                    field_error(
+                        ("axes", i, "comparisons", j, "arm"),
+                        f"{comparison.arm} takes the runs of {comparison.against}: an A/A "
+                        "calibration gives both arms disjoint seeds",
+                    )
                 if comparison.arm in compared:
                     field_error(
                         ("axes", i, "comparisons", j, "arm"),

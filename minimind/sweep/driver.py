@@ -27,6 +27,7 @@ from minimind.sweep.best import best_trial, describe_front, write_best
 from minimind.sweep.liveness import release_orphans
 from minimind.sweep.plan import StudyCell, SweepPlan, plan_sweep, target_trials
 from minimind.sweep.report import StudyReport, describe, log_report, write_report
+from minimind.sweep.space import edge_warnings
 from minimind.sweep.storage import open_storage
 from minimind.sweep.study import open_parent, open_study, progress
 from minimind.sweep.worker import WorkerJob, run_workers
@@ -179,4 +180,8 @@ def _describe(report: StudyReport, study: optuna.Study, sweep: SweepConfig) -> s
     text = describe(report)
     if sweep.is_multi_objective and report.best is not None:
         text += "\n" + describe_front(study, sweep)
+    if report.best is not None:
+        text += "".join(
+            f"\n  warning: {w}" for w in edge_warnings(sweep.params, report.best.params)
+        )
     return text

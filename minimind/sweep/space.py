@@ -67,3 +67,42 @@ def grid_space(params: Mapping[str, ParamSpec]) -> dict[str, list[Any]]:
 def grid_size(params: Mapping[str, ParamSpec]) -> int:
     """How many distinct points a finite search space has."""
     return math.prod(len(values) for values in grid_space(params).values())
+
+
+EDGE_SHARE = 0.05
+"""A continuous range's best value this close to an end (a share of the range, of its logarithm
+for `log` params) counts as on the edge."""
+
+
+def edge_warnings(params: Mapping[str, ParamSpec], values: Mapping[str, Any]) -> list[str]:
+    """One line per numeric param whose chosen value sits on the edge of the searched range: the
+    lowest or highest grid point or choice, or within `EDGE_SHARE` of a continuous range's end.
+    The optimum may lie beyond it, so the value is the best tried, not a tuned one (a categorical
+    param of non-numbers has no edge)."""
+    warnings = []
+    for key, p in params.items():
+        value = values.get(key)
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            continue
+        if p.type == "categorical":
+            numbers = [c for c in p.choices or [] if isinstance(c, int | float)]
+            if len(numbers) != len(p.choices or []) or len(numbers) < 3:
+                continue  # not an ordered range, or too short to have an inside
+            low, high = min(numbers), max(numbers)
+            edge = value in (low, high)
+        elif p.step is not None or p.type == "int":
+            grid = grid_values(p)
+            low, high = grid[0], grid[-1]
+            edge = len(grid) >= 3 and value in (low, high)
+        else:
+            low, high = float(p.low), float(p.high)  # type: ignore[arg-type]
+            scale = math.log if p.log else float
+            share = (scale(value) - scale(low)) / (scale(high) - scale(low))
+            edge = min(share, 1 - share) <= EDGE_SHARE
+        if edge:
+            end = "lowest" if abs(value - low) <= abs(high - value) else "highest"
+            warnings.append(
+                f"{key} = {value:.4g} is the {end} value searched ([{low:.4g}, {high:.4g}]): "
+                "the optimum may lie beyond the range; widen it before calling the value tuned"
+            )
+    return warnings
