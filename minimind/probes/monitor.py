@@ -86,7 +86,8 @@ class StepMonitor:
         self.model, self.every, self.amp_dtype = model, cfg.probe_every, evaluation.amp_dtype
         self.device = device = evaluation.device
         self.rows = evaluation.val_batches[0][:PROBE_ROWS].to(device)
-        doc_ids = batch_document_ids(evaluation.data, self.rows)
+        with torch.no_grad():  # evaluation tokens: nothing here is ever differentiated
+            doc_ids = batch_document_ids(evaluation.data, self.rows)
         self.doc_ids = doc_ids.to(device) if doc_ids is not None else None
         self.groups = ParameterGroups(model, device)
         spike = cfg.spike
