@@ -98,8 +98,7 @@ class Trainer:
         self.model_cfg = model_cfg
         self.data = data
         self.seed = seed
-        self.device = device.device
-        self.amp_dtype = device.amp_dtype
+        self.device, self.amp_dtype = device.device, device.amp_dtype
         seed_everything(seed)
         # The run's peak-memory window opens before its model exists and once per run: a reset
         # hands the heap back to the kernel (`minimind.allocator`), which the next step would
@@ -155,10 +154,9 @@ class Trainer:
     ) -> TrainOutcome:
         """Train until the budget is spent or the loss turns non-finite (status FAILED),
         saving to `checkpoint` every `train.checkpoint_every` steps and at the end."""
-        cfg, budget = self.cfg, self.budget
+        cfg, budget, quiet = self.cfg, self.budget, not distributed.is_main_process()
         every = cfg.checkpoint_every  # None: no checkpoints at all, not even the last
         self.model.train()
-        quiet = not distributed.is_main_process()
         with training_progress(label, budget.max_steps, self.step, quiet=quiet) as progress:
             done = budget.spent(self.step, self._training_clock())
             while not done:
