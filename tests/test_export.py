@@ -9,6 +9,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -276,6 +277,43 @@ def test_runs_and_checkpoints_export_from_the_command_line_moe_included(
         torch.testing.assert_close(theirs(ids).logits, ours(ids).logits, rtol=0, atol=1e-5)
 
 
+def test_a_run_exports_by_id_and_never_with_another_runs_checkpoint(
+    write_spec, mlflow_uri, tmp_path, capsys
+):
+    """A run as the harness tags it today (`record.child_tags`) exports by its id; its checkpoint
+    path is shared by every invocation of the spec, so a file stamped by another run is refused."""
+    assert main(["run", str(write_spec())]) == 0
+    from minimind.checkpoint import OWNER_KEY, load_checkpoint, save_checkpoint
+    from minimind.tracking.backend import connect
+
+    (run,) = connect(mlflow_uri).search_runs(
+        [connect(mlflow_uri).get_experiment_by_name("tiny").experiment_id],
+        "tags.`minimind.role` = 'child'",
+    )
+    run_id = run.info.run_id
+    capsys.readouterr()
+    assert main(["export", run_id, str(tmp_path / "out"), "--tracking-uri", mlflow_uri]) == 0
+    assert "as llama to" in capsys.readouterr().out
+
+    (checkpoint,) = (tmp_path / "checkpoints").rglob("seed0/last.pt")
+    state = load_checkpoint(checkpoint)
+    save_checkpoint(checkpoint, {**state, OWNER_KEY: {**state[OWNER_KEY], "child": "f" * 32}})
+    assert main(["export", run_id, str(tmp_path / "other"), "--tracking-uri", mlflow_uri]) == 2
+    error = capsys.readouterr().err.splitlines()[-1]  # after MLflow's download progress bar
+    assert error.startswith(f"error: run {run_id}: its checkpoint {checkpoint} belongs to another")
+    assert not (tmp_path / "other").exists()
+
+
+def test_a_run_without_the_tags_that_place_its_checkpoint_is_a_source_error():
+    from minimind import record
+    from minimind.hf.source import SourceError, _run_checkpoint
+
+    tags = {record.ROLE_TAG: record.CHILD_ROLE, record.VARIANT_TAG: "base", record.SEED_TAG: "0"}
+    run = SimpleNamespace(info=SimpleNamespace(run_id="r1"), data=SimpleNamespace(tags=tags))
+    with pytest.raises(SourceError, match="run r1: its tags plan_hash, variant and seed do not"):
+        _run_checkpoint(run, "checkpoints", "tiny")
+
+
 def test_a_bad_source_or_out_dir_is_one_line_and_exit_2(tmp_path, mlflow_uri, capsys):
     corrupt = tmp_path / "corrupt.pt"
     corrupt.write_bytes(b"not a checkpoint")
@@ -298,6 +336,10 @@ def test_a_bad_source_or_out_dir_is_one_line_and_exit_2(tmp_path, mlflow_uri, ca
         err = capsys.readouterr().err
         assert err.startswith("error: ") and message in err and err.count("\n") == 1, err
         assert not Path(argv[1]).exists()
+    missing = f"sqlite:///{tmp_path}/missing/dir/none.db"
+    assert main(["export", "0" * 32, str(tmp_path / "e"), "--tracking-uri", missing]) == 2
+    assert f"no MLflow store at {tmp_path}/missing/dir/none.db" in capsys.readouterr().err
+    assert not (tmp_path / "missing").exists()  # no store made where none was
     model = MiniMindLM(ModelConfig(vocab_size=VOCAB, dim=32, n_layers=1))
     from minimind.hf.export import ExportError
 

@@ -27,7 +27,7 @@ from minimind.record import (
     SEED_TAG,
     VARIANT_TAG,
 )
-from minimind.tracking.backend import connect, sqlite_db_path
+from minimind.tracking.backend import StoreMissing, connect_existing
 
 HISTORY_WORKERS = 16
 
@@ -73,15 +73,12 @@ class RunSet:
 
 
 def open_client(tracking_uri: str) -> MlflowClient:
-    """A client on `tracking_uri`, opened as the runs were written (`tracking.backend.connect`);
-    refuses a SQLite store that does not exist (it would be made)."""
-    path = sqlite_db_path(tracking_uri)
-    if path is not None and not path.exists():
-        raise CompareError(
-            f"no MLflow store at {path} (tracking URI {tracking_uri}); "
-            "run `minimind run SPEC` first or pass --tracking-uri"
-        )
-    return connect(tracking_uri)
+    """A client on `tracking_uri` (`tracking.backend.connect_existing`: a SQLite store that does
+    not exist is refused, not made)."""
+    try:
+        return connect_existing(tracking_uri)
+    except StoreMissing as exc:
+        raise CompareError(f"{exc}; run `minimind run SPEC` first or pass --tracking-uri") from exc
 
 
 def resolve_experiments(client: MlflowClient, names: Sequence[str]) -> list[str]:

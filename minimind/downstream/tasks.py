@@ -62,8 +62,10 @@ def _item(line: str, where: str) -> Item:
     if not isinstance(row, dict) or set(row) != {"context", "continuations", "gold"}:
         raise TaskFileError(f"{where}: expected exactly the keys context, continuations, gold")
     context, continuations, gold = row["context"], row["continuations"], row["gold"]
-    if not isinstance(context, str) or not context:
-        raise TaskFileError(f"{where}: context must be a non-empty string")
+    # A context of only spaces would be scored from no tokens at all (`encode_pair` moves its
+    # spaces to the continuation), which the scoring cannot do: the first token needs a context.
+    if not isinstance(context, str) or not context.strip():
+        raise TaskFileError(f"{where}: context must be a string with a non-space character")
     if (
         not isinstance(continuations, list)
         or len(continuations) < 2

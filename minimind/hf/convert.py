@@ -157,12 +157,12 @@ def minimind_config(model: MiniMindLM) -> MiniMindConfig:
     layer = _first_layer(model)
     mlp_name, mlp_options = cfg.component("mlp")
     if mlp_name == "moe":
-        expert_name = registry.resolve("mlp", mlp_options["expert"])[0]
-        expert_defaults = {"bias": False, "approximate": "none"}
+        # the expert's options as resolved: an alias may fix some (gelu with approximate tanh)
+        expert_name, expert_options = registry.resolve("mlp", mlp_options["expert"])
         mlp = {
             "name": "moe",
             **{k: mlp_options[k] for k in ("n_experts", "top_k", "n_shared", "balance")},
-            "expert": _mlp_spec(expert_name, expert_defaults, layer.mlp.experts[0]),
+            "expert": _mlp_spec(expert_name, expert_options, layer.mlp.experts[0]),
         }
     else:
         mlp = _mlp_spec(mlp_name, mlp_options, layer.mlp)

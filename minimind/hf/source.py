@@ -18,9 +18,9 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from minimind.checkpoint import OWNER_KEY, CheckpointError, load_checkpoint
+from minimind import record
+from minimind.checkpoint import OWNER_KEY, CheckpointError, RunCheckpoint, load_checkpoint
 from minimind.config import ModelConfig
-from minimind.record import checkpoint_path
 from minimind.spec import SpecError, load_spec
 
 
@@ -54,19 +54,7 @@ def load_source(source: str, tracking_uri: str) -> TrainedModel:
     run = _child_run(run_id, tracking_uri, source)
     spec = _run_spec(run_id, tracking_uri)
     if state is None:
-        path = checkpoint_path(
-            spec.train.checkpoint_dir,
-            spec.tracking.experiment,
-            run.data.tags["spec_hash"],
-            run.data.tags["variant"],
-            int(run.data.tags["seed"]),
-        )
-        if not path.is_file():
-            raise SourceError(f"run {run_id}: its checkpoint {path} does not exist")
-        try:
-            state = load_checkpoint(path)
-        except CheckpointError as exc:
-            raise SourceError(f"run {run_id}: {exc}") from exc
+        state = _run_checkpoint(run, spec.train.checkpoint_dir, spec.tracking.experiment)
     from minimind.data.prepare import prepare_data
 
     tokenizer = prepare_data(spec.data).tokenizer
@@ -75,16 +63,45 @@ def load_source(source: str, tracking_uri: str) -> TrainedModel:
 
 def _child_run(run_id: str, tracking_uri: str, source: str) -> Any:
     from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
+
+    from minimind.tracking.backend import StoreMissing, connect_existing
 
     try:
-        run = MlflowClient(tracking_uri).get_run(run_id)
+        run = connect_existing(tracking_uri).get_run(run_id)
+    except StoreMissing as exc:
+        raise SourceError(f"{source}: {exc}") from exc
     except MlflowException as exc:
         what = "checkpoint of run" if run_id != source else "no checkpoint file and no run"
         raise SourceError(f"{source}: {what} {run_id!r} in {tracking_uri}") from exc
-    if run.data.tags.get("minimind.role") != "child":
+    if run.data.tags.get(record.ROLE_TAG) != record.CHILD_ROLE:
         raise SourceError(f"{source}: run {run_id} is not a training run (a variant x seed)")
     return run
+
+
+def _run_checkpoint(run: Any, checkpoint_dir: str, experiment: str) -> dict[str, Any]:
+    """The state of `run`'s own checkpoint: the file at its path may be another run's, as every
+    invocation of a spec writes its runs' checkpoints to the same paths."""
+    run_id, tags = run.info.run_id, run.data.tags
+    plan_hash = tags.get(record.PLAN_HASH_TAG, tags.get(record.LEGACY_HASH_TAG))
+    variant, seed = tags.get(record.VARIANT_TAG), tags.get(record.SEED_TAG)
+    if plan_hash is None or variant is None or seed is None or not seed.isdigit():
+        raise SourceError(
+            f"run {run_id}: its tags {record.PLAN_HASH_TAG}, {record.VARIANT_TAG} and "
+            f"{record.SEED_TAG} do not say where its checkpoint is"
+        )
+    path = record.checkpoint_path(checkpoint_dir, experiment, plan_hash, variant, int(seed))
+    try:
+        found = RunCheckpoint(path, {"child": run_id}).load()
+    except CheckpointError as exc:
+        raise SourceError(f"run {run_id}: {exc}") from exc
+    if found is not None:
+        return found[0]
+    if path.is_file():
+        raise SourceError(
+            f"run {run_id}: its checkpoint {path} belongs to another run (a later invocation of "
+            "the same spec); export that file to export that run"
+        )
+    raise SourceError(f"run {run_id}: its checkpoint {path} does not exist")
 
 
 def _run_spec(run_id: str, tracking_uri: str) -> Any:

@@ -111,6 +111,19 @@ def connect(uri: str) -> MlflowClient:
         return MlflowClient(tracking_uri=uri)
 
 
+class StoreMissing(Exception):
+    """A SQLite tracking store to read from that does not exist: opening it would make one."""
+
+
+def connect_existing(uri: str) -> MlflowClient:
+    """A client for `uri` to read runs from, opened as they were written (`connect`); a SQLite
+    store that does not exist is `StoreMissing` rather than an empty store made there."""
+    db = sqlite_db_path(uri)
+    if db is not None and not db.exists():
+        raise StoreMissing(f"no MLflow store at {db} (tracking URI {uri})")
+    return connect(uri)
+
+
 def default_artifact_location(uri: str) -> str | None:
     """Where a new experiment keeps artifacts: next to a sqlite database (`<db dir>/artifacts`)
     rather than MLflow's `./mlruns` in whatever directory the process happens to run; None lets

@@ -1,4 +1,7 @@
-"""HF twins built by `minimind.hf.convert` compute what the MiniMind modules compute."""
+"""`minimind.hf.convert`: the HF twins it builds compute what the MiniMind modules compute, and
+the config it writes for the exported model code keeps every resolved option."""
+
+from dataclasses import replace
 
 import pytest
 import torch
@@ -7,7 +10,7 @@ pytest.importorskip("transformers")
 
 import registry  # noqa: E402
 from minimind import MiniMindLM, ModelConfig  # noqa: E402
-from minimind.hf.convert import to_hf_llama, to_hf_mixtral_moe  # noqa: E402
+from minimind.hf.convert import minimind_config, to_hf_llama, to_hf_mixtral_moe  # noqa: E402
 
 
 def perturbed(model: torch.nn.Module) -> torch.nn.Module:
@@ -91,3 +94,16 @@ def test_mixtral_twin_refuses_other_moe_kinds(options):
     moe = registry.build("mlp", {"name": "moe", "n_experts": 4, **options}, dim=16, dropout=0.0)
     with pytest.raises(ValueError, match="no MixtralSparseMoeBlock twin"):
         to_hf_mixtral_moe(moe)
+
+
+def test_the_moe_experts_export_with_the_options_their_alias_fixes(monkeypatch):
+    """An expert named by an alias that fixes options (here a plugin's gelu with approximate
+    tanh) exports with those options, not the canonical name's defaults."""
+    names = {slot: dict(entries) for slot, entries in registry.core._names.items()}
+    names["mlp"]["gelu-tanh"] = replace(names["mlp"]["gelu"], fixed={"approximate": "tanh"})
+    monkeypatch.setattr(registry.core, "_names", names)
+    moe = {"name": "moe", "n_experts": 2, "top_k": 1, "expert": "gelu-tanh"}
+    model = MiniMindLM(ModelConfig.preset("tiny", mlp=moe))
+    assert model.layers[0].mlp.experts[0].approximate == "tanh"  # as trained
+    expert = minimind_config(model).mlp["expert"]
+    assert expert["name"] == "gelu" and expert["approximate"] == "tanh"
