@@ -115,7 +115,7 @@ RUNS: dict[str, Run] = {
     "minimind compare quickstart": Run("norm=layernorm,position=sinusoidal  2"),
     "minimind compare norm --baseline norm=layernorm": Run("Δ vs baseline norm=layernorm"),
     "minimind compare norm --noise --power 0.01": Run("seeds per arm"),
-    "minimind compare norm --format csv > norm.csv": Run("\nnorm=rmsnorm,2,0,2,"),
+    "minimind compare norm --format csv > norm.csv": Run("\nnorm=rmsnorm,2,0,0,2,"),
     "minimind compare --experiments quickstart,norm --filter \"tags.component.norm = 'rmsnorm'\"": (
         Run("norm=rmsnorm,position=rope")
     ),
