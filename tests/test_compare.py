@@ -913,6 +913,16 @@ def test_the_power_line_names_the_family_it_corrects_for(store) -> None:
     assert "(holm over 1 comparison(s))" in "\n".join(render.noise_lines(c))
 
 
+def test_one_family_size_for_the_correction_the_level_and_the_power_line(store) -> None:
+    """The old invocation's one-run variant is compared with nothing testable: k is the one
+    tested comparison in the correction, the intervals' level and the power line alike."""
+    runset = load_runs(store["uri"], ["norm"], all_runs=True)
+    c = compare(runset, baseline=LN, power_delta=0.05)
+    assert len(c.table) == 3 and c.table["val/bpb_p"].notna().sum() == 1
+    assert c.n_comparisons == 1 and c.power_comparisons == 1
+    assert c.level == pytest.approx(0.95) and c.power_alpha == pytest.approx(0.05)
+
+
 def test_a_running_run_is_counted_as_running_not_failed() -> None:
     """A run still training (or another invocation's, live) is not "+1 failed"."""
     from minimind.compare.render import seed_count

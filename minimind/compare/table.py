@@ -29,6 +29,7 @@ from minimind.compare.stats import (
     pooled_noise,
     power_comparisons,
     seed_values,
+    tested_count,
 )
 from minimind.record import (
     FAILURE_REASON_TAG,
@@ -422,6 +423,8 @@ def compare(
         table[f"{metric}_delta"] = [c.delta for c in cis]
         table[f"{metric}_delta_low"] = [c.low for c in cis]
         table[f"{metric}_delta_high"] = [c.high for c in cis]
+        table[f"{metric}_delta_low_simultaneous"] = [c.simultaneous_low for c in cis]
+        table[f"{metric}_delta_high_simultaneous"] = [c.simultaneous_high for c in cis]
         table[f"{metric}_delta_level"] = [c.level for c in cis]
         table[f"{metric}_delta_method"] = [c.method for c in cis]
         table[f"{metric}_delta_note"] = [c.note for c in cis]
@@ -431,8 +434,7 @@ def compare(
         table[f"{metric}_within_noise"] = pd.Series([c.within_noise for c in cis], dtype=object)
         table[f"{metric}_mde"] = [c.mde for c in cis]
         # The level of the deltas' intervals: corrected for the comparisons that have one.
-        tested = sum(not np.isnan(c.p) for c in family.values())
-        level = corrected_level(tested, correction)
+        level = corrected_level(tested_count(family), correction)
         multipliers: dict[str, Multiplier] = {}
         unit = _compute_per_step(runset.runs)[1]
         for ref in dict.fromkeys(reference_of.values()):
@@ -451,11 +453,11 @@ def compare(
         table = table.sort_values(
             f"{metric}_mean", ascending=not is_maximized(metric), na_position="last", kind="stable"
         ).reset_index(drop=True)
-    n_comparisons = sum(c.method not in ("baseline", "none") for c in family.values())
+    n_comparisons = tested_count(family)
     power_seeds: dict[str, int | None] | None = None
     alpha = None
-    # Corrected for the comparisons the design will make: every variant against its reference.
-    k = power_comparisons(len(reference_of), correction)
+    # The family's k, as in its correction and its MDEs: the comparisons that were tested.
+    k = power_comparisons(n_comparisons, correction)
     if power_delta is not None and noise is not None and noise.df > 0:
         alpha = family_alpha(k, correction)
         power_seeds = {
