@@ -841,6 +841,42 @@ def test_the_invocation_is_chosen_by_parent_or_spec_hash(mlflow_uri, capsys) -> 
     assert code == 2 and err.startswith("error: --spec-hash: no invocation")
 
 
+@pytest.mark.parametrize(
+    "chosen",
+    [
+        ["--all", "--spec-hash", "1111"],
+        ["--filter", "tags.variant = 'a'", "--spec-hash", "1111"],
+        ["--parent", "abc", "--all"],
+        ["--parent", "abc", "--filter", "tags.variant = 'a'"],
+        ["--all", "--filter", "tags.variant = 'a'"],
+    ],
+)
+def test_the_ways_of_choosing_runs_exclude_one_another(store, capsys, chosen) -> None:
+    """Given together, one of them used to be ignored without a word."""
+    with pytest.raises(SystemExit) as e:
+        main(["compare", "norm", *chosen, "--tracking-uri", store["uri"]])
+    assert e.value.code == 2 and "not allowed with" in capsys.readouterr().err
+    with pytest.raises(CompareError, match="choose the runs in different ways"):
+        load_runs(
+            store["uri"],
+            ["norm"],
+            all_runs="--all" in chosen,
+            filter_string="tags.variant = 'a'" if "--filter" in chosen else "",
+            parent_run_id="abc" if "--parent" in chosen else None,
+            spec_hash="1111" if "--spec-hash" in chosen else None,
+        )
+
+
+def test_a_spec_hash_in_a_store_without_invocations_is_an_error(mlflow_uri, capsys) -> None:
+    """Runs logged without a parent run: no invocation has the hash, and none is pretended."""
+    client = MlflowClient(mlflow_uri)
+    exp = client.create_experiment("orphans")
+    run = client.create_run(exp, tags={"variant": "a", "seed": "0"})
+    client.set_terminated(run.info.run_id)
+    code, out, err = run_cli(capsys, "orphans", "--tracking-uri", mlflow_uri, "--spec-hash", "ab")
+    assert code == 2 and out == "" and err.startswith("error: --spec-hash: no invocation")
+
+
 def test_untested_rows_have_null_verdicts_in_csv_and_json(store, capsys) -> None:
     """The baseline was not tested: its within_noise is empty (null), not true; a paired row
     shows its pair count."""
