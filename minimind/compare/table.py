@@ -80,6 +80,8 @@ class Comparison:
     """The k of `power_alpha` = 0.05 / k: every comparison the design makes."""
     compute_unit: str = "steps"
     """What the compute multipliers count: `FLOPs`, `tokens` or `steps` (what the params allow)."""
+    best_of: str = ""
+    """The curve whose best evaluation is the `<metric>_best` column (`curve_key`)."""
 
     @property
     def maximize(self) -> bool:
@@ -153,9 +155,6 @@ def summarize_runs(runset: RunSet, metric: str, group_column: str) -> pd.DataFra
     best = "max" if is_maximized(metric) else "min"
     curve = curve_key(runset, metric)
     runset.fetch_histories([metric, curve, "perf/tokens_per_s", "perf/mfu"])
-    final = _metric(runs, metric)
-    # The best evaluation: over the curve's periodic estimates and the final (exact) value.
-    best_seen = pd.concat([by_id.map(_history_stat(runset, curve, best)), final], axis=1)
     out = pd.DataFrame(
         {
             "run_id": by_id,
@@ -169,7 +168,9 @@ def summarize_runs(runset: RunSet, metric: str, group_column: str) -> pd.DataFra
             **{key: _param(runs, key) for key in SIZE_PARAMS},
             "train/loss": _metric(runs, "train/loss"),
             **{key: _metric(runs, key) for key in dict.fromkeys([*SPREAD_METRICS, metric])},
-            f"{metric}_best": best_seen.agg(best, axis=1),
+            # One estimator: the best of the curve's evaluations (the periodic estimates when
+            # the runs log them; never mixed with the exact final value, its own column).
+            f"{metric}_best": by_id.map(_history_stat(runset, curve, best)),
             "perf/tokens_per_s": by_id.map(_history_stat(runset, "perf/tokens_per_s", "median")),
             "perf/mfu": by_id.map(_history_stat(runset, "perf/mfu", "median")),
             "sys/peak_mem_mb": _metric(runs, "sys/peak_mem_mb"),
@@ -488,4 +489,5 @@ def compare(
         power_alpha=alpha,
         power_comparisons=k,
         compute_unit=unit if len(table) else "steps",
+        best_of=curve_key(runset, metric),
     )
