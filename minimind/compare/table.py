@@ -72,12 +72,13 @@ class Comparison:
     """The sd of the per-seed differences of the paired comparisons, pooled."""
     power_delta: float | None = None
     power_seeds: dict[str, int | None] | None = None
-    """With `power_delta`: seeds per arm for 80% power at `power_alpha` (the corrected alpha
-    of every variant against the baseline), `unpaired` (from `noise`) and `paired` (from
+    """With `power_delta`: seeds per arm for 80% power at `power_alpha` (the family's
+    corrected alpha), `unpaired` (from `noise`) and `paired` (from
     `paired_noise`, when there is one); None: more than `power.MAX_SEEDS`."""
     power_alpha: float | None = None
     power_comparisons: int = 1
-    """The k of `power_alpha` = 0.05 / k: every comparison the design makes."""
+    """The k of `power_alpha` = 0.05 / k: the tested comparisons, `n_comparisons` (1
+    uncorrected)."""
     compute_unit: str = "steps"
     """What the compute multipliers count: `FLOPs`, `tokens` or `steps` (what the params allow)."""
     best_of: str = ""
