@@ -841,6 +841,42 @@ def test_the_invocation_is_chosen_by_parent_or_spec_hash(mlflow_uri, capsys) -> 
     assert code == 2 and err.startswith("error: --spec-hash: no invocation")
 
 
+@pytest.mark.parametrize(
+    "chosen",
+    [
+        ["--all", "--spec-hash", "1111"],
+        ["--filter", "tags.variant = 'a'", "--spec-hash", "1111"],
+        ["--parent", "abc", "--all"],
+        ["--parent", "abc", "--filter", "tags.variant = 'a'"],
+        ["--all", "--filter", "tags.variant = 'a'"],
+    ],
+)
+def test_the_ways_of_choosing_runs_exclude_one_another(store, capsys, chosen) -> None:
+    """Given together, one of them used to be ignored without a word."""
+    with pytest.raises(SystemExit) as e:
+        main(["compare", "norm", *chosen, "--tracking-uri", store["uri"]])
+    assert e.value.code == 2 and "not allowed with" in capsys.readouterr().err
+    with pytest.raises(CompareError, match="choose the runs in different ways"):
+        load_runs(
+            store["uri"],
+            ["norm"],
+            all_runs="--all" in chosen,
+            filter_string="tags.variant = 'a'" if "--filter" in chosen else "",
+            parent_run_id="abc" if "--parent" in chosen else None,
+            spec_hash="1111" if "--spec-hash" in chosen else None,
+        )
+
+
+def test_a_spec_hash_in_a_store_without_invocations_is_an_error(mlflow_uri, capsys) -> None:
+    """Runs logged without a parent run: no invocation has the hash, and none is pretended."""
+    client = MlflowClient(mlflow_uri)
+    exp = client.create_experiment("orphans")
+    run = client.create_run(exp, tags={"variant": "a", "seed": "0"})
+    client.set_terminated(run.info.run_id)
+    code, out, err = run_cli(capsys, "orphans", "--tracking-uri", mlflow_uri, "--spec-hash", "ab")
+    assert code == 2 and out == "" and err.startswith("error: --spec-hash: no invocation")
+
+
 def test_untested_rows_have_null_verdicts_in_csv_and_json(store, capsys) -> None:
     """The baseline was not tested: its within_noise is empty (null), not true; a paired row
     shows its pair count."""
@@ -859,7 +895,10 @@ def test_untested_rows_have_null_verdicts_in_csv_and_json(store, capsys) -> None
 
 def test_best_value_reads_the_sampled_curve(mlflow_uri) -> None:
     """Runs log the exact val/bpb once and its estimates as val/bpb_sampled: the best value is
-    the best evaluation, not the final one."""
+    the best sampled evaluation, never the exact final value (another estimator, its own
+    column), and the header and caption say so."""
+    from minimind.compare import render
+
     client = MlflowClient(mlflow_uri)
     exp = client.create_experiment("best")
     parent = log_parent(client, exp, "best", T0)
@@ -873,8 +912,10 @@ def test_best_value_reads_the_sampled_curve(mlflow_uri) -> None:
         log_child(client, exp, parent, "v", seed, T0 + 1000 * (seed + 1),
                   params={"name": "best"}, metrics=metrics)  # fmt: skip
     c = compare(load_runs(mlflow_uri, ["best"]))
-    assert sorted(c.runs["val/bpb_best"]) == [1.9, 2.1]
+    assert sorted(c.runs["val/bpb_best"]) == [1.9, 2.11]  # seed 1's exact 2.1 left out
     assert c.table["val/bpb_best"].iloc[0] == 1.9
+    assert "best val/bpb_sampled" in render.display_headers(c)
+    assert "best val/bpb_sampled: the best of the periodic estimates" in render.caption(c)
 
 
 def test_untested_and_mixed_rows_get_no_verdict_and_no_bound() -> None:
@@ -911,6 +952,16 @@ def test_the_power_line_names_the_family_it_corrects_for(store) -> None:
     c = compare(runset, power_delta=0.05, references={RMS: LN})
     assert len(c.table) == 3 and c.power_comparisons == 1 and c.power_alpha == pytest.approx(0.05)
     assert "(holm over 1 comparison(s))" in "\n".join(render.noise_lines(c))
+
+
+def test_one_family_size_for_the_correction_the_level_and_the_power_line(store) -> None:
+    """The old invocation's one-run variant is compared with nothing testable: k is the one
+    tested comparison in the correction, the intervals' level and the power line alike."""
+    runset = load_runs(store["uri"], ["norm"], all_runs=True)
+    c = compare(runset, baseline=LN, power_delta=0.05)
+    assert len(c.table) == 3 and c.table["val/bpb_p"].notna().sum() == 1
+    assert c.n_comparisons == 1 and c.power_comparisons == 1
+    assert c.level == pytest.approx(0.95) and c.power_alpha == pytest.approx(0.05)
 
 
 def test_a_running_run_is_counted_as_running_not_failed() -> None:

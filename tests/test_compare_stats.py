@@ -392,3 +392,27 @@ def test_paired_rows_count_their_pairs() -> None:
     base = Sample.of([1.0, 1.1, 0.9, 1.3], [0, 1, 2, 3])
     family = compare_family({"v": Sample.of([1.1, 1.0, 1.0], [0, 1, 2])}, base, pairing="on")
     assert family["v"].method == "paired" and family["v"].pairs == 3
+
+
+def test_every_tested_row_carries_the_simultaneous_bonferroni_interval() -> None:
+    """Holm gives the later steps narrower intervals; the simultaneous interval, which decides
+    equivalence, is every row's paired t interval at 1 - alpha/k (k = 3 tested rows; the
+    one-seed row is untested and has none)."""
+    seeds = [0, 1, 2, 3]
+    base = Sample.of([2.00, 2.10, 2.05, 2.15], seeds)
+    shifts = {"clear": [0.30, 0.31, 0.29, 0.30], "small": [0.02, 0.05, -0.01, 0.03]}
+    variants = {name: Sample.of(base.values + np.array(d), seeds) for name, d in shifts.items()}
+    variants["same"] = Sample.of(base.values + np.array([0.01, -0.02, 0.0, 0.005]), seeds)
+    variants["lonely"] = Sample.of([2.0], [0])
+    family = compare_family(variants, base, detectable=False)
+    assert family["clear"].level == pytest.approx(1 - 0.05 / 3)
+    assert family["same"].level < 1 - 0.05 / 3  # a later Holm step: a narrower interval
+    for name in ("clear", "small", "same"):
+        expected = stats.ttest_rel(variants[name].values, base.values).confidence_interval(
+            1 - 0.05 / 3
+        )
+        ci = family[name]
+        assert (ci.simultaneous_low, ci.simultaneous_high) == pytest.approx(
+            (expected.low, expected.high), rel=1e-12
+        ), name
+    assert math.isnan(family["lonely"].simultaneous_low)

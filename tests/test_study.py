@@ -209,13 +209,20 @@ def test_findings_agree_disagree_or_are_too_weak_to_tell(results) -> None:
     assert plan.fewest < plan.seeds < plan.most
 
 
-def _row(delta: float, low: float, high: float) -> pd.Series:
-    """An axis-table row whose test rejects exactly when its interval excludes zero."""
+def _row(
+    delta: float, low: float, high: float, simultaneous: tuple[float, float] | None = None
+) -> pd.Series:
+    """An axis-table row whose test rejects exactly when its interval excludes zero; its
+    simultaneous (Bonferroni) interval is `simultaneous`, by default the row's own (a first
+    Holm step)."""
+    sim_low, sim_high = (low, high) if simultaneous is None else simultaneous
     return pd.Series(
         {
             "m_delta": delta,
             "m_delta_low": low,
             "m_delta_high": high,
+            "m_delta_low_simultaneous": sim_low,
+            "m_delta_high_simultaneous": sim_high,
             "m_delta_method": "paired",
             "m_within_noise": low <= 0 <= high,
         }
@@ -229,6 +236,9 @@ def _row(delta: float, low: float, high: float) -> pd.Series:
         ("equal", _row(0.05, 0.03, 0.07), "disagrees"),
         ("equal", _row(0.015, 0.005, 0.025), "too weak to tell"),  # real, but maybe within
         ("equal", _row(0.0, -0.05, 0.05), "too weak to tell"),
+        # A later Holm step's interval inside the margin, the simultaneous one not: not settled.
+        ("equal", _row(0.0, -0.015, 0.015, (-0.025, 0.025)), "too weak to tell"),
+        ("equal", _row(0.03, 0.025, 0.035, (0.015, 0.045)), "too weak to tell"),
         ("better", _row(-0.05, -0.07, -0.03), "agrees"),  # lower is better
         ("better", _row(0.05, 0.03, 0.07), "disagrees"),
         ("worse", _row(0.05, 0.03, 0.07), "agrees"),

@@ -26,8 +26,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("experiment", nargs="?", help="MLflow experiment name (the spec's name)")
-    p.add_argument("--all", action="store_true", help="every run in the experiment(s)")
+    # Each names the runs another way: given together, one would be silently ignored.
     chosen = p.add_mutually_exclusive_group()
+    chosen.add_argument("--all", action="store_true", help="every run in the experiment(s)")
     chosen.add_argument(
         "--parent",
         metavar="RUN_ID",
@@ -41,7 +42,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--by", metavar="KEY", help="group by a param or tag (default: variant)")
     p.add_argument("--baseline", metavar="VARIANT", help="group the deltas are taken against")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format")
-    p.add_argument(
+    chosen.add_argument(
         "--filter",
         metavar="EXPR",
         default="",

@@ -179,7 +179,7 @@ def display_headers(comparison: Comparison) -> list[str]:
         "FLOPs/tok",
         *SPREAD_METRICS,
         *extra,
-        f"best {m}",
+        f"best {comparison.best_of or m}",
         delta_header(comparison),
         "p (adj)",
         "verdict",
@@ -277,7 +277,18 @@ def caption(comparison: Comparison) -> str:
         f"Objective {comparison.metric} ({direction} is better), final value mean ± std over "
         f"seeds{_budget_note(comparison)}{_match_note(comparison)}; {_against(comparison)} {ci}"
         f"{_correction_note(comparison)}"
-        f"{_pairing_note(comparison)}.{_compute_note(comparison)}"
+        f"{_pairing_note(comparison)}.{_best_note(comparison)}{_compute_note(comparison)}"
+    )
+
+
+def _best_note(comparison: Comparison) -> str:
+    """What the best column reads: the sampled curve's best, never the exact final value."""
+    curve, m = comparison.best_of, comparison.metric
+    if not curve or curve == m:
+        return f" best {m}: the best of its evaluations during training."
+    return (
+        f" best {curve}: the best of the periodic estimates on part of the validation split "
+        f"(the exact final value is the {m} column)."
     )
 
 

@@ -187,9 +187,22 @@ def select_runs(
     By default, the children of the latest parent run by start time (the last `minimind run`
     invocation, whatever its spec or status); with `all_runs` or a filter, every matching run;
     with `parent_run_id`, that invocation's children; with `spec_hash` (a prefix of the
-    `spec_hash` tag), the latest invocation of that spec. Experiments that hold runs but no
-    parent run fall back to all their runs.
+    `plan_hash` tag, the hash of the whole spec an invocation ran), the latest invocation of
+    that spec (`CompareError` when none has it). Experiments that hold runs but no parent run
+    fall back to all their runs. The four ways of choosing exclude one another (`CompareError`).
     """
+    given = [
+        option
+        for option, value in (
+            ("--all", all_runs),
+            ("--filter", filter_string),
+            ("--parent", parent_run_id is not None),
+            ("--spec-hash", spec_hash is not None),
+        )
+        if value
+    ]
+    if len(given) > 1:
+        raise CompareError(f"{' and '.join(given)} choose the runs in different ways: give one")
     if parent_run_id is not None:
         quoted = parent_run_id.replace("'", "")
         children = _search(client, experiments, f"tags.`{PARENT_TAG}` = '{quoted}'")
@@ -198,6 +211,8 @@ def select_runs(
             raise CompareError(f"no parent run {parent_run_id} in {', '.join(experiments or [])}")
         return _label(children), parents, f"{_invocation(parents.iloc[0], 'invocation')} (--parent)"
     df = _search(client, experiments, filter_string)
+    if df.empty and spec_hash is not None:
+        raise _no_invocation_of(spec_hash, experiments)
     if df.empty:
         return (
             df,
@@ -206,7 +221,7 @@ def select_runs(
         )
     is_parent = _tag(df, ROLE_TAG) == PARENT_ROLE
     children, parents = df[~is_parent], df[is_parent]
-    if filter_string or all_runs or parents.empty:
+    if filter_string or all_runs or (parents.empty and spec_hash is None):
         what = f"runs matching {filter_string!r}" if filter_string else "all runs"
         return _label(children), parents, what
     why = "the most recent by start time; --parent or --spec-hash choose another"
@@ -214,10 +229,7 @@ def select_runs(
         hashes = _tag(parents, PLAN_HASH_TAG).fillna("").astype(str)
         parents = parents[hashes.str.startswith(spec_hash)]
         if parents.empty:
-            raise CompareError(
-                f"--spec-hash: no invocation of a spec hash starting {spec_hash!r} "
-                f"in {', '.join(experiments or ['any experiment'])}"
-            )
+            raise _no_invocation_of(spec_hash, experiments)
         why = f"the most recent with spec hash {spec_hash}"
     latest = parents.sort_values("start_time").iloc[[-1]]
     mine = _tag(children, PARENT_TAG) == latest["run_id"].iloc[0]
@@ -225,6 +237,13 @@ def select_runs(
         _label(children[mine]),
         latest,
         f"{_invocation(latest.iloc[0], 'latest invocation')} ({why})",
+    )
+
+
+def _no_invocation_of(spec_hash: str, experiments: Sequence[str] | None) -> CompareError:
+    return CompareError(
+        f"--spec-hash: no invocation of a spec hash starting {spec_hash!r} "
+        f"in {', '.join(experiments or ['any experiment'])}"
     )
 
 

@@ -54,6 +54,11 @@ class DeltaCI:
     pairs: int = 0
     mde: float = math.nan
     """The smallest difference this design detects with 80% power at the corrected alpha."""
+    simultaneous_low: float = math.nan
+    simultaneous_high: float = math.nan
+    """The interval at the family's Bonferroni level (`corrected_level`), which holds for all
+    its rows at once whatever Holm's step order: equivalence is decided by it. Set by
+    `compare_family`; NaN for a row that was not tested."""
 
     @property
     def within_noise(self) -> bool | None:
@@ -255,6 +260,12 @@ def family_alpha(n_comparisons: int, correction: Correction, alpha: float = ALPH
     return 1.0 - corrected_level(n_comparisons, correction, alpha)
 
 
+def tested_count(family: Mapping[str, DeltaCI]) -> int:
+    """The family's size k: its rows with a p-value (tested), the one count that the
+    correction, the intervals' level, the power lines and the study's plans all use."""
+    return sum(not math.isnan(ci.p) for ci in family.values())
+
+
 def power_comparisons(n_comparisons: int, correction: Correction) -> int:
     """The k the power calculations divide alpha by: the family's size, 1 uncorrected."""
     return 1 if correction == "none" else max(1, n_comparisons)
@@ -299,16 +310,29 @@ def compare_family(
         adjusted = raw_p
     else:
         adjusted = list(multipletests(raw_p, ALPHA, method=correction)[1])
-    k = power_comparisons(len(tested), correction)
+    k = power_comparisons(tested_count(raw), correction)
+    simultaneous_level = corrected_level(tested_count(raw), correction)
     out = dict(raw)
     for name, p_adj, level in zip(tested, adjusted, levels, strict=True):
         s, ref = variants[name], reference[name]
-        ci = delta_ci(
-            s.values, ref.values, method, level,
-            variant_seeds=s.seeds, baseline_seeds=ref.seeds, pairing=pairing,
-        )  # fmt: skip
+
+        def interval(at: float, s: Sample = s, ref: Sample = ref) -> DeltaCI:
+            return delta_ci(
+                s.values, ref.values, method, at,
+                variant_seeds=s.seeds, baseline_seeds=ref.seeds, pairing=pairing,
+            )  # fmt: skip
+
+        ci = interval(level)
+        simultaneous = ci if level == simultaneous_level else interval(simultaneous_level)
         mde = _mde(ci, s, ref, pairing, noise_sd, k) if detectable else math.nan
-        out[name] = replace(ci, p=raw[name].p, p_adj=float(p_adj), mde=mde)
+        out[name] = replace(
+            ci,
+            p=raw[name].p,
+            p_adj=float(p_adj),
+            mde=mde,
+            simultaneous_low=simultaneous.low,
+            simultaneous_high=simultaneous.high,
+        )
     return out
 
 

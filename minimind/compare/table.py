@@ -29,6 +29,7 @@ from minimind.compare.stats import (
     pooled_noise,
     power_comparisons,
     seed_values,
+    tested_count,
 )
 from minimind.record import (
     FAILURE_REASON_TAG,
@@ -71,14 +72,17 @@ class Comparison:
     """The sd of the per-seed differences of the paired comparisons, pooled."""
     power_delta: float | None = None
     power_seeds: dict[str, int | None] | None = None
-    """With `power_delta`: seeds per arm for 80% power at `power_alpha` (the corrected alpha
-    of every variant against the baseline), `unpaired` (from `noise`) and `paired` (from
+    """With `power_delta`: seeds per arm for 80% power at `power_alpha` (the family's
+    corrected alpha), `unpaired` (from `noise`) and `paired` (from
     `paired_noise`, when there is one); None: more than `power.MAX_SEEDS`."""
     power_alpha: float | None = None
     power_comparisons: int = 1
-    """The k of `power_alpha` = 0.05 / k: every comparison the design makes."""
+    """The k of `power_alpha` = 0.05 / k: the tested comparisons, `n_comparisons` (1
+    uncorrected)."""
     compute_unit: str = "steps"
     """What the compute multipliers count: `FLOPs`, `tokens` or `steps` (what the params allow)."""
+    best_of: str = ""
+    """The curve whose best evaluation is the `<metric>_best` column (`curve_key`)."""
 
     @property
     def maximize(self) -> bool:
@@ -152,9 +156,6 @@ def summarize_runs(runset: RunSet, metric: str, group_column: str) -> pd.DataFra
     best = "max" if is_maximized(metric) else "min"
     curve = curve_key(runset, metric)
     runset.fetch_histories([metric, curve, "perf/tokens_per_s", "perf/mfu"])
-    final = _metric(runs, metric)
-    # The best evaluation: over the curve's periodic estimates and the final (exact) value.
-    best_seen = pd.concat([by_id.map(_history_stat(runset, curve, best)), final], axis=1)
     out = pd.DataFrame(
         {
             "run_id": by_id,
@@ -168,7 +169,9 @@ def summarize_runs(runset: RunSet, metric: str, group_column: str) -> pd.DataFra
             **{key: _param(runs, key) for key in SIZE_PARAMS},
             "train/loss": _metric(runs, "train/loss"),
             **{key: _metric(runs, key) for key in dict.fromkeys([*SPREAD_METRICS, metric])},
-            f"{metric}_best": best_seen.agg(best, axis=1),
+            # One estimator: the best of the curve's evaluations (the periodic estimates when
+            # the runs log them; never mixed with the exact final value, its own column).
+            f"{metric}_best": by_id.map(_history_stat(runset, curve, best)),
             "perf/tokens_per_s": by_id.map(_history_stat(runset, "perf/tokens_per_s", "median")),
             "perf/mfu": by_id.map(_history_stat(runset, "perf/mfu", "median")),
             "sys/peak_mem_mb": _metric(runs, "sys/peak_mem_mb"),
@@ -422,6 +425,8 @@ def compare(
         table[f"{metric}_delta"] = [c.delta for c in cis]
         table[f"{metric}_delta_low"] = [c.low for c in cis]
         table[f"{metric}_delta_high"] = [c.high for c in cis]
+        table[f"{metric}_delta_low_simultaneous"] = [c.simultaneous_low for c in cis]
+        table[f"{metric}_delta_high_simultaneous"] = [c.simultaneous_high for c in cis]
         table[f"{metric}_delta_level"] = [c.level for c in cis]
         table[f"{metric}_delta_method"] = [c.method for c in cis]
         table[f"{metric}_delta_note"] = [c.note for c in cis]
@@ -431,8 +436,7 @@ def compare(
         table[f"{metric}_within_noise"] = pd.Series([c.within_noise for c in cis], dtype=object)
         table[f"{metric}_mde"] = [c.mde for c in cis]
         # The level of the deltas' intervals: corrected for the comparisons that have one.
-        tested = sum(not np.isnan(c.p) for c in family.values())
-        level = corrected_level(tested, correction)
+        level = corrected_level(tested_count(family), correction)
         multipliers: dict[str, Multiplier] = {}
         unit = _compute_per_step(runset.runs)[1]
         for ref in dict.fromkeys(reference_of.values()):
@@ -451,11 +455,11 @@ def compare(
         table = table.sort_values(
             f"{metric}_mean", ascending=not is_maximized(metric), na_position="last", kind="stable"
         ).reset_index(drop=True)
-    n_comparisons = sum(c.method not in ("baseline", "none") for c in family.values())
+    n_comparisons = tested_count(family)
     power_seeds: dict[str, int | None] | None = None
     alpha = None
-    # Corrected for the comparisons the design will make: every variant against its reference.
-    k = power_comparisons(len(reference_of), correction)
+    # The family's k, as in its correction and its MDEs: the comparisons that were tested.
+    k = power_comparisons(n_comparisons, correction)
     if power_delta is not None and noise is not None and noise.df > 0:
         alpha = family_alpha(k, correction)
         power_seeds = {
@@ -486,4 +490,5 @@ def compare(
         power_alpha=alpha,
         power_comparisons=k,
         compute_unit=unit if len(table) else "steps",
+        best_of=curve_key(runset, metric),
     )

@@ -61,15 +61,21 @@ def agreement(
 ) -> Agreement:
     """Whether the difference in `row` agrees with `expect`, at the family's corrected level.
 
-    `better`/`worse`: agrees when the corrected test finds a difference in that direction,
-    disagrees when it finds one in the other, and is too weak to tell otherwise. `equal` is an
-    equivalence test: agrees when the whole corrected interval lies within ±`margin`,
-    disagrees when all of it lies outside, and is too weak to tell when it straddles the margin.
+    `better`/`worse`: agrees when the corrected (Holm by default) test finds a difference in
+    that direction, disagrees when it finds one in the other, and is too weak to tell otherwise.
+    `equal` is an equivalence test (TOST) decided by the simultaneous interval at the Bonferroni
+    level 1 - alpha/k, never the row's Holm-step one (Holm orders the steps by the difference
+    tests' p-values, which give no standing to an equivalence test): agrees when all of it lies
+    within ±`margin`, disagrees when all of it lies outside, and is too weak to tell when it
+    straddles the margin.
     """
-    delta, low, high = (row[f"{metric}_delta{s}"] for s in ("", "_low", "_high"))
-    if row[f"{metric}_delta_method"] in ("none", "baseline") or math.isnan(low):
+    delta = row[f"{metric}_delta"]
+    if row[f"{metric}_delta_method"] in ("none", "baseline") or math.isnan(
+        row[f"{metric}_delta_low"]
+    ):
         return "no interval"
     if expect == "equal":
+        low, high = (row[f"{metric}_delta_{e}_simultaneous"] for e in ("low", "high"))
         if -margin <= low and high <= margin:
             return "agrees"
         if low > margin or high < -margin:
