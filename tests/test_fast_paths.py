@@ -144,7 +144,7 @@ def test_fused_adamw_matches_foreach():
 def test_a_training_step_reads_nothing_back_to_the_host(make, monkeypatch, mlp):
     """On a GPU every read of a device value stalls the step; only logging steps may read."""
     trainer = make(model={"mlp": mlp}, train={"grad_clip": 1.0})
-    trainer._train_step(measure_grad_norm=True)  # warm-up: lazy state (AdamW's) is created
+    trainer._train_step()  # warm-up: lazy state (AdamW's) is created
     # AdamW keeps its step counts on the CPU even for CUDA parameters (foreach, not capturable),
     # so reading those is no device sync; any other read is.
     step_counts = {id(state["step"]) for state in trainer.optimizer.state.values()}
@@ -162,4 +162,4 @@ def test_a_training_step_reads_nothing_back_to_the_host(make, monkeypatch, mlp):
     for name in HOST_READS:
         monkeypatch.setattr(torch.Tensor, name, guarded(name))
     for _ in range(3):
-        trainer._train_step(measure_grad_norm=True)
+        trainer._train_step()

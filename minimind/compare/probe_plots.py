@@ -5,8 +5,6 @@ whose runs logged no probes has none of these figures."""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
@@ -27,9 +25,11 @@ FIGURE_CAPTIONS = {
 
 def _layer_keys(comparison: Comparison, probe: str) -> list[str]:
     """`probe/<probe>/layer<i>` keys the runs logged, by layer."""
-    pattern = re.compile(rf"^metrics\.(probe/{probe}/layer(\d+))$")
-    found = [m for c in comparison.runset.runs.columns if (m := pattern.match(c))]
-    return [m[1] for m in sorted(found, key=lambda m: int(m[2]))]
+    prefix = f"metrics.probe/{probe}/layer"
+    layers = [
+        c.removeprefix(prefix) for c in comparison.runset.runs.columns if c.startswith(prefix)
+    ]
+    return [f"probe/{probe}/layer{i}" for i in sorted(int(n) for n in layers if n.isdigit())]
 
 
 def _band_plot(ax: Axes, band: pd.DataFrame, color, label: str | None) -> None:
