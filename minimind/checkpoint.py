@@ -21,7 +21,7 @@ from typing import IO, Any, cast
 import numpy as np
 import torch
 
-from minimind.atomic_file import atomic_write
+from minimind.foundations.atomic_file import atomic_write
 
 
 class CheckpointError(Exception):
@@ -35,7 +35,7 @@ def previous_path(path: str | Path) -> Path:
 
 
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
-    """Save `state` to `path` atomically (`minimind.atomic_file`), keeping the checkpoint it
+    """Save `state` to `path` atomically (`minimind.foundations.atomic_file`), keeping the checkpoint it
     replaces as `previous_path(path)`: should the new file be damaged later (a full disk, a
     truncated copy), a good one still exists to resume from."""
     path = Path(path)

@@ -3,7 +3,7 @@
 Each command module exposes `add_parser(subparsers)`, which registers its parser and sets
 `func(args) -> int` as the handler. Usage errors exit with code 2. `-v`/`--verbose`, before or
 after the command, lets other libraries print their informational messages
-(`minimind.verbosity`).
+(`minimind.foundations.verbosity`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 from minimind.allocator import keep_freed_memory
 from minimind.commands import COMMANDS
-from minimind.redact import redact_uncaught_exceptions
-from minimind.verbosity import quiet_libraries
+from minimind.foundations.redact import redact_uncaught_exceptions
+from minimind.foundations.verbosity import quiet_libraries
 
 VERBOSE_HELP = (
     "let MLflow, the torch profiler and other libraries print their informational messages "

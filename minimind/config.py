@@ -20,7 +20,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 import registry
-from minimind.strict_model import StrictNumbers
+from minimind.foundations.strict_config import StrictNumbers
 from registry.declarations.block import Block as BlockDeclaration
 
 Component = str | dict[str, Any]
@@ -180,7 +180,7 @@ class ModelConfig(StrictNumbers):
         if name not in PRESETS:
             known = ", ".join(PRESETS)
             raise ValueError(
-                f"unknown preset {name!r}; presets: {known}{registry.suggest(name, PRESETS)}"
+                f"unknown preset {name!r}; presets: {known}{registry.did_you_mean(name, PRESETS)}"
             )
         return cls(**{**PRESETS[name], **overrides})
 

@@ -55,7 +55,7 @@ CPU_BF16_MIN_DIM = 128
 """The model width from which bf16 autocast trains faster than fp32 on a CPU with native bf16.
 
 Measured side by side on a 2-vCPU AMD EPYC (Zen 5, AVX512-BF16) with
-`results/probes/bf16_crossover.py` (results/benchmarks.md, 'bf16 autocast on the CPU'): bf16 over
+`scripts/probes/bf16_crossover.py` (results/benchmarks.md, 'bf16 autocast on the CPU'): bf16 over
 fp32 tokens/s was 0.74 to 1.00x at width 32, 0.86 to 1.28x at 64 (depending on the batch), and
 1.06 to 1.60x at 128. Narrower models spend their step in casts and elementwise work that
 autocast makes slower, not in the matmuls it speeds up; at 64 fp32 is the safe side, and exact.

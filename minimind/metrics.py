@@ -25,8 +25,8 @@ from typing import Protocol
 import torch
 
 from minimind.allocator import release_freed_memory
-from minimind.atomic_file import atomic_write_text
 from minimind.device import cpu_has_native_bf16, synchronize
+from minimind.foundations.atomic_file import atomic_write_text
 
 
 class MetricSink(Protocol):

@@ -36,14 +36,14 @@ from minimind.device import (
     resolve_run_device,
 )
 from minimind.downstream.tasks import Task, TaskFileError, load_task, longest_request
+from minimind.foundations.plain_table import plain_table
+from minimind.foundations.writable import unwritable_dir
 from minimind.initialisation import shared_fraction
 from minimind.model import MiniMindLM
 from minimind.optim import describe_optimizer
-from minimind.plain_table import plain_table
 from minimind.probes.monitor import describe as describe_probes
 from minimind.spec import Spec, SpecError, Variant, expand, spec_hash
 from minimind.tracking.backend import store_problem
-from minimind.writable import unwritable_dir
 
 
 @dataclass(frozen=True)

@@ -118,7 +118,7 @@ def trial_run_name(number: int, seed: int, n_seeds: int) -> str:
 def process_tags() -> dict[str, str]:
     """The tags naming this process (its id, start time and host): a RUNNING run whose process is
     gone is stale (`Tracker.close_dead_parents`)."""
-    from minimind.processes import start_time
+    from minimind.foundations.processes import start_time
 
     tags = {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
     started = start_time(os.getpid())

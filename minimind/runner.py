@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 from minimind import distributed
 from minimind.child_run import ChildRun, train_child
 from minimind.data import DataError, PreparedData
-from minimind.exit_codes import EXIT_FAILED, EXIT_OK, fail
+from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_OK, fail
+from minimind.foundations.redact import print_exception, redact
 from minimind.plan import Plan, data_key, describe_plan, plan_run, prepare_all
 from minimind.record import (
     checkpoint_path,
@@ -28,7 +29,6 @@ from minimind.record import (
     plan_hash_lookups,
     process_tags,
 )
-from minimind.redact import print_exception, redact
 from minimind.spec import Spec, SpecError, Variant, dump_spec, flatten
 from minimind.train import TrainOutcome
 

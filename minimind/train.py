@@ -8,7 +8,7 @@
 The hot path (`_train_step`) queues device work and never reads a value back: losses are summed
 into device tensors (`minimind.metric_window`) and read once per `log_every` steps, which is also
 where a non-finite loss is noticed. Logging, evaluation (`minimind.evaluation`), checkpoints and
-the progress display (`minimind.progress`) happen between steps, so `ThroughputMeter` leaves them
+the progress display (`minimind.foundations.progress`) happen between steps, so `ThroughputMeter` leaves them
 out of `perf/*` and `time/elapsed_s`.
 
 Determinism: the same config and seed give the same weights and losses on the CPU. The seed fixes
@@ -34,6 +34,7 @@ from minimind.data import PreparedData
 from minimind.data.batches import TrainBatches
 from minimind.device import RunDevice, autocast, pins_memory
 from minimind.evaluation import Evaluation, TextSample, batch_document_ids
+from minimind.foundations.progress import TrainingProgress, training_progress
 from minimind.metric_window import MetricWindow
 from minimind.metrics import (
     MetricSink,
@@ -46,7 +47,6 @@ from minimind.metrics import (
 from minimind.model import MiniMindLM
 from minimind.optim import build_optimizer, build_schedule
 from minimind.probes import StepMonitor
-from minimind.progress import TrainingProgress, training_progress
 
 if TYPE_CHECKING:
     from minimind.spec.sections import TrainConfig

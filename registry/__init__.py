@@ -28,10 +28,10 @@ from registry.core import (
     count_params,
     declaration,
     describe,
+    did_you_mean,
     load_plugins,
     register,
     resolve,
-    suggest,
 )
 
 __all__ = [
@@ -51,5 +51,5 @@ __all__ = [
     "load_plugins",
     "register",
     "resolve",
-    "suggest",
+    "did_you_mean",
 ]

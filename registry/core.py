@@ -102,7 +102,7 @@ SUGGESTION_CUTOFF = 0.6
 """The difflib similarity a candidate needs to be suggested: typos pass, unrelated names do not."""
 
 
-def suggest(word: object, candidates: Iterable[str]) -> str:
+def did_you_mean(word: object, candidates: Iterable[str]) -> str:
     """`; did you mean 'x'?` to end an error message about the unknown `word`, or "".
 
     `x` is the candidate most similar to `word` if difflib rates it at least `SUGGESTION_CUTOFF`
@@ -171,7 +171,7 @@ def _lookup(slot: str, name: str) -> _Entry:
     if entry is None:
         names = sorted(_names[slot])
         raise RegistryError(
-            f"unknown {slot} {name!r}; choices: {', '.join(names)}{suggest(name, names)}"
+            f"unknown {slot} {name!r}; choices: {', '.join(names)}{did_you_mean(name, names)}"
         )
     return entry
 
@@ -227,7 +227,7 @@ def _validated_options(slot: str, spec: ComponentSpec) -> tuple[_Entry, Any]:
     for key, value in given.items():
         if key not in fields:
             raise RegistryError(
-                f"unknown option {key!r} for {label}; valid options: {valid}{suggest(key, fields)}",
+                f"unknown option {key!r} for {label}; valid options: {valid}{did_you_mean(key, fields)}",
                 option=key,
             )
         if key in entry.fixed and value != entry.fixed[key]:

@@ -130,15 +130,17 @@ RUNS: dict[str, Run] = {
 }
 
 INSTALLS = "installs the package (make's `install` target) before anything else"
-EIGHT_GPUS = "8 ranks: a machine with 8 GPUs (tests/test_ddp.py runs --nproc 2 on CPU ranks)"
-EXPORTED = "a run of the reader's store (tests/test_export.py exports a run and its checkpoint)"
+EIGHT_GPUS = (
+    "8 ranks: a machine with 8 GPUs (tests/training/test_ddp.py runs --nproc 2 on CPU ranks)"
+)
+EXPORTED = "a run of the reader's store (tests/hf/test_export.py exports a run and its checkpoint)"
 SKIPPED: dict[str, str] = {
     "minimind export RUN_ID results/export/my-model": EXPORTED,
     "minimind export results/checkpoints/EXPERIMENT/PLAN_HASH/VARIANT/seed0/last.pt "
     "results/export/my-model": EXPORTED,
     "lm_eval --model hf --model_args pretrained=results/export/my-model,trust_remote_code=True,"
     "dtype=float32 --tasks arc_easy,hellaswag,piqa --batch_size 1": "downloads its tasks from "
-    "the Hugging Face hub (tests/test_lm_eval.py runs lm-eval on a local task)",
+    "the Hugging Face hub (tests/hf/test_lm_eval.py runs lm-eval on a local task)",
     "make test": f"{INSTALLS}, then runs this suite",
     "make test-slow": f"{INSTALLS}, then runs the slow tests, this one among them",
     "make lint": f"{INSTALLS}; CI runs the linters",
@@ -152,15 +154,15 @@ SKIPPED: dict[str, str] = {
     "--rdzv-id norm-ablation -m minimind run experiments/norm.yaml": "several machines",
     "createdb -O minimind minimind": "a PostgreSQL server",
     "minimind sweep experiments/lr_sweep.yaml": "workers on several machines sharing the "
-    "PostgreSQL sweep.storage above (tests/test_postgres_sweep.py runs three on one)",
+    "PostgreSQL sweep.storage above (tests/sweep/test_postgres_sweep.py runs three on one)",
     "mlflow server --backend-store-uri postgresql://mlflow:PASSWORD@db.example.org/mlflow "
     "--artifacts-destination /srv/mlflow-artifacts --host 127.0.0.1 --port 5000": "a PostgreSQL "
-    "server (tests/test_tracking_server.py runs an mlflow server on sqlite)",
+    "server (tests/tracking/test_tracking_server.py runs an mlflow server on sqlite)",
     "minimind sync FILE --tracking-uri http://127.0.0.1:5000": "a tracking server",
-    "make study": f"{INSTALLS}, then trains the study for about an hour (tests/test_study.py "
+    "make study": f"{INSTALLS}, then trains the study for about an hour (tests/study/test_study.py "
     "runs its streams' code and the shipped study's specs)",
     "minimind study experiments/study/study.yaml --report-dir results/generated/study": "reads "
-    "the runs `make study` trains (tests/test_study.py renders a report through the same command "
+    "the runs `make study` trains (tests/study/test_study.py renders a report through the same command "
     "from a fixture store)",
 }
 

@@ -20,7 +20,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from minimind.atomic_file import atomic_write_text
+from minimind.foundations.atomic_file import atomic_write_text
 
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,

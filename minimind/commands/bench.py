@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from minimind.exit_codes import EXIT_FAILED, EXIT_OK, fail
+from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_OK, fail
 
 DEFAULT_ROUNDS, QUICK_ROUNDS = 5, 3
 # The suites measure CUDA (its memory statistics) or the CPU (its allocations), not MPS.

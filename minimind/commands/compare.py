@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from minimind.corrections import CORRECTIONS, DEFAULT_CORRECTION
-from minimind.exit_codes import EXIT_FAILED, EXIT_OK, fail
-from minimind.paths import DEFAULT_TRACKING_URI, REPORTS_DIR
+from minimind.foundations.corrections import CORRECTIONS, DEFAULT_CORRECTION
+from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_OK, fail
+from minimind.foundations.paths import DEFAULT_TRACKING_URI, REPORTS_DIR
 
 FORMATS = ("table", "csv", "markdown", "json")
 
@@ -103,8 +103,8 @@ def _experiments(args: argparse.Namespace) -> list[str]:
 def _option_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with --tracking-uri or --report-dir, found before reading any run: a store
     MLflow cannot open or that does not answer, a report folder that cannot be written."""
+    from minimind.foundations.writable import unwritable_dir
     from minimind.tracking.backend import reachability_problem, store_problem
-    from minimind.writable import unwritable_dir
 
     problem = store_problem(args.tracking_uri) or reachability_problem(args.tracking_uri)
     if problem is not None:

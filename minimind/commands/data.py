@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from minimind.commands.options import add_spec_arguments
-from minimind.exit_codes import EXIT_OK, fail
+from minimind.foundations.exit_codes import EXIT_OK, fail
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -35,7 +35,7 @@ def _prepare(args: argparse.Namespace) -> int:
     except SpecError as err:
         return fail(str(err))
     from minimind.data import DataError
-    from minimind.plain_table import plain_table
+    from minimind.foundations.plain_table import plain_table
     from minimind.plan import plan_run, prepare_all
 
     try:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from minimind.exit_codes import EXIT_OK, fail
-from minimind.paths import DEFAULT_TRACKING_URI
+from minimind.foundations.exit_codes import EXIT_OK, fail
+from minimind.foundations.paths import DEFAULT_TRACKING_URI
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from minimind.exit_codes import EXIT_OK, fail
+from minimind.foundations.exit_codes import EXIT_OK, fail
 
 
 def format_slot(slot: str) -> list[str]:

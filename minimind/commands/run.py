@@ -7,7 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from minimind.commands.options import add_spec_arguments
-from minimind.exit_codes import fail
+from minimind.foundations.exit_codes import fail
 
 if TYPE_CHECKING:
     from minimind.spec import Spec

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from minimind.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, fail
-from minimind.paths import DEFAULT_TRACKING_URI, REPORTS_DIR
-from minimind.writable import unwritable_dir
+from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, fail
+from minimind.foundations.paths import DEFAULT_TRACKING_URI, REPORTS_DIR
+from minimind.foundations.writable import unwritable_dir
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

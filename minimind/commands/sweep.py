@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from minimind.commands.options import add_spec_arguments
-from minimind.exit_codes import fail
+from minimind.foundations.exit_codes import fail
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from minimind.exit_codes import EXIT_FAILED, EXIT_OK, fail
+from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_OK, fail
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -16,7 +16,7 @@ import pandas as pd
 from minimind.compare.power import MAX_SEEDS, seeds_for_difference
 from minimind.compare.stats import Noise, family_alpha, power_comparisons, signal_to_noise
 from minimind.compare.table import SIZE_PARAMS, SPREAD_METRICS, Comparison
-from minimind.plain_table import plain_table
+from minimind.foundations.plain_table import plain_table
 from minimind.spec import PowerHint
 
 MISSING = "-"

@@ -16,7 +16,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Run, ViewType
 from mlflow.exceptions import MlflowException
 
-from minimind.exit_codes import EXIT_BAD_INPUT
+from minimind.foundations.exit_codes import EXIT_BAD_INPUT
 from minimind.record import (
     LEGACY_HASH_TAG,
     PARENT_ROLE,

@@ -24,7 +24,7 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from minimind.compare.power import ALPHA, detectable_difference, sd_interval
-from minimind.corrections import Correction
+from minimind.foundations.corrections import Correction
 
 CIMethod = Literal["auto", "welch", "bootstrap"]
 Pairing = Literal["auto", "on", "off"]
@@ -196,7 +196,7 @@ def delta_ci(
     `auto` is Welch's t, or the paired t when `pairing` pairs the seeds (see `_pairs`). The
     percentile bootstrap is not used by default: with the 2 to 5 seeds of an ablation it is
     far too narrow (with 2 seeds a side it excludes zero whenever the seeds do not overlap, a
-    third of the time under no difference at all; see tests/test_compare_stats.py), while
+    third of the time under no difference at all; see tests/compare/test_compare_stats.py), while
     Welch's t keeps its 5% even there. With a single seed on either side no spread is known,
     so no interval is given.
     """

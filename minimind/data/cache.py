@@ -1,7 +1,7 @@
 """On-disk cache keys: a stable short name for a set of settings.
 
 Parallel sweep workers may prepare the same cache entry at once, so every file of an entry is
-written atomically (`minimind.atomic_file`): a reader sees the old file, the new one, or none,
+written atomically (`minimind.foundations.atomic_file`): a reader sees the old file, the new one, or none,
 never a half-written one.
 """
 

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from minimind.data.files import EMBEDDED_CORPORA, HUB_PREFIX, local_corpus_files
-from minimind.strict_model import StrictNumbers
+from minimind.foundations.strict_config import StrictNumbers
 
 # Byte-level BPE needs all 256 bytes plus the pad, bos and eos specials.
 MIN_VOCAB_SIZE = 256 + 3

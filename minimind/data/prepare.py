@@ -29,7 +29,6 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from minimind.atomic_file import atomic_write_text
 from minimind.data.cache import cache_key, sha256_hex
 from minimind.data.chunking import text_chunks
 from minimind.data.config import DataConfig
@@ -46,8 +45,9 @@ from minimind.data.tokens import (
     tokenize_piece,
     worker_init,
 )
-from minimind.file_lock import creation_lock
-from minimind.progress import display
+from minimind.foundations.atomic_file import atomic_write_text
+from minimind.foundations.file_lock import creation_lock
+from minimind.foundations.progress import display
 
 # Bump when the cached files' meaning changes, so old entries are not reused.
 CACHE_VERSION = 2

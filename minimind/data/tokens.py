@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from minimind.atomic_file import atomic_open, atomic_write_text
 from minimind.data.chunking import text_chunks
 from minimind.data.sources import Corpus, Piece, documents
 from minimind.data.tokenizer import with_specials
-from minimind.processes import stop_when_orphaned
+from minimind.foundations.atomic_file import atomic_open, atomic_write_text
+from minimind.foundations.processes import stop_when_orphaned
 
 SPLITS = ("train", "val")
 

@@ -21,9 +21,9 @@ from pydantic import BaseModel
 
 from minimind.config import ModelConfig
 from minimind.data.config import DataConfig
-from minimind.spec.errors import keys_at, show, suggest, takes_extra_keys
+from minimind.foundations.strict_config import field_error
+from minimind.spec.errors import did_you_mean, keys_at, show, takes_extra_keys
 from minimind.spec.sections import TrainConfig
-from minimind.strict_model import field_error
 
 # Sections whose fields an ablation or a sweep may vary.
 VARIABLE_SECTIONS: dict[str, type[BaseModel]] = {"data": DataConfig, "train": TrainConfig}
@@ -121,4 +121,4 @@ def place(
 
 
 def _unknown(key: str, known: list[str]) -> str:
-    return f"unknown key {key!r}; choices: {', '.join(sorted(known))}{suggest(key, known)}"
+    return f"unknown key {key!r}; choices: {', '.join(sorted(known))}{did_you_mean(key, known)}"

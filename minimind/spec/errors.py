@@ -17,8 +17,8 @@ from typing import Any, Union
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from minimind.strict_model import FIELD_ERROR
-from registry import suggest
+from minimind.foundations.strict_config import FIELD_ERROR
+from registry import did_you_mean
 
 Loc = tuple[str | int, ...]
 
@@ -102,14 +102,12 @@ def _message(error: ErrorDetails, loc: Loc, schema: type[BaseModel] | None) -> s
     if kind == "extra_forbidden":
         keys = keys_at(schema, loc[:-1]) if schema is not None else []
         listed = f"; choices: {', '.join(sorted(keys))}" if keys else ""
-        return f"unknown key{listed}{suggest(str(loc[-1]), keys)}"
+        return f"unknown key{listed}{did_you_mean(str(loc[-1]), keys)}"
     if kind == "missing":
         return "missing item" if loc and isinstance(loc[-1], int) else "required"
     if kind == "literal_error":
         options = re.findall(r"'([^']*)'", ctx.get("expected", ""))
-        return (
-            f"unknown value {show(value)}; choices: {', '.join(options)}{suggest(value, options)}"
-        )
+        return f"unknown value {show(value)}; choices: {', '.join(options)}{did_you_mean(value, options)}"
     if kind in _BOUNDS:
         limit = next(iter(ctx.values()))
         if isinstance(limit, float) and limit.is_integer():

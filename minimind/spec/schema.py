@@ -26,6 +26,7 @@ from pydantic import (
 import registry
 from minimind.config import ModelConfig
 from minimind.data.config import DataConfig
+from minimind.foundations.strict_config import StrictNumbers, field_error
 from minimind.spec.ablation import (
     ablated_keys,
     ablation_grid,
@@ -36,17 +37,16 @@ from minimind.spec.ablation import (
 )
 from minimind.spec.errors import (
     SpecError,
+    did_you_mean,
     first_error,
     format_path,
     from_validation_error,
-    suggest,
 )
 from minimind.spec.matching import MatchConfig, match_knob, size
 from minimind.spec.naming import check_name, variant_name
 from minimind.spec.sections import MAX_SEED, PowerHint, TrackingConfig, TrainConfig
 from minimind.spec.sweep_config import SweepConfig
 from minimind.spec.tree import assign, split_key
-from minimind.strict_model import StrictNumbers, field_error
 
 _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
@@ -65,7 +65,7 @@ class ModelSection(StrictNumbers):
         names = ModelConfig.preset_names()
         if preset not in names:
             raise ValueError(
-                f"unknown preset {preset!r}; choices: {', '.join(names)}{suggest(preset, names)}"
+                f"unknown preset {preset!r}; choices: {', '.join(names)}{did_you_mean(preset, names)}"
             )
         return preset
 

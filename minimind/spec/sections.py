@@ -11,10 +11,10 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 import registry
-from minimind.corrections import DEFAULT_CORRECTION, Correction
-from minimind.paths import DEFAULT_TRACKING_URI
+from minimind.foundations.corrections import DEFAULT_CORRECTION, Correction
+from minimind.foundations.paths import DEFAULT_TRACKING_URI
+from minimind.foundations.strict_config import StrictNumbers, field_error
 from minimind.spec.naming import check_name
-from minimind.strict_model import StrictNumbers, field_error
 
 MAX_SEED = 2**32 - 1  # numpy's generators take no larger seed
 

@@ -11,10 +11,10 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from minimind.foundations.strict_config import field_error
 from minimind.record import RUN_METRICS, is_maximized
-from minimind.spec.errors import show, suggest
+from minimind.spec.errors import did_you_mean, show
 from minimind.spec.sections import Section
-from minimind.strict_model import field_error
 
 # Metrics a trial can be scored on: those a training run logs.
 OBJECTIVE_METRICS: tuple[str, ...] = RUN_METRICS
@@ -73,7 +73,7 @@ class Objective(Section):
         if metric not in OBJECTIVE_METRICS:
             raise ValueError(
                 f"unknown metric {metric!r}; choices: {', '.join(OBJECTIVE_METRICS)}"
-                f"{suggest(metric, OBJECTIVE_METRICS)}"
+                f"{did_you_mean(metric, OBJECTIVE_METRICS)}"
             )
         return metric
 

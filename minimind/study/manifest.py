@@ -15,8 +15,8 @@ from typing import Literal
 from pydantic import Field, ValidationError, model_validator
 
 from minimind.compare.stats import Correction
-from minimind.spec.errors import from_validation_error, suggest
-from minimind.strict_model import StrictNumbers, field_error
+from minimind.foundations.strict_config import StrictNumbers, field_error
+from minimind.spec.errors import did_you_mean, from_validation_error
 from minimind.study.sequential import SequentialDesign, Spending
 
 Expectation = Literal["better", "worse", "equal"]
@@ -176,7 +176,7 @@ class Study(StrictNumbers):
                     if key not in self.arms:
                         field_error(
                             ("axes", i, "comparisons", j, side),
-                            f"unknown arm {key!r}; arms: {', '.join(names)}{suggest(key, names)}",
+                            f"unknown arm {key!r}; arms: {', '.join(names)}{did_you_mean(key, names)}",
                         )
                 if comparison.arm == comparison.against:
                     field_error(("axes", i, "comparisons", j, "against"), "an arm against itself")

@@ -16,7 +16,7 @@ the power it reaches (docs/statistics.md, "Sequential seeds"). The boundaries ar
 looks (Armitage, McPherson & Rowe 1969; Jennison & Turnbull 2000, ch. 19), and a look's nominal
 two-sided level is applied to the paired t test of that look's seeds (Jennison & Turnbull 2000,
 §3.8: the unknown variance), which keeps the error at the planned level for looks at 3, 6, 9
-and 12 seeds (the simulations in tests/test_sequential.py; with a look at every seed it drifts
+and 12 seeds (the simulations in tests/study/test_sequential.py; with a look at every seed it drifts
 above it, so check other looks with `simulate`).
 
 Holm across an axis: the graphical group-sequential Holm procedure (Maurer & Bretz 2013; Ye et al.

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from minimind.exit_codes import EXIT_FAILED
+from minimind.foundations.exit_codes import EXIT_FAILED
 from minimind.study.manifest import Study
 
 

@@ -19,19 +19,19 @@ from typing import TYPE_CHECKING
 import optuna
 
 from minimind.data import DataError, PreparedData
-from minimind.exit_codes import EXIT_FAILED, EXIT_OK, fail
-from minimind.paths import REPORTS_DIR
+from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_OK, fail
+from minimind.foundations.paths import REPORTS_DIR
+from minimind.foundations.verbosity import quiet_optuna
 from minimind.plan import prepare_all
 from minimind.spec import SpecError, SweepConfig
 from minimind.sweep.best import best_trial, describe_front, write_best
 from minimind.sweep.liveness import release_orphans
+from minimind.sweep.optuna_study import open_parent, open_study, progress
 from minimind.sweep.plan import StudyCell, SweepPlan, plan_sweep, target_trials
 from minimind.sweep.report import StudyReport, describe, log_report, write_report
 from minimind.sweep.space import edge_warnings
 from minimind.sweep.storage import open_storage
-from minimind.sweep.study import open_parent, open_study, progress
 from minimind.sweep.worker import WorkerJob, run_workers
-from minimind.verbosity import quiet_optuna
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial

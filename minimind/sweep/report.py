@@ -25,7 +25,7 @@ from optuna.trial import FrozenTrial
 from minimind.spec import SweepConfig
 from minimind.sweep.algorithms import is_pruning
 from minimind.sweep.best import best_trial
-from minimind.sweep.study import Progress, progress
+from minimind.sweep.optuna_study import Progress, progress
 
 if TYPE_CHECKING:
     from minimind.tracking import RunHandle

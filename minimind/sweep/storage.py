@@ -22,7 +22,7 @@ from pathlib import Path
 import optuna
 import optuna.storages.journal
 
-from minimind.file_lock import creation_lock
+from minimind.foundations.file_lock import creation_lock
 from minimind.spec import SpecError, SweepConfig
 from minimind.sweep.liveness import OrphanCallback
 

@@ -29,15 +29,15 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from minimind.data import PreparedData
-from minimind.exit_codes import exit_code_for_signal
-from minimind.processes import stop_when_orphaned
+from minimind.foundations.exit_codes import exit_code_for_signal
+from minimind.foundations.processes import stop_when_orphaned
+from minimind.foundations.verbosity import quiet_optuna
 from minimind.spec import validate_spec
 from minimind.sweep.algorithms import build_pruner, build_sampler, worker_seed
 from minimind.sweep.liveness import release_orphans
 from minimind.sweep.objective import TrialContext, TrialObjective
+from minimind.sweep.optuna_study import open_study, progress
 from minimind.sweep.storage import open_storage
-from minimind.sweep.study import open_study, progress
-from minimind.verbosity import quiet_optuna
 
 POLL_S = 2.0
 GIVE_UP_AFTER = 5

@@ -12,8 +12,8 @@ from mlflow.tracking import MlflowClient
 # the `mlflow.tracking_store` entry point. Private, but the one list MLflow itself consults.
 from mlflow.tracking._tracking_service.utils import _tracking_store_registry
 
-from minimind.file_lock import creation_lock
-from minimind.writable import unwritable_dir
+from minimind.foundations.file_lock import creation_lock
+from minimind.foundations.writable import unwritable_dir
 
 # The harness does its own retrying (RetryClock), bounded by the outage limit and followed by the
 # fallback file. MLflow's default HTTP policy (7 retries with exponential backoff, 120 s timeout)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Literal
 
-from minimind.exit_codes import EXIT_INTERRUPTED, exit_code_for_signal
+from minimind.foundations.exit_codes import EXIT_INTERRUPTED, exit_code_for_signal
 
 # How a run ends in MLflow (the statuses this package sets).
 Status = Literal["FINISHED", "FAILED", "KILLED"]

@@ -11,7 +11,7 @@ from typing import TypeVar
 import sqlalchemy.exc
 from mlflow.exceptions import MlflowException
 
-from minimind.redact import redact
+from minimind.foundations.redact import redact
 
 T = TypeVar("T")
 

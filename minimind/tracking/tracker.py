@@ -20,7 +20,7 @@ from typing import Any
 from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 
-from minimind.processes import is_alive
+from minimind.foundations.processes import is_alive
 from minimind.record import (
     CHILD_ROLE,
     FAILURE_REASON_TAG,

@@ -777,9 +777,9 @@ def test_a_filter_that_matches_nothing_says_so(store, capsys) -> None:
 
 
 def test_generated_reports_go_where_git_ignores_them() -> None:
-    from minimind.paths import REPORTS_DIR
+    from minimind.foundations.paths import REPORTS_DIR
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     probe = REPORTS_DIR / "quickstart" / "index.html"
     ignored = subprocess.run(["git", "check-ignore", "-q", str(probe)], cwd=repo)
     assert ignored.returncode == 0, f"{probe} would be tracked by git"

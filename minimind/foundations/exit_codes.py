@@ -9,7 +9,7 @@ from __future__ import annotations
 import signal
 import sys
 
-from minimind.redact import redact
+from minimind.foundations.redact import redact
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # the work ran and something failed: a run, a study, a sync

@@ -12,7 +12,7 @@ from minimind import record
 from minimind.device import PRECISIONS, RunDevice, precision_name
 from minimind.spec import validate_spec
 
-COMPARE = Path(__file__).resolve().parents[1] / "minimind" / "compare"
+COMPARE = Path(__file__).resolve().parents[2] / "minimind" / "compare"
 
 
 def test_run_names() -> None:

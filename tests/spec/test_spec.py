@@ -28,7 +28,7 @@ from minimind.spec import (
 )
 from minimind.spec.schema import apply
 
-EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 SAFE_NAME = re.compile(r"[A-Za-z0-9_.=,()+\-\[\]]+")
 
 

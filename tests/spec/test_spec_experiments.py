@@ -9,7 +9,7 @@ import pytest
 from minimind.config import ModelConfig
 from minimind.spec import expand, load_spec
 
-EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 SPECS = sorted(EXPERIMENTS.glob("*.yaml"))
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from minimind.atomic_file import atomic_open, atomic_write_text
+from minimind.foundations.atomic_file import atomic_open, atomic_write_text
 
 
 def test_atomic_open_leaves_nothing_on_failure(tmp_path):

@@ -21,7 +21,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH
 
 from minimind.cli import main as cli_main
-from minimind.processes import start_time
+from minimind.foundations.processes import start_time
 from minimind.record import HOST_TAG, PID_START_TAG, PID_TAG
 from minimind.tracking import RunHandle, Tracker, git_commit
 from minimind.tracking.backend import connect, sqlite_db_path, store_problem

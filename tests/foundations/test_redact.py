@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from minimind.redact import redact
+from minimind.foundations.redact import redact
 
 
 @pytest.mark.parametrize(

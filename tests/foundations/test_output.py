@@ -15,9 +15,10 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from minimind import distributed, progress
+from minimind import distributed
 from minimind.cli import build_parser, main
-from minimind.verbosity import QUIET_ENVIRONMENT, quiet_libraries
+from minimind.foundations import progress
+from minimind.foundations.verbosity import QUIET_ENVIRONMENT, quiet_libraries
 
 
 def environment_without_quieting() -> dict[str, str]:
@@ -161,7 +162,7 @@ def test_nproc_passes_verbose_on_to_the_ranks(write_spec, monkeypatch):
 
 PROFILE = """
 import sys, torch
-from minimind.verbosity import quiet_libraries
+from minimind.foundations.verbosity import quiet_libraries
 quiet_libraries(verbose=sys.argv[1] == "verbose")
 from minimind.bench.memory import transient_peak_bytes
 transient_peak_bytes(lambda: torch.ones(64, 64) @ torch.ones(64, 64), torch.device("cpu"))

@@ -1,8 +1,8 @@
 """Minor page faults per cycle of 12 + 48 MiB tensor allocations, with glibc's default malloc
 thresholds and with `minimind.allocator.keep_freed_memory`.
 
-    python results/probes/page_faults.py default
-    python results/probes/page_faults.py keep
+    python scripts/probes/page_faults.py default
+    python scripts/probes/page_faults.py keep
 """
 
 import resource

@@ -4,7 +4,7 @@ width (4 layers, vocab 2048) and batches of growing size, at the given thread co
 from which bf16 won at every batch is `minimind.device.CPU_BF16_MIN_DIM`, from which
 `precision: auto` picks bf16 on a CPU with native bf16.
 
-    python results/probes/bf16_crossover.py [THREADS] [ROUNDS]
+    python scripts/probes/bf16_crossover.py [THREADS] [ROUNDS]
 """
 
 import sys

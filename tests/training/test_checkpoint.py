@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 import torch
 
-from minimind.atomic_file import atomic_write
 from minimind.checkpoint import (
     CheckpointError,
     RunCheckpoint,
@@ -29,6 +28,7 @@ from minimind.checkpoint import (
     restore_rng_state,
     save_checkpoint,
 )
+from minimind.foundations.atomic_file import atomic_write
 
 
 def training_state() -> dict:
@@ -122,7 +122,7 @@ def test_kill_during_write_keeps_previous_checkpoint(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import os, signal
-        from minimind.atomic_file import atomic_write
+        from minimind.foundations.atomic_file import atomic_write
 
         def write(f):
             f.write(b"x" * 100_000)
@@ -180,7 +180,7 @@ def test_a_full_disk_is_reported_as_such_with_the_path(tmp_path, monkeypatch):
         def write(self, data) -> int:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("minimind.atomic_file.os.fdopen", FullDisk)
+    monkeypatch.setattr("minimind.foundations.atomic_file.os.fdopen", FullDisk)
     with pytest.raises(OSError, match=rf"No space left on device: '{re.escape(str(path))}'"):
         save_checkpoint(path, {"step": 2, "w": torch.ones(10_000)})
 

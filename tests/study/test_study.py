@@ -44,7 +44,7 @@ GRID = [
     ("postnorm", 1e-3, 2.7),
     ("postnorm", 4e-3, None),
 ]
-EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
 
 def _metrics(final: float, start: int) -> list[Metric]:

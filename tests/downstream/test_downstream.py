@@ -20,7 +20,7 @@ from minimind.downstream.scoring import evaluate_task, score_requests
 from minimind.downstream.tasks import Item, Task, TaskFileError, encode_pair, load_task
 from minimind.record import is_maximized
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -19,7 +19,7 @@ from minimind.compare import compare, load_runs
 from minimind.compare.report import ARTIFACT_PATH, write_report
 from minimind.device import autocast_dtype
 
-CORPUS = Path(__file__).parents[1] / "minimind" / "data" / "corpora" / "tinyshakespeare.txt.gz"
+CORPUS = Path(__file__).parents[2] / "minimind" / "data" / "corpora" / "tinyshakespeare.txt.gz"
 
 SPEC = """
 name: cmp

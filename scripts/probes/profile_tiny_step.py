@@ -1,7 +1,7 @@
 """Operator profile of one training step of the tiny preset (batch 8 x 256, fp32, 2 threads):
 MiniMindLM against HF's LlamaForCausalLM with the same weights, 5 steps each after 3 warm-ups.
 
-    python results/probes/profile_tiny_step.py
+    python scripts/probes/profile_tiny_step.py
 """
 
 import torch

@@ -14,7 +14,7 @@ from optuna.trial import TrialState
 
 from minimind.cli import main
 from minimind.device import resolve_device
-from minimind.paths import REPORTS_DIR
+from minimind.foundations.paths import REPORTS_DIR
 from minimind.spec import load_spec
 from minimind.sweep import run_sweep
 from minimind.sweep.objective import TrialSink

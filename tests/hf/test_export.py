@@ -16,7 +16,6 @@ import torch
 
 pytest.importorskip("transformers")
 
-from test_model_combinations import ALL_CASES, CASE_IDS, VOCAB, build  # noqa: E402
 from tokenizers import Tokenizer, models  # noqa: E402
 
 import registry  # noqa: E402
@@ -26,6 +25,7 @@ from minimind.data.tokenizer import special_ids, with_specials  # noqa: E402
 from minimind.generation import GREEDY  # noqa: E402
 from minimind.hf.convert import architecture, check_exportable  # noqa: E402
 from minimind.hf.export import export_model  # noqa: E402
+from tests.model.test_model_combinations import ALL_CASES, CASE_IDS, VOCAB, build  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -23,7 +23,7 @@ from minimind.probes.monitor import PROBE_ROWS, grad_norms
 from minimind.probes.stats import attention_stats, output_stats, parameter_group, query_positions
 from minimind.spec import spec_hash, validate_spec
 from minimind.train import Trainer
-from tests.test_train import Recorder, assert_same_weights, weights
+from tests.training.test_train import Recorder, assert_same_weights, weights
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

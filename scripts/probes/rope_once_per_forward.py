@@ -1,7 +1,7 @@
 """RoPE's cos/sin computed once per forward (`PositionModule.rotation`) against once per layer,
 side by side on the speedrun model (dim 128, 4 layers, batch 4 x 256, bf16 autocast, 2 threads).
 
-    python results/probes/rope_once_per_forward.py
+    python scripts/probes/rope_once_per_forward.py
 """
 
 import torch

@@ -21,9 +21,9 @@ from minimind.sweep import plan_sweep
 from minimind.sweep.algorithms import build_pruner, build_sampler, worker_seed
 from minimind.sweep.liveness import WORKER_ATTR, process_alive, release_orphans
 from minimind.sweep.objective import TrialSink, reduce_values
+from minimind.sweep.optuna_study import open_study
 from minimind.sweep.space import grid_size, grid_space, grid_values, suggest
 from minimind.sweep.storage import SQLITE_BUSY_TIMEOUT_S, open_storage
-from minimind.sweep.study import open_study
 from minimind.sweep.worker import GIVE_UP_AFTER, run_trials
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -60,7 +60,7 @@ def test_unknown_name_names_the_slot_lists_choices_and_suggests():
 )
 def test_suggest_offers_a_close_or_lengthened_name_or_nothing(word, expected):
     names = ["gpt2-small", "layernorm", "rmsnorm", "rope-gptj", "rope-neox"]
-    assert registry.suggest(word, names) == expected
+    assert registry.did_you_mean(word, names) == expected
 
 
 def test_an_unrelated_name_gets_no_suggestion():
