@@ -32,7 +32,7 @@ from minimind.bench.results import Row, Target
 from minimind.bench.timing import alternate, median, paired_ratio
 from minimind.config import ModelConfig
 from minimind.data import DataConfig, prepare_data
-from minimind.device import RunDevice, autocast_dtype, synchronize
+from minimind.device import resolve_run_device, synchronize
 from minimind.spec.sections import TrainConfig
 from minimind.train import MetricSink, Trainer
 
@@ -77,7 +77,7 @@ def run(ctx: BenchContext) -> list[Row]:
     with tempfile.TemporaryDirectory() as tmp:
         tracker = Tracker(f"sqlite:///{tmp}/mlflow.db", "bench-overhead", fallback_dir=tmp)
         with tracker.start_parent("overhead") as handle:
-            fp32 = RunDevice(device, autocast_dtype(train_cfg.precision, device, model_cfg.dim))
+            fp32 = resolve_run_device(train_cfg, model_cfg.dim)  # precision fp32: no autocast
             trainer = Trainer(model_cfg, train_cfg, data, seed=0, device=fp32)
             eval_s: list[float] = []
             evaluation = trainer.evaluation

@@ -19,7 +19,7 @@ from minimind.bench.overhead import LOG_EVERY, NullSink, fit_round, timed
 from minimind.bench.results import Row, Target
 from minimind.bench.timing import alternate, median, paired_ratio
 from minimind.data import prepare_data
-from minimind.device import RunDevice, autocast_dtype
+from minimind.device import resolve_run_device
 from minimind.spec import load_spec
 from minimind.train import Trainer
 
@@ -46,10 +46,7 @@ def run(ctx: BenchContext) -> list[Row]:
     )
     steps = LOG_EVERY if ctx.quick else ROUND_STEPS
     model_cfg = spec.model_config_obj()
-    run_device = RunDevice(
-        ctx.device, autocast_dtype(train_cfg.precision, ctx.device, model_cfg.dim)
-    )
-    trainer = Trainer(model_cfg, train_cfg, data, seed=0, device=run_device)
+    trainer = Trainer(model_cfg, train_cfg, data, 0, resolve_run_device(train_cfg, model_cfg.dim))
     eval_s: list[float] = []
     evaluation = trainer.evaluation
     evaluation.validate = timed(evaluation.validate, eval_s, ctx.device)  # type: ignore[method-assign]

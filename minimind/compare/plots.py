@@ -13,6 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import EngFormatter  # noqa: E402
 
@@ -42,16 +43,26 @@ def _colors(n: int) -> list:
 def seed_band(comparison: Comparison, run_ids: list[str], key: str) -> pd.DataFrame:
     """Mean and std over runs of `key` at each step: columns `mean`, `std`, `n`, index step.
 
-    Steps where only some seeds logged a point average over those that did.
+    Steps where only some seeds logged a point average over those that did; the index is
+    sorted, also when seeds logged different steps (a time limit ends them apart).
     """
     series = [comparison.runset.history(r, key) for r in run_ids]
     series = [s for s in series if len(s)]
     if not series:
         return pd.DataFrame(columns=["mean", "std", "n"])
-    wide = pd.concat(series, axis=1)
+    wide = pd.concat(series, axis=1).sort_index()
     return pd.DataFrame(
         {"mean": wide.mean(axis=1), "std": wide.std(axis=1, ddof=1), "n": wide.count(axis=1)}
     )
+
+
+def draw_band(
+    ax: Axes, x: np.ndarray, band: pd.DataFrame, color, label: str | None, lw: float | None = None
+) -> None:
+    """A group's mean line over `x` and its ± one-sd band (`seed_band`'s `mean` and `std`)."""
+    mean, std = band["mean"].to_numpy(), band["std"].fillna(0.0).to_numpy()
+    ax.plot(x, mean, color=color, label=label, lw=lw)
+    ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.2, lw=0)
 
 
 def _step_to(comparison: Comparison, run_ids: list[str], key: str, steps: np.ndarray) -> np.ndarray:
@@ -75,13 +86,11 @@ def curves_figure(comparison: Comparison, key: str) -> Figure | None:
         if band.empty:
             continue
         steps = band.index.to_numpy(dtype=float)
-        mean, std = band["mean"].to_numpy(), band["std"].fillna(0.0).to_numpy()
         for ax, (x_key, _) in zip(axes, X_AXES, strict=True):
             x = steps if x_key == "step" else _step_to(comparison, ids, x_key, steps)
             if np.isnan(x).all():
                 continue
-            ax.plot(x, mean, color=color, label=f"{label} (n={len(ids)})", lw=1.6)
-            ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.2, lw=0)
+            draw_band(ax, x, band, color, f"{label} (n={len(ids)})", lw=1.6)
     for ax, (x_key, x_label) in zip(axes, X_AXES, strict=True):
         ax.set_xlabel(x_label)
         if x_key != "step":  # 100k, 1.5M: plain tick labels of token counts run together
@@ -189,10 +198,7 @@ def moe_load_figure(comparison: Comparison) -> Figure | None:
         return None
     fig, ax = plt.subplots(figsize=(8, 4.5), layout="constrained")
     for (label, band), color in zip(groups, _colors(len(groups)), strict=True):
-        steps = band.index.to_numpy(dtype=float)
-        mean, std = band["mean"].to_numpy(), band["std"].fillna(0.0).to_numpy()
-        ax.plot(steps, mean, color=color, label=label)
-        ax.fill_between(steps, mean - std, mean + std, color=color, alpha=0.2, lw=0)
+        draw_band(ax, band.index.to_numpy(dtype=float), band, color, label)
     ax.set_xlabel("step")
     ax.set_ylabel("moe/load_cv (0 = perfectly balanced)")
     ax.set_title("MoE expert load imbalance: mean ± std over seeds")

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from minimind.compare.plots import _colors, _groups, seed_band
+from minimind.compare.plots import _colors, _groups, draw_band, seed_band
 from minimind.compare.table import Comparison
 
 FIGURE_CAPTIONS = {
@@ -32,14 +31,6 @@ def _layer_keys(comparison: Comparison, probe: str) -> list[str]:
     return [f"probe/{probe}/layer{i}" for i in sorted(int(n) for n in layers if n.isdigit())]
 
 
-def _band_plot(ax: Axes, band: pd.DataFrame, color, label: str | None) -> None:
-    band = band.sort_index()  # seeds stopped by a time limit end on different steps
-    steps = band.index.to_numpy(dtype=float)
-    mean, std = band["mean"].to_numpy(), band["std"].fillna(0.0).to_numpy()
-    ax.plot(steps, mean, color=color, label=label, lw=1.4)
-    ax.fill_between(steps, mean - std, mean + std, color=color, alpha=0.2, lw=0)
-
-
 def _per_key_figure(comparison: Comparison, keys: list[str], titles: list[str]) -> Figure | None:
     """One panel per key, the groups' seed bands against step in each."""
     if not keys:
@@ -51,7 +42,8 @@ def _per_key_figure(comparison: Comparison, keys: list[str], titles: list[str]) 
         for (_, label, ids), color in zip(groups, _colors(len(groups)), strict=True):
             band = seed_band(comparison, ids, key)
             if not band.empty:
-                _band_plot(ax, band, color, f"{label} (n={len(ids)})")
+                x = band.index.to_numpy(dtype=float)
+                draw_band(ax, x, band, color, f"{label} (n={len(ids)})", lw=1.4)
         ax.set_title(title, fontsize="medium")
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)

@@ -90,3 +90,23 @@ def test_any_probe_is_a_metric_of_compare(uri, capsys, tmp_path) -> None:
     assert "241.0000 ± 1.0000" in out and "61.0000 ± 1.0000" in out  # growth·30 + seed
     for stem in FIGURE_CAPTIONS:
         assert (tmp_path / f"{stem}.png").exists()
+
+
+def test_a_seed_band_is_sorted_by_step_when_seeds_logged_different_steps() -> None:
+    """Seeds a time limit stopped apart log different steps: the band (and so every curve and
+    the step-to-tokens map, which interpolates on it) runs in step order."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from minimind.compare.plots import seed_band
+
+    histories = {
+        "a": pd.Series([3.0, 2.0, 1.5], index=[0, 10, 20]),
+        "b": pd.Series([3.2, 2.2, 1.9], index=[0, 10, 15]),
+    }
+    runset = SimpleNamespace(history=lambda run_id, key: histories[run_id])
+    band = seed_band(SimpleNamespace(runset=runset), ["a", "b"], "val/bpb_sampled")
+    assert list(band.index) == [0, 10, 15, 20]
+    assert band.loc[15, "mean"] == 1.9 and band.loc[20, "mean"] == 1.5
+    assert list(band["n"]) == [2, 2, 1, 1]
