@@ -83,28 +83,62 @@ def fit_power_law(compute: ArrayLike, loss: ArrayLike) -> PowerLaw:
     log_c0 = float(np.log(c).mean())
     x = np.log(c) - log_c0
 
-    def solve(log_alpha: float) -> tuple[np.ndarray, float]:
-        design = np.column_stack([np.ones_like(x), np.exp(-math.exp(log_alpha) * x)])
-        coef, residual_norm = optimize.nnls(design, y)
-        return coef, float(residual_norm) ** 2
+    def residual(log_alpha: float) -> float:
+        return float(_projection(x, y, np.array([log_alpha]))[2][0])
 
     grid = np.linspace(math.log(EXPONENT_BOUNDS[0]), math.log(EXPONENT_BOUNDS[1]), _GRID_POINTS)
-    best = int(np.argmin([solve(g)[1] for g in grid]))
+    _, scaled_on_grid, residuals = _projection(x, y, grid)
+    if not (scaled_on_grid > 0).any():
+        raise ValueError("no power law fits these losses: the loss does not fall with compute")
+    best = int(np.argmin(residuals))
     if best in (0, len(grid) - 1):
         raise ValueError(f"no power law fits these losses: the best exponent lies at the search bound {math.exp(grid[best]):g} (they do not bend as E + A·C^-α does over these computes)")  # fmt: skip
     found = optimize.minimize_scalar(
-        lambda g: solve(g)[1],
+        residual,
         bounds=(grid[best - 1], grid[best + 1]),
         method="bounded",
         options={"xatol": 1e-12},
     )
-    log_alpha = float(found.x) if found.fun <= solve(grid[best])[1] else float(grid[best])
-    (irreducible, scaled), _ = solve(log_alpha)
-    if not scaled > 0:
+    log_alpha = float(found.x) if found.fun <= residual(grid[best]) else float(grid[best])
+    irreducible, scaled, _ = (float(v[0]) for v in _projection(x, y, np.array([log_alpha])))
+    if not scaled > 0:  # a flat line fits as well as any power law
         raise ValueError("no power law fits these losses: the loss does not fall with compute")
     alpha = math.exp(log_alpha)
     # (C / C0)^-α = C^-α · C0^α: back to the scale of C itself.
-    return PowerLaw(float(irreducible), float(scaled) * math.exp(alpha * log_c0), alpha)
+    return PowerLaw(irreducible, scaled * math.exp(alpha * log_c0), alpha)
+
+
+def _projection(
+    x: np.ndarray, y: np.ndarray, log_alphas: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each exponent exp(log_alphas[k]), the least squares E + A'·exp(−α·x) ≈ y under
+    E ≥ 0, A' ≥ 0, and its residual sum of squares: three arrays of shape (k,).
+
+    x, y: shape (n,). The non-negative least squares of two unknowns in closed form, for every
+    exponent at once: the unconstrained solution where it is feasible, else the better of the
+    two faces (E = 0 with A' ≥ 0, or A' = 0 with E ≥ 0), one of which holds the optimum of a
+    convex quadratic whose minimum lies outside the quadrant.
+    """
+    g = np.exp(-np.exp(log_alphas)[:, None] * x[None, :])  # (k, n)
+    g_mean, y_mean = g.mean(axis=1), float(y.mean())
+    gc = g - g_mean[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = (gc @ (y - y_mean)) / np.einsum("kn,kn->k", gc, gc)
+    slope = np.nan_to_num(slope)
+    free_e, free_a = y_mean - slope * g_mean, slope
+    through_zero = np.maximum((g @ y) / np.einsum("kn,kn->k", g, g), 0.0)  # the face E = 0
+    flat = max(y_mean, 0.0)  # the face A' = 0
+
+    def rss(e: np.ndarray, a: np.ndarray) -> np.ndarray:
+        return np.sum((y[None, :] - e[:, None] - a[:, None] * g) ** 2, axis=1)
+
+    zeros = np.zeros(len(g))
+    zero_rss, flat_rss = rss(zeros, through_zero), rss(np.full(len(g), flat), zeros)
+    use_zero = zero_rss <= flat_rss
+    feasible = (free_e >= 0) & (free_a >= 0)
+    e = np.where(feasible, free_e, np.where(use_zero, 0.0, flat))
+    a = np.where(feasible, free_a, np.where(use_zero, through_zero, 0.0))
+    return e, a, rss(e, a)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from scipy import optimize, stats
 
 from minimind.compare.scaling import (
     PowerLaw,
+    _projection,
     compare_on_ladder,
     crossing,
     fit_arm,
@@ -42,6 +43,19 @@ def test_noise_free_ladder_recovers_the_true_law() -> None:
         assert fit.exponent == pytest.approx(truth.exponent, rel=1e-6)
         assert fit.irreducible == pytest.approx(truth.irreducible, abs=1e-6)
         assert fit.scale == pytest.approx(truth.scale, rel=1e-5)
+
+
+def test_the_closed_form_projection_is_scipys_non_negative_least_squares() -> None:
+    rng = np.random.default_rng(5)
+    x = np.log(rungs(6) / 1e13)
+    log_alphas = np.log([0.01, 0.1, 0.3, 1.0, 3.0])
+    for y in (TRUTH.loss(rungs(6)), rng.normal(2.5, 0.3, 6), -rng.random(6), x - 1.0):
+        e, a, rss = _projection(x, y, log_alphas)
+        for k, log_alpha in enumerate(log_alphas):
+            design = np.column_stack([np.ones_like(x), np.exp(-math.exp(log_alpha) * x)])
+            coef, norm = optimize.nnls(design, y)
+            assert rss[k] == pytest.approx(norm**2, rel=1e-9, abs=1e-12)
+            assert (e[k], a[k]) == pytest.approx(tuple(coef), rel=1e-7, abs=1e-9)
 
 
 def test_three_rungs_are_fitted_exactly() -> None:
