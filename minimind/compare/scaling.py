@@ -154,14 +154,21 @@ class Estimate:
 
 def t_estimate(values: ArrayLike, level: float = 0.95) -> Estimate:
     """The mean of `values` (one per seed) and its one-sample t interval at `level`."""
+    return t_test(values, level)[0]
+
+
+def t_test(values: ArrayLike, level: float = 0.95) -> tuple[Estimate, float]:
+    """`t_estimate` and the two-sided p-value of the one-sample t-test of a zero mean: NaN with
+    fewer than 2 values, 0 or 1 when they are all equal (nonzero or zero)."""
     v = np.asarray(values, dtype=float)
     mean = float(v.mean()) if len(v) else math.nan
     if len(v) < 2:
-        return Estimate(mean, math.nan, math.nan, len(v))
+        return Estimate(mean, math.nan, math.nan, len(v)), math.nan
     if float(np.ptp(v)) == 0.0:  # all equal (a standard deviation may round above zero)
-        return Estimate(mean, mean, mean, len(v))
-    interval = stats.ttest_1samp(v, 0.0).confidence_interval(level)
-    return Estimate(mean, float(interval.low), float(interval.high), len(v))
+        return Estimate(mean, mean, mean, len(v)), 0.0 if mean else 1.0
+    test = stats.ttest_1samp(v, 0.0)
+    interval = test.confidence_interval(level)
+    return Estimate(mean, float(interval.low), float(interval.high), len(v)), float(test.pvalue)
 
 
 def _exp(estimate: Estimate) -> Estimate:
@@ -196,10 +203,13 @@ def fit_arm(points: Mapping[int, tuple[np.ndarray, np.ndarray]], level: float = 
         except ValueError as e:
             raise ValueError(f"seed {seed}: {e}") from e
     laws = list(per_seed.values())
-    pooled = fit_power_law(
-        np.concatenate([np.asarray(c, dtype=float) for c, _ in points.values()]),
-        np.concatenate([np.asarray(y, dtype=float) for _, y in points.values()]),
-    )
+    try:
+        pooled = fit_power_law(
+            np.concatenate([np.asarray(c, dtype=float) for c, _ in points.values()]),
+            np.concatenate([np.asarray(y, dtype=float) for _, y in points.values()]),
+        )
+    except ValueError as e:
+        raise ValueError(f"all seeds together: {e}") from e
     return ArmFit(
         per_seed=per_seed,
         exponent=t_estimate([law.exponent for law in laws], level),
@@ -297,21 +307,19 @@ def _trend(
     rung_log_multipliers: Mapping[int, np.ndarray], rung_compute: np.ndarray, level: float
 ) -> tuple[Estimate, float]:
     """The per-seed OLS slopes of log multiplier on log compute (rungs with a reading; a seed
-    needs two), their mean with its t interval, and the one-sample t-test's p-value (NaN with
-    fewer than 2 seeds; 0 or 1 when every seed has the same slope)."""
+    needs two distinct computes), their mean with its t interval, and the p-value of their
+    one-sample t-test (`t_test`)."""
     log_c = np.log(np.asarray(rung_compute, dtype=float))
     slopes = []
     for logs in rung_log_multipliers.values():
         y = np.asarray(logs, dtype=float)
         keep = np.isfinite(y)
-        if len(np.unique(log_c[keep])) >= 2:
-            slopes.append(float(stats.linregress(log_c[keep], y[keep]).slope))
-    estimate = t_estimate(slopes, level)
-    if len(slopes) < 2:
-        return estimate, math.nan
-    if estimate.low == estimate.high:
-        return estimate, 0.0 if estimate.value else 1.0
-    return estimate, float(stats.ttest_1samp(slopes, 0.0).pvalue)
+        if len(np.unique(log_c[keep])) < 2:
+            continue
+        # Equal readings have slope 0 exactly, which a least-squares solve gets only to rounding.
+        flat = float(np.ptp(y[keep])) == 0.0
+        slopes.append(0.0 if flat else float(np.polyfit(log_c[keep], y[keep], 1)[0]))
+    return t_test(slopes, level)
 
 
 def crossing(baseline: PowerLaw, variant: PowerLaw, span: tuple[float, float]) -> float | None:

@@ -207,3 +207,87 @@ def test_arms_without_a_shared_seed_are_refused() -> None:
     b = fit_arm({1: (c, TRUTH.loss(c))})
     with pytest.raises(ValueError, match="share no seed"):
         compare_on_ladder(a, b, {}, c, extrapolate_factor=2.0)
+
+
+def study_noise(
+    baseline: PowerLaw, variant: PowerLaw, compute: np.ndarray, seeds: int, sd: float,
+    sd_diff: float, rng: np.random.Generator,
+) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], dict[int, tuple[np.ndarray, np.ndarray]], dict[int, np.ndarray]]:  # fmt: skip
+    """Both arms' final losses per seed and rung, with one arm's seed sd `sd` and a paired
+    difference's sd `sd_diff` (the two arms of a seed share its batches: a common effect), and
+    the per-rung log multiplier read off the seed's baseline (its law shifted by its noise)."""
+    own = sd_diff / math.sqrt(2.0)
+    common_sd = math.sqrt(sd**2 - own**2)
+    base, var, logs = {}, {}, {}
+    for s in range(seeds):
+        common = rng.normal(0.0, common_sd, len(compute))
+        lb = baseline.loss(compute) + common + rng.normal(0.0, own, len(compute))
+        lv = variant.loss(compute) + common + rng.normal(0.0, own, len(compute))
+        base[s], var[s] = (compute, lb), (compute, lv)
+        targets = lv - (lb - baseline.loss(compute))
+        logs[s] = np.log(np.array([baseline.compute_for(float(t)) for t in targets]) / compute)
+    return base, var, logs
+
+
+def test_two_seeds_give_t_intervals_on_one_degree_of_freedom() -> None:
+    rng = np.random.default_rng(4)
+    c = rungs(4)
+    b, v, logs = study_noise(TRUTH, shifted(TRUTH, 1.3), c, 2, 0.01, 0.005, rng)
+    base, var = fit_arm(b), fit_arm(v)
+    result = compare_on_ladder(base, var, logs, c, extrapolate_factor=10.0)
+    d = [var.per_seed[s].exponent - base.per_seed[s].exponent for s in (0, 1)]
+    half = stats.t.ppf(0.975, 1) * np.std(d, ddof=1) / math.sqrt(2)
+    assert result.exponent_difference.n == 2
+    assert (result.exponent_difference.low, result.exponent_difference.high) == pytest.approx(
+        (np.mean(d) - half, np.mean(d) + half)
+    )
+    assert result.where == "inside" and result.extrapolated_multiplier.low < 1.3
+    assert 0.0 <= result.trend_p <= 1.0
+
+
+def test_three_rungs_per_seed_compare() -> None:
+    """The smallest ladder: each seed's law exact through its 3 points; the spread is over seeds."""
+    rng = np.random.default_rng(6)
+    c = rungs(3)
+    b, v, logs = study_noise(TRUTH, shifted(TRUTH, 1.3), c, 3, 0.005, 0.002, rng)
+    base, var = fit_arm(b), fit_arm(v)
+    for s, (compute, loss) in b.items():
+        np.testing.assert_allclose(base.per_seed[s].loss(compute), loss, atol=1e-6)
+    result = compare_on_ladder(base, var, logs, c, extrapolate_factor=1.0)
+    assert result.extrapolated_multiplier.low < 1.3 < result.extrapolated_multiplier.high
+
+
+@pytest.mark.slow
+def test_the_trend_test_holds_its_false_positive_rate_on_identical_arms() -> None:
+    """2,000 ladders of two identical arms (4 rungs, 3 seeds, the study's noise): the trend is
+    found in at most 5 % of them within Monte-Carlo error, and its p-values are uniform."""
+    rng = np.random.default_rng(7)
+    c = rungs(4)
+    arm = fit_arm({s: (c, TRUTH.loss(c)) for s in range(3)})
+    p_values, found = [], 0
+    for _ in range(2000):
+        _, _, logs = study_noise(TRUTH, TRUTH, c, 3, 0.01, 0.01, rng)
+        result = compare_on_ladder(arm, arm, logs, c, extrapolate_factor=1.0)
+        p_values.append(result.trend_p)
+        found += result.trend != "no trend detected"
+    assert found / 2000 <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 2000)
+    assert stats.kstest(p_values, "uniform").pvalue > 1e-3
+
+
+def test_exponent_and_multiplier_precision_at_the_studys_noise() -> None:
+    """The issue's targets, where they hold (docs/statistics.md, "Ladders", has the whole
+    table): 6 rungs from 1.2e12 to 1.1e15 FLOPs, 5 seeds, one arm's seed sd 0.010 bpb (the
+    study's median) and a paired difference's sd 0.001 (arms that move together, as MQA and
+    GQA did): in at least 95 % of 200 simulated ladders the baseline's α is within ±0.02 and
+    the multiplier of a variant worth 1.3× within ±3 % at the top rung."""
+    rng = np.random.default_rng(8)
+    c = rungs(6)
+    alpha_errors, multiplier_errors = [], []
+    for _ in range(200):
+        b, v, _ = study_noise(TRUTH, shifted(TRUTH, 1.3), c, 5, 0.010, 0.001, rng)
+        base, var = fit_arm(b), fit_arm(v)
+        alpha_errors.append(abs(base.exponent.value - TRUTH.exponent))
+        m = compare_on_ladder(base, var, {}, c, extrapolate_factor=1.0).extrapolated_multiplier
+        multiplier_errors.append(abs(m.value / 1.3 - 1.0))
+    assert np.quantile(alpha_errors, 0.95) <= 0.02
+    assert np.quantile(multiplier_errors, 0.95) <= 0.03
