@@ -5,12 +5,14 @@ Rungs are log-spaced from 1.2e12 to 1.08e15 FLOPs (0.1M to 3M parameters at 20 t
 parameter, C = 6·N·D). The baseline's loss is 1.5 + A·C^-0.1, from 3.0 bpb at the bottom rung to
 2.25 at the top. Each (seed, rung) run's final loss is the law plus a seed effect shared by the
 two arms (same seed, same batches) plus each arm's own noise, scaled so that one arm's seed sd is
-`sd` and the sd of a paired difference is `sd_diff`. The per-rung log multiplier, which the
-integrator reads off each rung's baseline training curve, is simulated as reading the variant's
-loss off the baseline's law shifted by that seed's baseline noise.
+`sd` and the sd of a paired difference is `sd_diff`. The per-rung log multiplier, which a
+ladder reads off each rung's baseline validation curve (`compute.compute_multiplier`), is
+simulated as reading the variant's loss off the baseline's law shifted by that seed's noise.
 
-    python scripts/probes/ladder_fit.py precision [REPS]
-    python scripts/probes/ladder_fit.py coverage [REPS]
+    python scripts/probes/ladder_fit.py precision [REPS] [PAIRED_SD ...]  (a number, or
+        "independent": the arms share no seed effect, paired sd = seed sd·√2)
+    python scripts/probes/ladder_fit.py coverage [REPS] [PAIRED_SD]
+    python scripts/probes/ladder_fit.py null [REPS]
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def simulate(baseline: PowerLaw, variant: PowerLaw, compute: np.ndarray, seeds: 
              sd_diff: float, rng: np.random.Generator):  # fmt: skip
     """Both arms' points per seed and the per-rung log multipliers (see the module docstring)."""
     own = sd_diff / math.sqrt(2.0)
-    shared = math.sqrt(sd**2 - own**2)
+    shared = math.sqrt(max(sd**2 - own**2, 0.0))
     base, var, logs = {}, {}, {}
     for s in range(seeds):
         common = rng.normal(0.0, shared, len(compute))
@@ -60,7 +62,7 @@ def simulate(baseline: PowerLaw, variant: PowerLaw, compute: np.ndarray, seeds: 
     return base, var, logs
 
 
-def precision(reps: int) -> None:
+def precision(reps: int, paired: list[str]) -> None:
     """95th percentiles over simulated ladders of |α̂ − α| (the arm's mean over seeds) and of
     |m̂ / m − 1| (the multiplier read at the top rung and at 10× it), 5 seeds per arm; the
     variant reaches at C what the baseline reaches at 1.3·C."""
@@ -70,7 +72,7 @@ def precision(reps: int) -> None:
     for rungs in (4, 6, 8):
         compute = np.geomspace(BOTTOM, TOP, rungs)
         for sd in (0.005, 0.010, 0.015):
-            for sd_diff in (0.001, 0.005):
+            for sd_diff in [sd * math.sqrt(2.0) if p == "independent" else float(p) for p in paired]:  # fmt: skip
                 rng = np.random.default_rng(rungs * 1000 + int(sd * 1e4) + int(sd_diff * 1e5))
                 alpha, top, far, refused = [], [], [], 0
                 for _ in range(reps):
@@ -88,10 +90,10 @@ def precision(reps: int) -> None:
                 print(f"| {rungs} | {sd:.3f} | {sd_diff:.3f} | {q[0]:.4f} | {100 * q[1]:.1f} % | {100 * q[2]:.1f} % | {refused}/{reps} |")  # fmt: skip
 
 
-def coverage(reps: int) -> None:
-    """How often each 95 % interval holds the truth, and the trend test's rejection rate, with
-    the study's median noise (seed sd 0.010, paired sd 0.005) and a variant whose exponent is
-    0.12 (multiplier 1.3 at the middle rung, growing with compute)."""
+def coverage(reps: int, sd_diff: float = 0.005) -> None:
+    """How often each 95 % interval holds the truth, and the trend test's rejection rate, at the
+    study's median seed sd 0.010 and paired sd `sd_diff`, with a variant whose exponent is 0.12
+    (multiplier 1.3 at the middle rung, growing with compute)."""
     middle = math.sqrt(BOTTOM * TOP)
     variant = steeper(BASELINE, 0.12, 1.3, middle)
     print("| rungs | seeds | α | E | A | α difference | multiplier at 10× top | trend slope | trend found | identical arms: trend found | refused |")  # fmt: skip
@@ -105,8 +107,8 @@ def coverage(reps: int) -> None:
             hits = np.zeros(8)
             done = refused = 0
             for _ in range(reps):
-                b, v, logs = simulate(BASELINE, variant, compute, seeds, 0.010, 0.005, rng)
-                _, same, null_logs = simulate(BASELINE, BASELINE, compute, seeds, 0.010, 0.005, rng)  # fmt: skip
+                b, v, logs = simulate(BASELINE, variant, compute, seeds, 0.010, sd_diff, rng)
+                _, same, null_logs = simulate(BASELINE, BASELINE, compute, seeds, 0.010, sd_diff, rng)  # fmt: skip
                 try:
                     fb, fv, fs = fit_arm(b), fit_arm(v), fit_arm(same)
                 except ValueError:
@@ -133,7 +135,31 @@ def coverage(reps: int) -> None:
     print(f"\n(reps {reps}: Monte-Carlo sd of a 95 % coverage {100 * math.sqrt(0.95 * 0.05 / reps):.1f} points, of a 5 % rate {100 * math.sqrt(0.05 * 0.95 / reps):.1f})")  # fmt: skip
 
 
+def null(reps: int) -> None:
+    """The trend test's rejection rate on ladders of two identical arms (no fits needed: the
+    test reads the per-rung multipliers only)."""
+    print("| rungs | seeds | paired sd | trend found |")
+    print("|---|---|---|---|")
+    for rungs, seeds in ((4, 3), (4, 5), (6, 3), (6, 5)):
+        compute = np.geomspace(BOTTOM, TOP, rungs)
+        arm = fit_arm({s: (compute, BASELINE.loss(compute)) for s in range(seeds)})
+        for sd_diff in (0.005, 0.010):
+            rng = np.random.default_rng(rungs * 100 + seeds * 10 + int(sd_diff * 1e3))
+            found = 0
+            for _ in range(reps):
+                _, _, logs = simulate(BASELINE, BASELINE, compute, seeds, 0.010, sd_diff, rng)
+                result = compare_on_ladder(arm, arm, logs, compute, extrapolate_factor=1.0)
+                found += result.trend != "no trend detected"
+            print(f"| {rungs} | {seeds} | {sd_diff:.3f} | {100 * found / reps:.2f} % |")
+    print(f"\n(reps {reps}: Monte-Carlo sd of a 5 % rate {100 * math.sqrt(0.05 * 0.95 / reps):.2f} points)")  # fmt: skip
+
+
 if __name__ == "__main__":
     table = sys.argv[1] if len(sys.argv) > 1 else "coverage"
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
-    {"precision": precision, "coverage": coverage}[table](count)
+    if table == "coverage":
+        coverage(count, float(sys.argv[3]) if len(sys.argv) > 3 else 0.005)
+    elif table == "precision":
+        precision(count, sys.argv[3:] or ["0.001", "0.005", "independent"])
+    else:
+        null(count)

@@ -176,6 +176,13 @@ def test_a_known_crossing_is_found() -> None:
     assert result.crossing == pytest.approx(at, rel=1e-5)
     # Outside the range asked for: none.
     assert crossing(TRUTH, steep, (2e14, 1e16)) is None
+    # With the study's noise (seed sd 0.010, paired 0.005, 5 seeds) every one of 30 ladders
+    # finds it within 10 % of its compute.
+    rng = np.random.default_rng(9)
+    for _ in range(30):
+        b, v, _ = study_noise(TRUTH, steep, c, 5, 0.010, 0.005, rng)
+        found = compare_on_ladder(fit_arm(b), fit_arm(v), {}, c, extrapolate_factor=10.0)
+        assert found.crossing is not None and abs(found.crossing / at - 1.0) < 0.1
 
 
 def test_identical_arms_never_cross_and_read_one() -> None:
@@ -217,7 +224,7 @@ def study_noise(
     difference's sd `sd_diff` (the two arms of a seed share its batches: a common effect), and
     the per-rung log multiplier read off the seed's baseline (its law shifted by its noise)."""
     own = sd_diff / math.sqrt(2.0)
-    common_sd = math.sqrt(sd**2 - own**2)
+    common_sd = math.sqrt(max(sd**2 - own**2, 0.0))
     base, var, logs = {}, {}, {}
     for s in range(seeds):
         common = rng.normal(0.0, common_sd, len(compute))
@@ -278,8 +285,9 @@ def test_exponent_and_multiplier_precision_at_the_studys_noise() -> None:
     """The issue's targets, where they hold (docs/statistics.md, "Ladders", has the whole
     table): 6 rungs from 1.2e12 to 1.1e15 FLOPs, 5 seeds, one arm's seed sd 0.010 bpb (the
     study's median) and a paired difference's sd 0.001 (arms that move together, as MQA and
-    GQA did): in at least 95 % of 200 simulated ladders the baseline's α is within ±0.02 and
-    the multiplier of a variant worth 1.3× within ±3 % at the top rung."""
+    GQA did, 0.0004): in at least 95 % of 200 simulated ladders the baseline's α is within
+    ±0.02 and the multiplier of a variant worth 1.3× within ±3 % at the top rung. Arms that
+    move apart (the study's median paired sd, 0.014) miss the multiplier's target."""
     rng = np.random.default_rng(8)
     c = rungs(6)
     alpha_errors, multiplier_errors = [], []
