@@ -264,7 +264,6 @@ def test_three_rungs_per_seed_compare() -> None:
     assert result.extrapolated_multiplier.low < 1.3 < result.extrapolated_multiplier.high
 
 
-@pytest.mark.slow
 def test_the_trend_test_holds_its_false_positive_rate_on_identical_arms() -> None:
     """2,000 ladders of two identical arms (4 rungs, 3 seeds, the study's noise): the trend is
     found in at most 5 % of them within Monte-Carlo error, and its p-values are uniform."""
