@@ -298,3 +298,12 @@ def test_exponent_and_multiplier_precision_at_the_studys_noise() -> None:
         multiplier_errors.append(abs(m.value / 1.3 - 1.0))
     assert np.quantile(alpha_errors, 0.95) <= 0.02
     assert np.quantile(multiplier_errors, 0.95) <= 0.03
+
+
+def test_a_factor_or_a_crossing_range_that_means_nothing_is_refused() -> None:
+    c = rungs(4)
+    arm = fit_arm({0: (c, TRUTH.loss(c))})
+    with pytest.raises(ValueError, match="extrapolate_factor must be positive, got 0"):
+        compare_on_ladder(arm, arm, {}, c, extrapolate_factor=0.0)
+    with pytest.raises(ValueError, match="0 < low < high"):
+        compare_on_ladder(arm, arm, {}, c, extrapolate_factor=2.0, crossing_range=(1e15, 1e12))
