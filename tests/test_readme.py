@@ -159,8 +159,9 @@ SKIPPED: dict[str, str] = {
     "--artifacts-destination /srv/mlflow-artifacts --host 127.0.0.1 --port 5000": "a PostgreSQL "
     "server (tests/tracking/test_tracking_server.py runs an mlflow server on sqlite)",
     "minimind sync FILE --tracking-uri http://127.0.0.1:5000": "a tracking server",
-    "make study": f"{INSTALLS}, then trains the study for about an hour (tests/study/test_study.py "
-    "runs its streams' code and the shipped study's specs)",
+    "make study": f"{INSTALLS}, then trains the study, look after look, for hours "
+    "(tests/study/test_study.py runs its streams' code and the shipped study's specs, "
+    "tests/study/test_looks.py its looks on fake runs)",
     "minimind study experiments/study/study.yaml --report-dir results/generated/study": "reads "
     "the runs `make study` trains (tests/study/test_study.py renders a report through the same command "
     "from a fixture store)",
