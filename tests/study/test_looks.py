@@ -227,3 +227,47 @@ def test_a_stream_s_run_resumes_so_that_a_rerun_skips_finished_runs() -> None:
     assert _argv("minimind run a.yaml -o seeds=[0]")[-1] == "--resume"
     assert _argv("minimind run a.yaml --resume").count("--resume") == 1
     assert "--resume" not in _argv("minimind sweep a.yaml")
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("one_thread")
+def test_study_train_runs_the_streams_then_the_looks_and_a_rerun_trains_nothing(
+    write_spec, mlflow_uri, tmp_path, monkeypatch
+) -> None:
+    from minimind.cli import main
+
+    spec = write_spec(ablate={"model.norm": ["rmsnorm", "layernorm"]}, seeds=[0, 1])
+    path = manifest(
+        tmp_path,
+        streams=[[f"minimind run {spec}"]],
+        arms={
+            "base": {"label": "RMSNorm", "experiment": "tiny", "variant": "norm=rmsnorm"},
+            "ln": {"label": "LayerNorm", "experiment": "tiny", "variant": "norm=layernorm"},
+        },
+        axes=[
+            {
+                "name": "axis",
+                "title": "Norm",
+                "expected": "equal",
+                "references": ["Somebody 2020"],
+                "comparisons": [{"arm": "ln", "against": "base", "expect": "equal"}],
+            }
+        ],
+        equivalence_margin=1e-9,  # never settled by equivalence: it goes on to the cap
+        sequential={"looks": [2, 3]},
+    )
+    monkeypatch.chdir(tmp_path)  # the stream logs go under results/generated/
+    argv = ["study", str(path), "--train", "--tracking-uri", mlflow_uri, "--report-dir", "r"]
+    assert main(argv) == 0
+    study = load_study(path)
+    runs = load_experiments(study, mlflow_uri)["tiny"].runs
+    stopped = standing(study, mlflow_uri)
+    assert stopped.stop[0, 0] in ("difference", "cap")
+    seeds = set(range(int(stopped.seeds[0, 0])))
+    for variant in ("norm=rmsnorm", "norm=layernorm"):
+        assert sorted(runs.loc[runs["variant"] == variant, "seed"]) == sorted(seeds)
+    assert (tmp_path / "r" / "index.html").exists()
+    # run again: the stream's run resumes and skips, the looks find nothing to train
+    assert main(argv) == 0
+    again = load_experiments(study, mlflow_uri)["tiny"].runs
+    assert len(again) == len(runs)
