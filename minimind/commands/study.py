@@ -57,10 +57,15 @@ def run_study(args: argparse.Namespace) -> int:
         study = load_study(args.manifest)
     except SpecError as e:
         return fail(f"{args.manifest}: {e}")
+    from minimind.compare import CompareError
+
     if args.plan:
         from minimind.study.planning import describe_study_plan, plan_study
 
-        print(describe_study_plan(study, plan_study(study, args.tracking_uri)))
+        try:
+            print(describe_study_plan(study, plan_study(study, args.tracking_uri)))
+        except CompareError as e:
+            return fail(str(e), e.exit_code)
         return EXIT_OK
     report_dir = args.report_dir or study.report_dir
     logs = REPORTS_DIR / study.name
@@ -69,8 +74,6 @@ def run_study(args: argparse.Namespace) -> int:
     for what, folder in outputs:
         if problem := unwritable_dir(folder):
             return fail(f"{what}: {problem}")
-    from minimind.compare import CompareError
-
     if args.train:
         from minimind.study.looks import train_looks
         from minimind.study.streams import train

@@ -19,7 +19,7 @@ import pandas as pd
 
 from minimind.compare import CompareError, RunSet
 from minimind.compare.power import ALPHA, SeedsPlan, plan_seeds
-from minimind.study.analysis import AxisResult, arm_runs, load_experiments
+from minimind.study.analysis import AxisResult, StudyError, arm_runs, load_experiments
 from minimind.study.manifest import ArmComparison, Axis, Study
 from minimind.study.sequential import Decisions, Standing, decide
 
@@ -84,6 +84,8 @@ def plan_study(study: Study, tracking_uri: str | None) -> list[PlannedComparison
     """Every comparison's plan, from the runs in `tracking_uri` so far (none: stated sd only)."""
     try:
         runsets = load_experiments(study, tracking_uri) if tracking_uri else None
+    except StudyError:
+        raise  # runs that cannot be read as the manifest says (a tuning seed unstated)
     except CompareError:
         runsets = None  # nothing trained yet
     return plan_from_runs(study, runsets)

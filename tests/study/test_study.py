@@ -453,10 +453,12 @@ def test_a_sweep_s_seeds_must_be_stated_as_tuning_seeds(store: str, tmp_path: Pa
     manifest = yaml.safe_load(yaml.safe_dump(MANIFEST))
     del manifest["tuning_seeds"]  # the trials' seed 7 could then evaluate the tuned arms
     path = _write(tmp_path, manifest)
-    assert main(["study", str(path), "--tracking-uri", store, "--report-dir", str(tmp_path)]) == 2
-    assert capsys.readouterr().err.startswith(
-        "error: tuning_seeds: the sweep trials in grid ran seeds [7], which tuning_seeds does not"
-    )
+    for extra in (["--report-dir", str(tmp_path)], ["--plan"]):
+        assert main(["study", str(path), "--tracking-uri", store, *extra]) == 2
+        assert capsys.readouterr().err.startswith(
+            "error: tuning_seeds: the sweep trials in grid ran seeds [7], which tuning_seeds "
+            "does not"
+        )
 
 
 def test_runs_of_a_tuning_seed_never_evaluate_an_arm(store: str, tmp_path: Path) -> None:
