@@ -27,10 +27,11 @@ Scalar = str | int | float | bool
 
 
 class Arm(StrictNumbers):
-    """The runs of one arm: the latest invocation of `experiment` (a spec's, or a sweep's
-    `best.yaml`, which logs beside the sweep's trials), narrowed to one `variant` tag or to the
-    runs whose params equal `where` (for arms whose variant name is only known once a sweep has
-    chosen, such as a tuned learning rate)."""
+    """The runs of one arm: the runs of `experiment` (a spec's, or a sweep's `best.yaml`, which
+    logs beside the sweep's trials; every invocation, the newest run of each seed, the trials
+    and the tuning seeds left out), narrowed to one `variant` tag or to the runs whose params
+    equal `where` (for arms whose variant name is only known once a sweep has chosen, such as
+    a tuned learning rate)."""
 
     model_config = {"extra": "forbid"}
 
