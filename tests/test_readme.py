@@ -100,6 +100,9 @@ RUNS: dict[str, Run] = {
         "norm=rmsnorm/seed1: FINISHED at step 20", NORM
     ),
     "minimind run experiments/norm.yaml --dry-run": Run("bf16 (auto)"),
+    "minimind run experiments/norm.yaml --variant norm=layernorm -o 'seeds=[2]'": Run(
+        "norm=layernorm/seed2: FINISHED at step 20", ("-o", "train.steps=20", "-o", "model.dim=64")
+    ),
     "minimind run experiments/norm.yaml --resume": Run(
         "norm=rmsnorm/seed1: already FINISHED, skipped", NORM
     ),
@@ -159,8 +162,9 @@ SKIPPED: dict[str, str] = {
     "--artifacts-destination /srv/mlflow-artifacts --host 127.0.0.1 --port 5000": "a PostgreSQL "
     "server (tests/tracking/test_tracking_server.py runs an mlflow server on sqlite)",
     "minimind sync FILE --tracking-uri http://127.0.0.1:5000": "a tracking server",
-    "make study": f"{INSTALLS}, then trains the study for about an hour (tests/study/test_study.py "
-    "runs its streams' code and the shipped study's specs)",
+    "make study": f"{INSTALLS}, then trains the study, look after look, for hours "
+    "(tests/study/test_study.py runs its streams' code and the shipped study's specs, "
+    "tests/study/test_looks.py its looks on fake runs)",
     "minimind study experiments/study/study.yaml --report-dir results/generated/study": "reads "
     "the runs `make study` trains (tests/study/test_study.py renders a report through the same command "
     "from a fixture store)",
