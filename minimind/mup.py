@@ -1,7 +1,7 @@
 """The scaling rules of the maximal update parametrization (μP), the one home of its formulas.
 
 μP for Adam (Yang et al. 2022, "Tensor Programs V", Table 3; the `mup` package's `MuReadout`
-and `MuAdamW`; Cerebras-GPT's μP, Dey et al. 2023) makes the size of every layer's update
+and `MuAdamW`) makes the size of every layer's update
 independent of the width, so that the hyperparameters tuned at a small `base_width` stay right
 at a larger one. With m = dim / base_width, each parameter has a role and a rule:
 
@@ -25,8 +25,7 @@ AdamW's decay per step, lr · weight_decay, independent of the width, as `MuAdam
 
 A tied head is the embedding table: it is drawn and stepped as an embedding, and its readout
 role gets μP through the 1/m logit multiplier alone (a constant-std readout divided by m is
-the output row's init; its constant lr divided by m is the output row's lr), as Cerebras-GPT
-trains it.
+the output row's init; its constant lr divided by m is the output row's lr).
 
 Muon (`registry/optimizer.py`) orthogonalises each hidden matrix's update and scales it by
 sqrt(max(1, fan_out / fan_in)): its spectral norm is then lr times a constant for matrices whose

@@ -20,6 +20,9 @@ embedding nor the output head (`OUTPUT_HEADS`); AdamW (`adamw_lr`, `betas`, `eps
 embeddings, the head, norms and biases. The trainer sees one optimizer, `MuonWithAdamW`, whose
 state dict holds both, so a checkpoint resumes bit for bit.
 
+`scales` (AdamW and Muon; the caller's parametrization, `minimind.mup`) gives parameters lr and
+weight-decay multipliers of their own: each multiplier pair is a param group at its own lr.
+
 The options are declared in `registry/declarations/optimizer.py`.
 """
 
