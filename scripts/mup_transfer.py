@@ -43,14 +43,15 @@ class Cell:
     points: dict[float, float | None]  # lr -> final val/bpb (None: the trial failed, diverged)
 
     @property
-    def best_lr(self) -> float:
+    def best_lr(self) -> float | None:
+        """The lr of the lowest final val/bpb; None before any trial finished."""
         finished = {lr: v for lr, v in self.points.items() if v is not None and math.isfinite(v)}
-        return min(finished, key=finished.__getitem__)
+        return min(finished, key=finished.__getitem__) if finished else None
 
     @property
     def interior(self) -> bool:
         grid = sorted(self.points)
-        return grid[0] < self.best_lr < grid[-1]
+        return self.best_lr is not None and grid[0] < self.best_lr < grid[-1]
 
 
 def read_cells(spec_path: Path, storage: str) -> list[Cell]:
@@ -72,12 +73,14 @@ def read_cells(spec_path: Path, storage: str) -> list[Cell]:
     return cells
 
 
-def grid_steps(cells: list[Cell], parametrization: str) -> int:
-    """Signed ×2 grid steps of the best lr from the smallest width to the largest."""
+def grid_steps(cells: list[Cell], parametrization: str) -> str:
+    """Signed ×2 grid steps of the best lr from the smallest width to the largest ('-' before
+    both have a result)."""
     chosen = sorted(
         (c for c in cells if c.parametrization == parametrization), key=lambda c: c.width
     )
-    return round(math.log2(chosen[-1].best_lr / chosen[0].best_lr))
+    first, last = chosen[0].best_lr, chosen[-1].best_lr
+    return "-" if first is None or last is None else f"{round(math.log2(last / first)):+d}"
 
 
 def figure(cells: list[Cell], optimizer: str):
@@ -99,7 +102,9 @@ def figure(cells: list[Cell], optimizer: str):
                 color=color,
                 label=f"width {width}",
             )
-            ax.plot([cell.best_lr], [cell.points[cell.best_lr]], marker="*", ms=14, color=color)
+            if cell.best_lr is not None:
+                best = cell.points[cell.best_lr]
+                ax.plot([cell.best_lr], [best], marker="*", ms=14, color=color)
             failed = [lr for lr, v in cell.points.items() if v is None]
             if failed:
                 ax.plot(failed, [ax.get_ylim()[1]] * len(failed), "x", color=color)
@@ -127,10 +132,13 @@ def summary(all_cells: dict[str, list[Cell]], timings: list[tuple[str, int]]) ->
     for optimizer, cells in all_cells.items():
         for c in sorted(cells, key=lambda c: (c.parametrization != "standard", c.width)):
             failed = ", ".join(f"{lr:g}" for lr, v in sorted(c.points.items()) if v is None)
+            if c.best_lr is None:
+                best = "not run | - | -"
+            else:
+                interior = "yes" if c.interior else "NO (edge)"
+                best = f"{c.best_lr:g} | {c.points[c.best_lr]:.4f} | {interior}"
             lines.append(
-                f"| {optimizer} | {c.parametrization} | {c.width} | {c.best_lr:g} | "
-                f"{c.points[c.best_lr]:.4f} | {'yes' if c.interior else 'NO (edge)'} | "
-                f"{failed or '-'} |"
+                f"| {optimizer} | {c.parametrization} | {c.width} | {best} | {failed or '-'} |"
             )
     lines += [
         "",
@@ -140,9 +148,13 @@ def summary(all_cells: dict[str, list[Cell]], timings: list[tuple[str, int]]) ->
     lines += ["| optimizer | standard | mup |", "|---|---|---|"]
     for optimizer, cells in all_cells.items():
         lines.append(
-            f"| {optimizer} | {grid_steps(cells, 'standard'):+d} | {grid_steps(cells, 'mup'):+d} |"
+            f"| {optimizer} | {grid_steps(cells, 'standard')} | {grid_steps(cells, 'mup')} |"
         )
-    lines += ["", "Run time (OMP_NUM_THREADS=1, 2 sweep workers, the shared 2-core machine):", ""]
+    lines += [
+        "",
+        "Run time (OMP_NUM_THREADS=1; the two sweeps side by side, one worker each; a 2-core machine shared with other jobs):",
+        "",
+    ]
     lines += ["| step | seconds |", "|---|---|"]
     lines += [f"| {name} | {seconds} |" for name, seconds in timings]
     lines += [f"| total | {sum(s for _, s in timings)} |", ""]
