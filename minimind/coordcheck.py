@@ -166,6 +166,22 @@ def to_csv(rows: Sequence[Coordinate]) -> str:
     return buffer.getvalue()
 
 
+def read_csv(path: Path) -> list[Coordinate]:
+    """The rows `to_csv` wrote to `path`."""
+    with open(path, newline="") as f:
+        return [
+            Coordinate(
+                r["parametrization"],
+                int(r["width"]),
+                int(r["seed"]),
+                int(r["step"]),
+                r["coordinate"],
+                float(r["rms"]),
+            )
+            for r in csv.DictReader(f)
+        ]
+
+
 def figure(rows: Sequence[Coordinate], title: str) -> Any:
     """One panel per (parametrization, step): each coordinate's mean RMS against the width, on
     log axes (matplotlib, Agg); the `mup` package's coordinate-check layout."""

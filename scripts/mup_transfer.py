@@ -25,6 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import optuna  # noqa: E402
 
+from minimind.coordcheck import Coordinate, growth, read_csv  # noqa: E402
 from minimind.foundations.atomic_file import atomic_write, atomic_write_text  # noqa: E402
 from minimind.spec import expand, load_spec  # noqa: E402
 from minimind.sweep.plan import study_name  # noqa: E402
@@ -118,7 +119,30 @@ def figure(cells: list[Cell], optimizer: str):
     return fig
 
 
-def summary(all_cells: dict[str, list[Cell]], timings: list[tuple[str, int]]) -> str:
+def coordcheck_lines(rows: list[Coordinate]) -> list[str]:
+    """The coordinate check in numbers: each coordinate's RMS at the last step, widest over
+    narrowest width, under each parametrization."""
+    if not rows:
+        return []
+    widths, step = sorted({r.width for r in rows}), max(r.step for r in rows)
+    lines = [
+        f"Coordinate check (`coordcheck.png`): RMS at step {step}, width {widths[-1]} over width "
+        f"{widths[0]}, mean over seeds {sorted({r.seed for r in rows})}:",
+        "",
+        "| coordinate | standard | mup |",
+        "|---|---|---|",
+    ]
+    for coordinate in dict.fromkeys(r.coordinate for r in rows):
+        ratios = [growth(rows, p, coordinate, step) for p in ("standard", "mup")]
+        lines.append(f"| {coordinate} | {ratios[0]:.2f}× | {ratios[1]:.2f}× |")
+    return [*lines, ""]
+
+
+def summary(
+    all_cells: dict[str, list[Cell]],
+    timings: list[tuple[str, int]],
+    coordinates: list[Coordinate],
+) -> str:
     lines = [
         "# μP learning-rate transfer (results/mup)",
         "",
@@ -158,6 +182,7 @@ def summary(all_cells: dict[str, list[Cell]], timings: list[tuple[str, int]]) ->
     lines += ["| step | seconds |", "|---|---|"]
     lines += [f"| {name} | {seconds} |" for name, seconds in timings]
     lines += [f"| total | {sum(s for _, s in timings)} |", ""]
+    lines += coordcheck_lines(coordinates)
     lines += [
         "Figures: `lr_adamw.png`, `lr_muon.png`, `coordcheck.png` (data: `coordcheck.csv`, `transfer.csv`).",
         "",
@@ -199,7 +224,9 @@ def main() -> None:
         name, seconds = line.rsplit(" ", 1)
         timings.append((name, int(seconds)))
     atomic_write_text(args.out / "transfer.csv", to_csv(all_cells))
-    atomic_write_text(args.out / "summary.md", summary(all_cells, timings))
+    coordcheck_csv = args.out / "coordcheck.csv"
+    coordinates = read_csv(coordcheck_csv) if coordcheck_csv.is_file() else []
+    atomic_write_text(args.out / "summary.md", summary(all_cells, timings, coordinates))
     print((args.out / "summary.md").read_text())
 
 

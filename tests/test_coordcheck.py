@@ -3,12 +3,10 @@ it shows: activations flat in width under mup, growing under the standard parame
 
 from __future__ import annotations
 
-import csv
-
 import pytest
 
 from minimind.cli import main
-from minimind.coordcheck import Coordinate, growth
+from minimind.coordcheck import growth, read_csv
 from tests.conftest import deep_update
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -24,21 +22,6 @@ MODEL = {
 TRAIN = {"batch_size": 8, "seq_len": 32, "optimizer": {"name": "adamw", "lr": 0.01}}
 
 
-def read(path) -> list[Coordinate]:
-    with open(path) as f:
-        return [
-            Coordinate(
-                r["parametrization"],
-                int(r["width"]),
-                int(r["seed"]),
-                int(r["step"]),
-                r["coordinate"],
-                float(r["rms"]),
-            )
-            for r in csv.DictReader(f)
-        ]
-
-
 @pytest.mark.parametrize("seed", [0, 1])
 def test_logits_grow_with_width_under_standard_and_stay_flat_under_mup(write_spec, tmp_path, seed):
     spec = write_spec(model=MODEL, train=TRAIN)
@@ -46,7 +29,7 @@ def test_logits_grow_with_width_under_standard_and_stay_flat_under_mup(write_spe
     argv = ["coordcheck", str(spec), "--widths", "32,128", "--steps", "3", "--seeds", str(seed)]
     assert main([*argv, "--out", str(out)]) == 0
     assert (out / "coordcheck.png").read_bytes().startswith(b"\x89PNG")
-    rows = read(out / "coordcheck.csv")
+    rows = read_csv(out / "coordcheck.csv")
     coordinates = {r.coordinate for r in rows}
     assert coordinates == {
         "embedding",
