@@ -20,7 +20,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 import registry
-from minimind.foundations.strict_config import StrictNumbers
+from minimind.foundations.strict_config import StrictNumbers, field_error
 from registry.declarations.block import Block as BlockDeclaration
 
 Component = str | dict[str, Any]
@@ -129,6 +129,56 @@ class InitConfig(StrictNumbers):
     zero_out_proj: bool = False
 
 
+MUP_OPTIMIZERS = ("adamw", "muon")
+"""The optimizers μP is defined for here (`minimind.mup`; SGD's μP is another table, not
+implemented): a spec under mup with another optimizer is an error."""
+
+
+class ParametrizationConfig(StrictNumbers):
+    """How initialisation, learning rates and the output scale depend on width (`model.parametrization`).
+
+    `standard` (default): as `init` says, one lr for every parameter. `mup`: the maximal update
+    parametrization for Adam (Yang et al. 2022), relative to `base_width`: the width at which it
+    equals the standard parametrization and at which its hyperparameters were tuned. Written
+    `mup` alone it is an error (it needs a base width); `{name: mup, base_width: 64}` in full.
+    `base_head_dim`: the head dimension at `base_width` (null: head_dim · base_width / dim, the
+    head dimension grows with the width; set it to `head_dim` to hold the heads fixed and grow
+    their number). `embedding_lr_mult`: the embedding tables' lr over the base lr, a knob of its
+    own. The rules are `minimind.mup`'s; docs/mup.md explains them.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    name: Literal["standard", "mup"] = "standard"
+    base_width: int | None = Field(default=None, gt=0)
+    base_head_dim: int | None = Field(default=None, gt=0)
+    embedding_lr_mult: float = Field(default=1.0, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_alone(cls, data: Any) -> Any:
+        # `parametrization: mup` is the mapping `{name: mup}`, as a component slot reads a name
+        return {"name": data} if isinstance(data, str) else data
+
+    @model_validator(mode="after")
+    def _fields_of_the_name(self) -> ParametrizationConfig:
+        if self.name == "mup" and self.base_width is None:
+            field_error(
+                ("base_width",),
+                "mup needs base_width, the width at which it equals the standard "
+                "parametrization (e.g. {name: mup, base_width: 64})",
+            )
+        if self.name == "standard":
+            # by value, not by presence: `model_dump` writes the defaults back in
+            defaults = {"base_width": None, "base_head_dim": None, "embedding_lr_mult": 1.0}
+            for field, default in defaults.items():
+                if getattr(self, field) != default:
+                    field_error(
+                        (field,), "is a setting of mup; the standard parametrization has none"
+                    )
+        return self
+
+
 class ModelConfig(StrictNumbers):
     """A decoder-only LM assembled from registry components; frozen (use `replace` to change it).
 
@@ -161,6 +211,7 @@ class ModelConfig(StrictNumbers):
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
     tie_embeddings: bool = True
     init: InitConfig = Field(default_factory=InitConfig)
+    parametrization: ParametrizationConfig = Field(default_factory=ParametrizationConfig)
     logit_softcap: float | None = Field(
         None, gt=0, description="cap·tanh(logits / cap) on the logits (null: off)"
     )

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from minimind.config import InitConfig
+from minimind import mup
+from minimind.config import InitConfig, ModelConfig
 
 RESIDUAL_OUTPUTS = ("o_proj.weight", "down_proj.weight")
 """Output projections into the residual stream: their init std is scaled by 1/sqrt(2·n_layers),
@@ -48,21 +49,27 @@ class InitialDraw:
     scale: float = 0.0
 
 
-def _linear_draw(name: str, linear: nn.Linear, init: InitConfig, n_layers: int) -> InitialDraw:
+def _linear_draw(
+    name: str, linear: nn.Linear, init: InitConfig, n_layers: int, std_multiplier: float
+) -> InitialDraw:
     shape = tuple(linear.weight.shape)
     if init.zero_out_proj and name.endswith(RESIDUAL_OUTPUTS):
         return InitialDraw(shape, "zeros")
     if init.scheme == "torch_default":
         # nn.Linear's kaiming_uniform_(a=sqrt(5)): U(±1/sqrt(fan_in))
-        return InitialDraw(shape, "uniform", linear.in_features**-0.5)
+        return InitialDraw(shape, "uniform", linear.in_features**-0.5 * std_multiplier)
     std = 0.02 if init.scheme == "normal" else linear.in_features**-0.5
     if name.endswith(RESIDUAL_OUTPUTS):
         std /= math.sqrt(2 * n_layers)
-    return InitialDraw(shape, "normal", std)
+    return InitialDraw(shape, "normal", std * std_multiplier)
 
 
-def initial_draws(model: nn.Module, init: InitConfig, n_layers: int) -> dict[str, InitialDraw]:
-    """The draw of each parameter of `model` (before any tying), by qualified name."""
+def initial_draws(model: nn.Module, config: ModelConfig) -> dict[str, InitialDraw]:
+    """The draw of each parameter of `model` (before any tying), by qualified name: `config.init`'s
+    scheme, each linear weight's std times its μP factor under `model.parametrization: mup`
+    (`minimind.mup.init_std_multiplier`; 1 under the standard parametrization)."""
+    init, n_layers = config.init, config.n_layers
+    m = mup.width_multiplier(config)
     draws: dict[str, InitialDraw] = {}
     for module_name, module in model.named_modules():
         prefix = f"{module_name}." if module_name else ""
@@ -70,7 +77,9 @@ def initial_draws(model: nn.Module, init: InitConfig, n_layers: int) -> dict[str
             name = prefix + param_name
             shape = tuple(param.shape)
             if isinstance(module, nn.Linear) and param_name == "weight":
-                draws[name] = _linear_draw(name, module, init, n_layers)
+                role = mup.parameter_role(name, module, param)
+                multiplier = mup.init_std_multiplier(role, init, m)
+                draws[name] = _linear_draw(name, module, init, n_layers, multiplier)
             elif isinstance(module, nn.Linear):  # the bias
                 draws[name] = (
                     InitialDraw(shape, "uniform", module.in_features**-0.5)

@@ -2,7 +2,8 @@
 
     tokens -> embed_tokens -> position.embed -> dropout -> blocks -> norm -> lm_head -> logits
 
-With `logit_softcap` set, the logits are cap·tanh(logits / cap) (Gemma 2, modded-nanogpt) for the
+Under `model.parametrization: mup` the logits are multiplied by 1/m and attention scores by
+sqrt(base_head_dim)/head_dim (`minimind.mup`). With `logit_softcap` set, the logits are cap·tanh(logits / cap) (Gemma 2, modded-nanogpt) for the
 loss and for generation alike. `z_loss` is the auxiliary term the trainer may add (PaLM, OLMo).
 
 Each block is built from the config's block, attention, mlp and norm; attention rotates q and k
@@ -24,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import registry
+from minimind import mup
 from minimind.config import ModelConfig
 from minimind.generation import RANDOM_SAMPLING, SamplingOptions, generate_tokens
 from minimind.initialisation import InitialDraw, initial_draws, initialise
@@ -62,12 +64,19 @@ class MiniMindLM(nn.Module):
         def norm() -> nn.Module:
             return registry.build("norm", config.norm, **config.slot_dims("norm"))
 
+        # μP's attention scale, given to attention only when it differs from SDPA's default
+        scale = mup.attention_scale(config)
+        attention_scale = {} if scale is None else {"scale": scale}
+
         self.layers = nn.ModuleList(
             registry.build(
                 "block",
                 config.block,
                 attention=registry.build(
-                    "attention", config.attention, **config.slot_dims("attention")
+                    "attention",
+                    config.attention,
+                    **config.slot_dims("attention"),
+                    **attention_scale,
                 ),
                 mlp=registry.build("mlp", config.mlp, **config.slot_dims("mlp")),
                 norm=norm,
@@ -76,10 +85,11 @@ class MiniMindLM(nn.Module):
         )
         self.norm = norm() if type(self._blocks()[0]).final_norm else nn.Identity()
         self.lm_head = nn.Linear(config.dim, config.padded_vocab_size, bias=False)
+        self.output_multiplier = mup.output_multiplier(config)  # 1/m under μP, else 1
         if init_seed is None:
             init_seed = int(torch.randint(2**62, (), device="cpu").item())
         # `config.init`'s scheme, each tensor from its own stream, before the head is tied
-        draws = initial_draws(self, config.init, config.n_layers)
+        draws = initial_draws(self, config)
         initialise(self, draws, init_seed)
         if config.tie_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
@@ -139,6 +149,10 @@ class MiniMindLM(nn.Module):
             layer_cache = cache.layers[i] if cache is not None else None
             x = layer(x, rotate, layer_cache, doc_mask)
         hidden = self.norm(x)
+        if self.output_multiplier != 1.0:
+            # μP's logit multiplier, on the head's input: the same logits, and the chunked loss
+            # (which takes the head's weight, not the head) gets it too
+            hidden = hidden * self.output_multiplier
         cap = self.config.logit_softcap
         chunked = labels is not None and loss_chunk_tokens is not None
         logits = None

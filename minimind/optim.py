@@ -4,7 +4,8 @@ The optimizer is the registry's `optimizer` slot (`registry/optimizer.py`: adamw
 plugins), built from the spec's `train.optimizer`; weight decay spares norms, biases and
 embeddings (`param_groups`).
 
-The schedule is a multiplier on the base lr, applied with `LambdaLR`, which writes Python floats
+The schedule is a multiplier on each param group's own lr (μP gives groups different lrs),
+applied with `LambdaLR`, which writes Python floats
 into `param_group["lr"]`. That is fine in eager mode and with a compiled *model* (the optimizer step
 is not compiled). Compiling the optimizer step itself would need the lr as a 0-dim tensor, or every
 new float value recompiles the step.
@@ -22,6 +23,8 @@ from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
 import registry
+from minimind import mup
+from minimind.model import MiniMindLM
 from registry.optimizer import muon_split
 
 if TYPE_CHECKING:
@@ -37,10 +40,21 @@ def build_optimizer(
 
     `fused`: AdamW's single fused kernel, by default on CUDA, where it saves a launch per tensor.
     Otherwise the multi-tensor (foreach) path, the fastest on the CPU.
+    A `MiniMindLM` under `model.parametrization: mup` gets each parameter's μP lr and weight
+    decay multipliers (`minimind.mup.lr_scales`), each param group at its own lr.
     """
     spec = {"name": cfg.name, **cfg.options()}
+    scaled = {}
+    if isinstance(model, MiniMindLM) and mup.is_mup(model.config):
+        scaled["scales"] = mup.lr_scales(model, model.config, cfg.name)
     optimizer = registry.build(
-        "optimizer", spec, model=model, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=fused
+        "optimizer",
+        spec,
+        model=model,
+        lr=cfg.lr,
+        weight_decay=cfg.weight_decay,
+        fused=fused,
+        **scaled,
     )
     assert isinstance(optimizer, torch.optim.Optimizer)  # what the optimizer slot builds
     return optimizer

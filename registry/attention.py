@@ -10,6 +10,9 @@ A `DocumentMask` confines attention to each token's own document within a packed
 (block-causal): a boolean mask for SDPA, or FlexAttention's block mask on CUDA, which skips the
 blocks across documents.
 
+`scale` multiplies the scores q·k (None: 1/sqrt(head_dim)); μP passes its own
+(`minimind.mup.attention_scale`).
+
 `qk_norm` (`none|rmsnorm|layernorm`, OLMo-core, modded-nanogpt): q and k are normalised per head,
 over head_dim, before the rotation, by a registry norm of width head_dim shared by the heads
 (`q_norm`, `k_norm`). It bounds the attention logits, which keeps high learning rates stable.
@@ -106,14 +109,16 @@ def document_attention(
     mask: DocumentMask,
     dropout: float,
     flex: bool,
+    scale: float | None = None,
 ) -> torch.Tensor:
-    """Attention of q [B, H, T, hd] over k, v [B, Hkv, T, hd] within documents: [B, H, T, hd]."""
+    """Attention of q [B, H, T, hd] over k, v [B, Hkv, T, hd] within documents: [B, H, T, hd].
+    `scale`: the score scale (None: 1/sqrt(hd))."""
     gqa = k.size(1) != q.size(1)
     if flex and dropout == 0.0:  # FlexAttention has no dropout
         attend = _compiled_flex_attention() if q.is_cuda else _flex_attention()
-        return attend(q, k, v, block_mask=mask.block(), enable_gqa=gqa)
+        return attend(q, k, v, block_mask=mask.block(), scale=scale, enable_gqa=gqa)
     return F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask.dense(), dropout_p=dropout, enable_gqa=gqa
+        q, k, v, attn_mask=mask.dense(), dropout_p=dropout, enable_gqa=gqa, scale=scale
     )
 
 
@@ -142,9 +147,11 @@ class CausalSelfAttention(declared.CausalSelfAttention, nn.Module):
         n_kv_heads: int | None,
         head_dim: int,
         dropout: float = 0.0,  # none unless training asks for it
+        scale: float | None = None,  # the score scale; None: SDPA's 1/sqrt(head_dim)
     ) -> None:
         super().__init__()
         self.n_heads, self.head_dim, self.dropout = n_heads, head_dim, dropout
+        self.scale = scale
         self.n_kv_heads = self.kv_heads(n_heads, n_kv_heads)
         self.q_proj = nn.Linear(dim, n_heads * head_dim, bias=options.bias)
         self.k_proj = nn.Linear(dim, self.n_kv_heads * head_dim, bias=options.bias)
@@ -187,7 +194,8 @@ class CausalSelfAttention(declared.CausalSelfAttention, nn.Module):
             if cache is not None:
                 raise ValueError("a document mask is for training windows, not cached decoding")
             dropout = self.dropout if self.training else 0.0
-            y = document_attention(q, k, v, doc_mask, dropout, uses_flex_attention(x.device))
+            flex = uses_flex_attention(x.device)
+            y = document_attention(q, k, v, doc_mask, dropout, flex, self.scale)
             y = y.transpose(1, 2).reshape(batch, length, self.n_heads * self.head_dim)
             return self.resid_dropout(self.o_proj(y))
         mask = None  # without a cache: SDPA's is_causal
@@ -201,6 +209,7 @@ class CausalSelfAttention(declared.CausalSelfAttention, nn.Module):
             dropout_p=self.dropout if self.training else 0.0,
             is_causal=mask is None and length > 1,
             enable_gqa=self.n_kv_heads != self.n_heads,
+            scale=self.scale,
         )
         y = y.transpose(1, 2).reshape(batch, length, self.n_heads * self.head_dim)
         return self.resid_dropout(self.o_proj(y))

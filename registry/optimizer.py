@@ -20,6 +20,9 @@ embedding nor the output head (`OUTPUT_HEADS`); AdamW (`adamw_lr`, `betas`, `eps
 embeddings, the head, norms and biases. The trainer sees one optimizer, `MuonWithAdamW`, whose
 state dict holds both, so a checkpoint resumes bit for bit.
 
+`scales` (AdamW and Muon; the caller's parametrization, `minimind.mup`) gives parameters lr and
+weight-decay multipliers of their own: each multiplier pair is a param group at its own lr.
+
 The options are declared in `registry/declarations/optimizer.py`.
 """
 
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, overload
 
 import torch
@@ -43,25 +46,51 @@ def _embedding_ids(model: nn.Module) -> set[int]:
     return {id(p) for m in model.modules() if isinstance(m, nn.Embedding) for p in m.parameters()}
 
 
+Scales = Mapping[str, tuple[float, float]]
+"""Per-parameter (lr multiplier, weight-decay multiplier) by qualified name, as a caller's
+parametrization sets them (`minimind.mup.lr_scales`); a parameter it does not name keeps (1, 1)."""
+
+
 def param_groups(
-    model: nn.Module, weight_decay: float, params: list[nn.Parameter] | None = None
+    model: nn.Module,
+    weight_decay: float,
+    params: list[nn.Parameter] | None = None,
+    lr: float | None = None,
+    scales: Scales | None = None,
 ) -> list[dict[str, Any]]:
     """Split the trainable parameters (of `model`, or those of them in `params`) into a decayed
-    group and a non-decayed group. `named_parameters()` yields a shared (tied) tensor once."""
+    group and a non-decayed group. `named_parameters()` yields a shared (tied) tensor once.
+
+    With `scales` (and the base `lr`), each of the two is split again by multipliers, and each
+    group carries its own `lr` (lr × its lr multiplier) and `weight_decay` (× its multiplier):
+    the schedule then scales each group's own lr."""
     embeddings = _embedding_ids(model)
     chosen = None if params is None else {id(p) for p in params}
-    decay, no_decay = [], []
+    groups: dict[tuple[bool, float, float], list[nn.Parameter]] = {
+        (True, 1.0, 1.0): [],
+        (False, 1.0, 1.0): [],
+    }
     for name, p in model.named_parameters():
         if not p.requires_grad or (chosen is not None and id(p) not in chosen):
             continue
-        if p.ndim < 2 or id(p) in embeddings or "embed" in name:
-            no_decay.append(p)
-        else:
-            decay.append(p)
-    return [
-        {"params": decay, "weight_decay": weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
+        decayed = not (p.ndim < 2 or id(p) in embeddings or "embed" in name)
+        lr_mult, wd_mult = scales.get(name, (1.0, 1.0)) if scales is not None else (1.0, 1.0)
+        groups.setdefault((decayed, lr_mult, wd_mult), []).append(p)
+    if scales is not None and lr is None:
+        raise ValueError("per-parameter scales need the base lr")
+    out = []
+    for (decayed, lr_mult, wd_mult), members in groups.items():
+        if scales is not None and not members:
+            continue  # without scales the two groups stay, empty or not, as they always were
+        group: dict[str, Any] = {
+            "params": members,
+            "weight_decay": weight_decay * wd_mult if decayed else 0.0,
+        }
+        if scales is not None:
+            assert lr is not None  # checked above
+            group["lr"] = lr * lr_mult
+        out.append(group)
+    return out
 
 
 def muon_split(model: nn.Module) -> tuple[list[str], list[str]]:
@@ -94,7 +123,7 @@ def _adamw_settings(
 
 
 class AdamW(declared.AdamW, torch.optim.AdamW):
-    """AdamW over `param_groups(model, weight_decay)`."""
+    """AdamW over `param_groups(model, weight_decay)`, each group at its own lr with `scales`."""
 
     def __init__(
         self,
@@ -104,9 +133,10 @@ class AdamW(declared.AdamW, torch.optim.AdamW):
         lr: float,
         weight_decay: float,
         fused: bool | None = None,
+        scales: Scales | None = None,
     ) -> None:
         settings = _adamw_settings(lr, options.betas, options.eps, _use_fused(model, fused))
-        super().__init__(param_groups(model, weight_decay), **settings)
+        super().__init__(param_groups(model, weight_decay, lr=lr, scales=scales), **settings)
 
 
 class SGD(declared.SGD, torch.optim.SGD):
@@ -255,7 +285,8 @@ class MuonWithAdamW(torch.optim.Optimizer):
 
 
 class Muon(declared.Muon, MuonWithAdamW):
-    """Muon on the hidden layers' 2-D weights (`muon_split`), AdamW on the rest."""
+    """Muon on the hidden layers' 2-D weights (`muon_split`), AdamW on the rest; with `scales`,
+    each side's groups at their own lr (the AdamW side's base is `adamw_lr`)."""
 
     def __init__(
         self,
@@ -265,18 +296,24 @@ class Muon(declared.Muon, MuonWithAdamW):
         lr: float,
         weight_decay: float,
         fused: bool | None = None,
+        scales: Scales | None = None,
     ) -> None:
         named = dict(model.named_parameters())
         muon_names, adamw_names = muon_split(model)
+        muon_params: Any = [named[n] for n in muon_names]
+        if scales is not None:  # one group per multiplier pair, each at its own lr
+            muon_params = param_groups(model, weight_decay, muon_params, lr=lr, scales=scales)
         muon = MUON(
-            [named[n] for n in muon_names],
+            muon_params,
             lr=lr,
             weight_decay=weight_decay,
             momentum=options.momentum,
             nesterov=options.nesterov,
             ns_steps=options.ns_steps,
         )
-        adamw_groups = param_groups(model, weight_decay, [named[n] for n in adamw_names])
+        adamw_groups = param_groups(
+            model, weight_decay, [named[n] for n in adamw_names], options.adamw_lr, scales
+        )
         settings = _adamw_settings(
             options.adamw_lr, options.betas, options.eps, _use_fused(model, fused)
         )

@@ -126,6 +126,10 @@ RUNS: dict[str, Run] = {
         "Report written to results/generated/quickstart/index.html"
     ),
     "minimind study experiments/study/study.yaml --plan": Run("sequential looks at 3, 6, 9, 12"),
+    "minimind coordcheck experiments/mup/coordcheck.yaml": Run(
+        "results/generated/coordcheck/mup_coordcheck/coordcheck.png",
+        ("--widths", "32,64", "--steps", "1"),
+    ),
     "minimind sync results/tracking-fallback/": Run(
         "1 metric points sent, 0 already logged; 0 params, 0 tags, 0 artifacts; run ended FINISHED",
         before=write_fallback_file,

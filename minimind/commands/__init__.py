@@ -5,6 +5,7 @@ from types import ModuleType
 from minimind.commands import (
     bench,
     compare,
+    coordcheck,
     data,
     export,
     registry_info,
@@ -21,6 +22,7 @@ COMMANDS: list[ModuleType] = [
     compare,
     study,
     bench,
+    coordcheck,
     export,
     registry_info,
     sync,

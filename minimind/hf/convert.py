@@ -122,6 +122,11 @@ def architecture(cfg: ModelConfig) -> Architecture:
 
 def check_exportable(cfg: ModelConfig) -> None:
     """ValueError `model.<slot>: ...` for a component `modeling_minimind.py` does not implement."""
+    if cfg.parametrization.name != "standard":
+        raise ValueError(
+            "model.parametrization: a mup model has no Hugging Face export (its logit multiplier "
+            "and attention scale have no counterpart in the exported code)"
+        )
     for slot, known in _REMOTE_COMPONENTS.items():
         name, options = cfg.component(slot)
         if name not in known:

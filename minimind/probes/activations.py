@@ -45,7 +45,7 @@ def _attention_hook(out: Measurements, layer: int, queries: int) -> Callable[...
         q, k, _ = module.project(x, rotate)
         positions = query_positions(q.size(2), queries, q.device)
         allowed = doc_mask.dense() if doc_mask is not None else None
-        top, entropy = attention_stats(q, k, positions, allowed)
+        top, entropy = attention_stats(q, k, positions, allowed, module.scale)
         out[f"attn_max_logit/layer{layer}"] = top
         out[f"attn_entropy/layer{layer}"] = entropy
 

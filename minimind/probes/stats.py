@@ -54,18 +54,20 @@ def attention_stats(
     k: torch.Tensor,
     queries: torch.Tensor,
     allowed: torch.Tensor | None = None,
+    scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(maximum pre-softmax logit, mean attention entropy in nats) of the sampled queries.
 
     q [B, H, T, hd] and k [B, Hkv, T, hd] as attention scores them (normalised and rotated;
     query head h reads key head h // (H / Hkv)); `queries` [Q] positions; `allowed` [B, 1, T, T]
     True where a query may attend (a document mask), None for plain causal attention. Logits
-    are q·k / sqrt(hd), the scale of `F.scaled_dot_product_attention`; the mean is over rows,
-    heads and queries.
+    are q·k · `scale`, the attention's own (None: 1/sqrt(hd), `F.scaled_dot_product_attention`'s
+    default); the mean is over rows, heads and queries.
     """
     heads, kv_heads, length = q.size(1), k.size(1), k.size(2)
     k = k.float().repeat_interleave(heads // kv_heads, dim=1)
-    scores = q.float()[:, :, queries] @ k.transpose(-1, -2) * q.size(-1) ** -0.5  # [B, H, Q, T]
+    scale = q.size(-1) ** -0.5 if scale is None else scale
+    scores = q.float()[:, :, queries] @ k.transpose(-1, -2) * scale  # [B, H, Q, T]
     mask = torch.arange(length, device=q.device)[None, :] <= queries[:, None]  # [Q, T]
     if allowed is not None:
         mask = mask & allowed[:, :, queries]  # [B, 1, Q, T]

@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 import registry
-from minimind.config import ModelConfig
+from minimind.config import MUP_OPTIMIZERS, ModelConfig
 from minimind.data.config import DataConfig
 from minimind.foundations.strict_config import StrictNumbers, field_error
 from minimind.spec.ablation import (
@@ -166,6 +166,12 @@ class Spec(StrictNumbers):
                 ("model", "vocab_size"),
                 f"must be >= data.tokenizer.vocab_size ({tokenizer.vocab_size}), "
                 f"got {model.vocab_size}",
+            )
+        if model.parametrization.name == "mup" and self.train.optimizer.name not in MUP_OPTIMIZERS:
+            field_error(
+                ("train", "optimizer", "name"),
+                f"model.parametrization mup is defined for {', '.join(MUP_OPTIMIZERS)}, "
+                f"not {self.train.optimizer.name!r}",
             )
         if self.ablate:
             self._check_variants()

@@ -93,6 +93,8 @@ def spec_hash(spec: Spec) -> str:
         # Padding that adds no row trains the same model: leave it out, so that specs (and
         # their runs, checkpoints and studies) from before the field existed keep their hash.
         model.pop("pad_vocab_multiple")
+    if cfg.parametrization.name == "standard":  # as above: the run of before the field existed
+        model.pop("parametrization")
     content = {key: tree[key] for key in ("data", "train", "plugins", "ablate")}
     if content["train"]["loss_chunk_tokens"] is None:
         # Keeps the hash of specs from before the option existed (the loss is the same).

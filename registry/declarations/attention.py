@@ -35,6 +35,7 @@ class CausalSelfAttention:
         n_kv_heads: int | None,
         head_dim: int,
         dropout: float = 0.0,  # none unless training asks for it
+        scale: float | None = None,  # the score scale holds no parameter
     ) -> int:
         q_width, kv_width = n_heads * head_dim, cls.kv_heads(n_heads, n_kv_heads) * head_dim
         weights = 2 * dim * q_width + 2 * dim * kv_width

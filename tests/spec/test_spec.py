@@ -373,6 +373,17 @@ def test_spec_hash_ignores_vocab_padding_that_adds_no_row(tmp_path: Path) -> Non
     assert hashed(odd % 1) != hashed(odd % 64) != hashed(odd % 128)
 
 
+def test_spec_hash_keeps_its_value_under_the_standard_parametrization(tmp_path: Path) -> None:
+    def hashed(model: str) -> str:
+        return spec_hash(load_spec(write(tmp_path, "s.yaml", f"name: a\nmodel: {model}\n")))
+
+    # the default, written or not, hashes as the same spec did before the field existed
+    assert hashed("{dim: 64}") == hashed("{parametrization: standard}") == "372c84f9a4e9"
+    mup = "{parametrization: {name: mup, base_width: %d}}"
+    assert hashed(mup % 64) != hashed("{dim: 64}")  # μP at its base: another spec all the same
+    assert hashed(mup % 32) != hashed(mup % 64)
+
+
 def test_with_values_applies_and_validates(tmp_path: Path) -> None:
     spec = load_spec(write(tmp_path, "s.yaml", "name: s\n"))
     tuned = with_values(spec, {"train.optimizer.lr": 1e-3, "model.mlp": "relu"})

@@ -451,6 +451,37 @@ CASES: list[tuple[str, str, list[str], str]] = [
         "model.norm: is varied by ablate.model.norm",
     ),
     ("override-extends", "name: x\n", ["extends=other.yaml"], "extends: cannot be overridden"),
+    (
+        "mup-without-base-width",
+        "name: x\nmodel: {parametrization: mup}\n",
+        [],
+        "model.parametrization.base_width: mup needs base_width",
+    ),
+    (
+        "standard-with-base-width",
+        "name: x\nmodel: {parametrization: {name: standard, base_width: 64}}\n",
+        [],
+        "model.parametrization.base_width: is a setting of mup",
+    ),
+    (
+        "mup-unknown-name",
+        "name: x\nmodel: {parametrization: {name: mu, base_width: 64}}\n",
+        [],
+        "model.parametrization.name: ",
+    ),
+    (
+        "mup-zero-embedding-lr",
+        "name: x\nmodel: {parametrization: {name: mup, base_width: 64, embedding_lr_mult: 0}}\n",
+        [],
+        "model.parametrization.embedding_lr_mult: ",
+    ),
+    (
+        "mup-with-sgd",
+        "name: x\nmodel: {parametrization: {name: mup, base_width: 64}}\n"
+        "train: {optimizer: {name: sgd}}\n",
+        [],
+        "train.optimizer.name: model.parametrization mup is defined for adamw, muon, not 'sgd'",
+    ),
 ]
 
 

@@ -10,7 +10,9 @@ from minimind.config import ModelConfig
 from minimind.spec import expand, load_spec
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
-SPECS = sorted(EXPERIMENTS.glob("*.yaml"))
+# the top level and experiments/mup/ (experiments/study/ holds a manifest and its arms, which
+# tests/study loads)
+SPECS = sorted([*EXPERIMENTS.glob("*.yaml"), *EXPERIMENTS.glob("mup/*.yaml")])
 
 
 def test_the_axis_specs_are_shipped() -> None:
@@ -19,16 +21,37 @@ def test_the_axis_specs_are_shipped() -> None:
     assert {"quickstart", "base", "minimind-26m", *axes} <= names
 
 
-@pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
+@pytest.mark.parametrize("path", SPECS, ids=[str(p.relative_to(EXPERIMENTS)) for p in SPECS])
 def test_every_shipped_spec_loads_and_expands(path: Path) -> None:
     spec = load_spec(path)
-    assert spec.name == path.stem
+    prefix = f"{path.parent.name}_" if path.parent != EXPERIMENTS else ""
+    assert spec.name == prefix + path.stem
     assert spec.description.strip()
     variants = expand(spec)
     assert len({v.name for v in variants}) == len(variants) >= 1
     for variant in variants:
         cfg = variant.spec.model_config_obj()
         assert cfg.num_params() > 0 and variant.spec.train.seq_len <= cfg.max_seq_len
+
+
+def test_the_mup_transfer_specs_cross_three_widths_with_both_parametrizations() -> None:
+    for optimizer in ("adamw", "muon"):
+        variants = expand(load_spec(EXPERIMENTS / "mup" / f"transfer_{optimizer}.yaml"))
+        cells = {
+            (cfg.dim, cfg.parametrization.name, cfg.parametrization.base_width)
+            for cfg in (v.spec.model_config_obj() for v in variants)
+        }
+        assert cells == {
+            (dim, name, base)
+            for dim in (64, 128, 256)
+            for name, base in (("standard", None), ("mup", 64))
+        }
+        assert all(v.spec.train.optimizer.name == optimizer for v in variants)
+        lrs = load_spec(EXPERIMENTS / "mup" / f"transfer_{optimizer}.yaml").sweep_section()
+        choices = sorted(lrs.params["train.optimizer.lr"].choices or [])
+        assert all(b / a == 2 for a, b in zip(choices[:-1], choices[1:], strict=True)), (
+            choices
+        )  # a ×2 grid
 
 
 def components(name: str, slot: str) -> list[tuple[str, dict]]:

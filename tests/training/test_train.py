@@ -117,18 +117,23 @@ def test_same_seed_gives_the_same_curve_and_weights_bit_for_bit(make):
     assert oa.history["train/loss"] != oc.history["train/loss"]
 
 
+MUP = {"dim": 64, "parametrization": {"name": "mup", "base_width": 32}}  # groups at their own lrs
+
+
 @pytest.mark.parametrize(
-    "train",
+    ("train", "model"),
     [
-        {"optimizer": {"name": "adamw"}},
-        {"optimizer": {"name": "muon", "lr": 0.02}, "z_loss": 1e-3},
-        {"optimizer": {"name": "sgd", "lr": 0.1}},
+        ({"optimizer": {"name": "adamw"}}, {}),
+        ({"optimizer": {"name": "muon", "lr": 0.02}, "z_loss": 1e-3}, {}),
+        ({"optimizer": {"name": "sgd", "lr": 0.1}}, {}),
+        ({"optimizer": {"name": "adamw"}}, MUP),
+        ({"optimizer": {"name": "muon", "lr": 0.02}}, MUP),
     ],
-    ids=["adamw", "muon-z_loss", "sgd"],
+    ids=["adamw", "muon-z_loss", "sgd", "adamw-mup", "muon-mup"],
 )
-def test_resume_from_a_checkpoint_continues_bit_for_bit(make, tmp_path, train):
+def test_resume_from_a_checkpoint_continues_bit_for_bit(make, tmp_path, train, model):
     path = tmp_path / "last.pt"
-    settings = {"train": train}
+    settings = {"train": train, "model": model}
     reference = make(**settings)
     reference_sink = Recorder()
     reference_outcome = reference.fit(reference_sink)
