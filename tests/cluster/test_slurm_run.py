@@ -1,0 +1,87 @@
+"""`minimind run --launcher slurm` on a real single-node Slurm (tests/slurm_cluster.py): the same
+numbers as a local run, a cancelled job's run KILLED and resumed to the same numbers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+from slurm_cluster import slurm_cluster  # noqa: F401  (fixture)
+
+from minimind.cli import main
+from minimind.cluster.slurm import Ledger, queue_states
+
+pytestmark = pytest.mark.slow
+ARMS = {"model.norm": ["rmsnorm", "layernorm"]}
+FINAL = ("val/loss", "val/bpb")
+MACHINE_METRICS = ("perf/", "sys/", "time/")
+TIMEOUT_S = 600
+
+
+def children(uri: str, experiment: str) -> dict[str, object]:
+    """The experiment's newest child run of each name."""
+    client = MlflowClient(uri)
+    found = client.get_experiment_by_name(experiment)
+    assert found is not None
+    runs = client.search_runs(
+        [found.experiment_id], "tags.`minimind.role` = 'child'", order_by=["attributes.start_time DESC"]
+    )
+    newest: dict[str, object] = {}
+    for run in runs:
+        newest.setdefault(run.info.run_name, run)
+    return newest
+
+
+def curves(uri: str, run) -> dict[str, list[tuple[int, float]]]:
+    """Every metric's (step, value) points but the machine's (speed, memory, time): what bit
+    for bit compares."""
+    client = MlflowClient(uri)
+    return {
+        key: sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
+        for key in run.data.metrics
+        if not key.startswith(MACHINE_METRICS)
+    }
+
+
+def submit(spec: Path, folder: Path, *extra: str) -> subprocess.Popen:
+    """The submitting command in its own process (so that a test can stop it)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "minimind", "run", str(spec), "--launcher", "slurm"]
+    command += ["-o", f"launcher.folder={folder}", *extra]
+    return subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def finish(process: subprocess.Popen) -> tuple[int, str]:
+    out, _ = process.communicate(timeout=TIMEOUT_S)
+    return process.returncode, out
+
+
+def test_a_slurm_run_gives_the_local_runs_numbers_bit_for_bit(
+    slurm_cluster, write_spec, mlflow_uri, tmp_path, one_thread, capsys  # noqa: F811
+):
+    spec = write_spec(seeds=[0, 1], ablate=ARMS)
+    assert main(["run", str(spec), "-o", "tracking.experiment=local"]) == 0
+    capsys.readouterr()
+    code, out = finish(submit(spec, tmp_path / "slurm", "-o", "tracking.experiment=onslurm"))
+    assert code == 0, out
+    assert out.count("submitted as job") == 4
+    local, remote = children(mlflow_uri, "local"), children(mlflow_uri, "onslurm")
+    assert sorted(local) == sorted(remote) and len(local) == 4
+    for name, run in remote.items():
+        assert run.info.status == "FINISHED"
+        assert run.data.tags["slurm.job_id"]
+        assert all(key in run.data.metrics for key in FINAL)
+        assert curves(mlflow_uri, run) == curves(mlflow_uri, local[name]), name
+    # Run again with --resume: every run FINISHED, nothing is submitted or trained.
+    code, out = finish(
+        submit(spec, tmp_path / "slurm", "-o", "tracking.experiment=onslurm", "--resume")
+    )
+    assert code == 0, out
+    assert "submitted" not in out and out.count("already FINISHED, skipped") == 4
