@@ -87,7 +87,9 @@ def _start(root: Path, node: str) -> None:
     for command in (munged, ["slurmctld"], ["slurmd", "-N", node]):
         done = subprocess.run(command, capture_output=True, text=True, timeout=START_TIMEOUT_S)
         if done.returncode != 0:
-            raise RuntimeError(f"{command[0]} did not start: {(done.stderr or done.stdout).strip()}")
+            raise RuntimeError(
+                f"{command[0]} did not start: {(done.stderr or done.stdout).strip()}"
+            )
 
 
 def _wait_idle(root: Path, node: str) -> None:
@@ -123,7 +125,9 @@ def slurm_cluster() -> Iterator[Path]:
     """The running cluster's directory (logs in it); SLURM_CONF points at its slurm.conf."""
     missing = [tool for tool in (*DAEMONS, "sbatch", "srun", "sinfo") if not shutil.which(tool)]
     if missing:
-        pytest.skip(f"Slurm is not installed ({', '.join(missing)} missing): apt-get install -y slurm-wlm munge")
+        pytest.skip(
+            f"Slurm is not installed ({', '.join(missing)} missing): apt-get install -y slurm-wlm munge"
+        )
     if os.geteuid() != 0:
         pytest.skip("a test Slurm cluster needs root (slurmd starts each job as its user)")
     root = Path(tempfile.mkdtemp(prefix="minimind-slurm-"))

@@ -29,7 +29,9 @@ def children(uri: str, experiment: str) -> dict[str, object]:
     found = client.get_experiment_by_name(experiment)
     assert found is not None
     runs = client.search_runs(
-        [found.experiment_id], "tags.`minimind.role` = 'child'", order_by=["attributes.start_time DESC"]
+        [found.experiment_id],
+        "tags.`minimind.role` = 'child'",
+        order_by=["attributes.start_time DESC"],
     )
     newest: dict[str, object] = {}
     for run in runs:
@@ -64,7 +66,12 @@ def finish(process: subprocess.Popen) -> tuple[int, str]:
 
 
 def test_a_slurm_run_gives_the_local_runs_numbers_bit_for_bit(
-    slurm_cluster, write_spec, mlflow_uri, tmp_path, one_thread, capsys  # noqa: F811
+    slurm_cluster,
+    write_spec,
+    mlflow_uri,
+    tmp_path,
+    one_thread,
+    capsys,  # noqa: F811
 ):
     spec = write_spec(seeds=[0, 1], ablate=ARMS)
     assert main(["run", str(spec), "-o", "tracking.experiment=local"]) == 0
@@ -85,3 +92,46 @@ def test_a_slurm_run_gives_the_local_runs_numbers_bit_for_bit(
     )
     assert code == 0, out
     assert "submitted" not in out and out.count("already FINISHED, skipped") == 4
+
+
+def test_a_cancelled_job_ends_its_run_killed_and_a_resubmission_resumes_it_bit_for_bit(
+    slurm_cluster,
+    write_spec,
+    mlflow_uri,
+    tmp_path,
+    one_thread,
+    capsys,  # noqa: F811
+):
+    steps = {"steps": 600, "checkpoint_every": 20, "eval_every": 300, "log_every": 20}
+    spec = write_spec(train=steps)
+    assert main(["run", str(spec), "-o", "tracking.experiment=local"]) == 0
+    capsys.readouterr()
+    folder, experiment = tmp_path / "slurm", "-o tracking.experiment=onslurm".split()
+    submitter = submit(spec, folder, *experiment)
+    checkpoint: Path | None = None
+    deadline = time.monotonic() + TIMEOUT_S
+    while checkpoint is None and time.monotonic() < deadline:
+        found = list((tmp_path / "checkpoints" / "onslurm").glob("*/*/seed0/last.pt"))
+        checkpoint = found[0] if found else None
+        time.sleep(0.2)
+    assert checkpoint is not None, "the job wrote no checkpoint"
+    (ledger,) = (folder / "ledgers").glob("*.json")
+    (job_id,) = Ledger.open(folder, ledger.stem).jobs.values()
+    subprocess.run(["scancel", job_id], check=True)
+    code, out = finish(submitter)
+    assert code == 1, out
+    assert f"job {job_id} ended CANCELLED, run KILLED" in out and "log: " in out
+    (run,) = children(mlflow_uri, "onslurm").values()
+    assert run.info.status == "KILLED"
+    killed_at = max(step for step, _ in curves(mlflow_uri, run)["train/loss"])
+    assert killed_at < steps["steps"]
+    assert queue_states([job_id])[job_id] == "CANCELLED"
+
+    code, out = finish(submit(spec, folder, *experiment, "--resume"))
+    assert code == 0, out
+    (resumed,) = children(mlflow_uri, "onslurm").values()
+    assert resumed.info.run_id == run.info.run_id and resumed.info.status == "FINISHED"
+    (local,) = children(mlflow_uri, "local").values()
+    assert curves(mlflow_uri, resumed) == curves(mlflow_uri, local)
+    job_logs = "".join(p.read_text() for p in folder.glob("*/*.out"))
+    assert "resumed at step" in job_logs
