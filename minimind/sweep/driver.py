@@ -61,6 +61,8 @@ def run_sweep(
             open_study(storage, cell.name, cell.sweep, cell.cell_hash, create=not best)
             for cell in plan.cells
         ]
+        if not best and plan.spec.launcher.name == "slurm":
+            _check_slurm_launch(plan)
     except SpecError as err:
         return fail(str(err))
     except KeyError as err:  # --best before the study exists
@@ -76,6 +78,17 @@ def run_sweep(
     return run_until_stopped(
         lambda: _sweep_all(plan, studies, data, reports_dir), "run the same command to resume"
     )
+
+
+def _check_slurm_launch(plan: SweepPlan) -> None:
+    """The worker jobs need submitit, and stores every node reaches; a `SpecError` if not."""
+    from minimind.cluster import slurm
+
+    slurm.require_submitit()
+    spec = plan.spec
+    for field, uri in (("tracking.uri", spec.tracking.uri), ("sweep.storage", plan.sweep.storage)):
+        if problem := slurm.shared_store_problem(uri, spec.launcher):
+            raise SpecError(field, problem)
 
 
 def _sweep_all(
@@ -140,7 +153,13 @@ def _sweep_study(
                 deadline=deadline,
             )
             try:
-                run_workers(job, workers, data=data)
+                if plan.spec.launcher.name == "slurm":
+                    from minimind.sweep.slurm_workers import run_worker_jobs
+
+                    for line in run_worker_jobs(job, workers, plan.spec.launcher):
+                        print(f"study {cell.name}: {line}", flush=True)
+                else:
+                    run_workers(job, workers, data=data)
             except KeyboardInterrupt:
                 # The workers have exited: whatever they left RUNNING is failed, not retried.
                 release_orphans(study, retries=0, exited=(os.getpid(),))
