@@ -16,7 +16,7 @@ from slurm_cluster import slurm_cluster  # noqa: F401  (fixture)
 from minimind.cli import main
 from minimind.cluster.slurm import Ledger, queue_states
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("slurm_cluster")]
 ARMS = {"model.norm": ["rmsnorm", "layernorm"]}
 FINAL = ("val/loss", "val/bpb")
 MACHINE_METRICS = ("perf/", "sys/", "time/")
@@ -66,7 +66,6 @@ def finish(process: subprocess.Popen) -> tuple[int, str]:
 
 
 def test_a_slurm_run_gives_the_local_runs_numbers_bit_for_bit(
-    slurm_cluster,
     write_spec,
     mlflow_uri,
     tmp_path,
@@ -95,7 +94,6 @@ def test_a_slurm_run_gives_the_local_runs_numbers_bit_for_bit(
 
 
 def test_a_cancelled_job_ends_its_run_killed_and_a_resubmission_resumes_it_bit_for_bit(
-    slurm_cluster,
     write_spec,
     mlflow_uri,
     tmp_path,

@@ -18,14 +18,13 @@ from minimind.spec import SweepConfig
 from minimind.sweep.liveness import WORKER_ATTR
 from minimind.sweep.storage import open_storage
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("slurm_cluster")]
 TRIALS = 4
 WORKERS = 2
 TIMEOUT_S = 600
 
 
 def test_two_worker_jobs_run_a_postgres_studys_trials_once(
-    slurm_cluster,  # noqa: F811
     postgres_url,  # noqa: F811
     write_spec,
     tmp_path,
