@@ -70,10 +70,10 @@ def submit_spec(spec: Spec, *, dry_run: bool = False, resume: bool = False, npro
         return EXIT_OK
     try:
         slurm.require_submitit()
+        if problem := slurm.shared_store_problem(spec.tracking.uri, spec.launcher):
+            return fail(f"tracking.uri: {problem}")
     except SpecError as err:
         return fail(str(err))
-    if problem := slurm.shared_store_problem(spec.tracking.uri, spec.launcher):
-        return fail(f"tracking.uri: {problem}")
     from minimind.tracking.backend import reachability_problem
 
     if problem := reachability_problem(spec.tracking.uri):

@@ -111,6 +111,17 @@ def _wait_idle(root: Path, node: str) -> None:
 
 
 def _stop(root: Path) -> None:
+    """Cancel every job, wait for the queue to empty, then stop the daemons: a daemon stopped
+    first would leave its jobs' processes behind."""
+    listed = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True)
+    if listed.returncode == 0 and listed.stdout.split():
+        subprocess.run(["scancel", *listed.stdout.split()], capture_output=True)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            left = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True)
+            if left.returncode != 0 or not left.stdout.split():
+                break
+            time.sleep(0.5)
     for daemon in reversed(DAEMONS):
         pid_file = root / f"{daemon}.pid"
         try:

@@ -13,9 +13,11 @@ warning signal itself (Slurm signals every process of the job step).
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,12 +56,25 @@ class MinimindJob:
         """Stop the command (its run ends KILLED, its checkpoint kept) and requeue the job."""
         from submitit.helpers import DelayedSubmission
 
-        process = self._process
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        if self._process is not None:
+            _stop(self._process)
         return DelayedSubmission(MinimindJob(self.argv))
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, `STOP_GRACE_S` to end, then SIGKILL; reaped with `os.waitpid`, not `Popen.wait`:
+    this runs in a signal handler that interrupted `Popen.wait` in `__call__`, which holds the
+    lock a second `Popen.wait` would wait on forever."""
+    if process.returncode is not None:
+        return
+    process.terminate()
+    deadline = time.monotonic() + STOP_GRACE_S
+    try:
+        while time.monotonic() < deadline:
+            if os.waitpid(process.pid, os.WNOHANG)[0]:
+                return
+            time.sleep(0.2)
+        process.kill()
+        os.waitpid(process.pid, 0)
+    except ChildProcessError:  # already reaped
+        return

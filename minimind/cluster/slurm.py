@@ -183,16 +183,22 @@ class Ledger:
 
 
 def partition_nodes(partition: str | None) -> list[str]:
-    """The nodes of `partition` (the default partition when None), from `sinfo`."""
+    """The nodes of `partition` (the default partition when None), from `sinfo`; a
+    `launcher.partition` error where Slurm does not answer."""
     command = ["sinfo", "-h", "-N", "-o", "%N"]
     if partition is not None:
         command += ["-p", partition]
-    listed = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    try:
+        listed = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as err:
+        answer = getattr(err, "stderr", None) or str(err)
+        problem = answer.strip().splitlines()[-1]
+        raise SpecError("launcher.partition", f"sinfo failed: {problem}") from None
     return sorted(set(listed.split()))
 
 
 def shared_store_problem(
-    uri: str, launcher: LauncherConfig, nodes: Callable[[str | None], list[str]] = partition_nodes
+    uri: str, launcher: LauncherConfig, nodes: Callable[[str | None], list[str]] | None = None
 ) -> str | None:
     """Why the jobs could not share the tracking store at `uri`, or None.
 
@@ -205,7 +211,7 @@ def shared_store_problem(
     if not local:
         return None
     here = socket.gethostname().split(".")[0]
-    found = nodes(launcher.partition)
+    found = (nodes or partition_nodes)(launcher.partition)
     if found and all(node.split(".")[0] == here for node in found):
         return None
     where = f"partition {launcher.partition}" if launcher.partition else "the default partition"

@@ -133,3 +133,33 @@ def test_a_cancelled_job_ends_its_run_killed_and_a_resubmission_resumes_it_bit_f
     assert curves(mlflow_uri, resumed) == curves(mlflow_uri, local)
     job_logs = "".join(p.read_text() for p in folder.glob("*/*.out"))
     assert "resumed at step" in job_logs
+
+
+def test_a_job_warned_of_its_time_limit_is_requeued_and_resumes_bit_for_bit(
+    write_spec, mlflow_uri, tmp_path, one_thread, capsys
+):
+    """Slurm's warning signal (USR2, what it sends `launcher.signal_delay_s` before the time limit
+    and submitit's stand-in for a preemption) stops the command, requeues the job, and the
+    requeued job continues the run from its checkpoint to the uninterrupted run's numbers."""
+    steps = {"steps": 600, "checkpoint_every": 20, "eval_every": 300, "log_every": 20}
+    spec = write_spec(train=steps)
+    assert main(["run", str(spec), "-o", "tracking.experiment=local"]) == 0
+    capsys.readouterr()
+    folder, experiment = tmp_path / "slurm", "-o tracking.experiment=onslurm".split()
+    submitter = submit(spec, folder, *experiment)
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        if list((tmp_path / "checkpoints" / "onslurm").glob("*/*/seed0/last.pt")):
+            break
+        time.sleep(0.2)
+    (ledger,) = (folder / "ledgers").glob("*.json")
+    (job_id,) = Ledger.open(folder, ledger.stem).jobs.values()
+    subprocess.run(["scancel", "--signal=USR2", job_id], check=True)
+    code, out = finish(submitter)
+    assert code == 0, out
+    (run,) = children(mlflow_uri, "onslurm").values()
+    assert run.info.status == "FINISHED"
+    (local,) = children(mlflow_uri, "local").values()
+    assert curves(mlflow_uri, run) == curves(mlflow_uri, local)
+    job_logs = "".join(p.read_text() for p in folder.glob("*/*"))
+    assert "resumed at step" in job_logs and "Requeued" in job_logs or "requeue" in job_logs.lower()
