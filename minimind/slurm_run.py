@@ -147,8 +147,8 @@ def _report_failures(
 ) -> list[str]:
     """Print each job whose run did not finish (its job id, last state and log); their names."""
     newest: dict[str, Run] = {}
-    for run in tracker.children(parent_run_id):  # newest first
-        newest.setdefault(run.info.run_name, run)
+    for child in tracker.children(parent_run_id):  # newest first
+        newest.setdefault(child.info.run_name, child)
     failed = []
     for name, job_id in jobs.items():
         run = newest.get(name)

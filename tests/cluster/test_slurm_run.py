@@ -131,7 +131,7 @@ def test_a_cancelled_job_ends_its_run_killed_and_a_resubmission_resumes_it_bit_f
     assert resumed.info.run_id == run.info.run_id and resumed.info.status == "FINISHED"
     (local,) = children(mlflow_uri, "local").values()
     assert curves(mlflow_uri, resumed) == curves(mlflow_uri, local)
-    job_logs = "".join(p.read_text() for p in folder.glob("*/*.out"))
+    job_logs = "".join(p.read_text() for p in folder.glob("*/*_log.*"))
     assert "resumed at step" in job_logs
 
 
@@ -161,5 +161,5 @@ def test_a_job_warned_of_its_time_limit_is_requeued_and_resumes_bit_for_bit(
     assert run.info.status == "FINISHED"
     (local,) = children(mlflow_uri, "local").values()
     assert curves(mlflow_uri, run) == curves(mlflow_uri, local)
-    job_logs = "".join(p.read_text() for p in folder.glob("*/*"))
-    assert "resumed at step" in job_logs and "Requeued" in job_logs or "requeue" in job_logs.lower()
+    job_logs = "".join(p.read_text() for p in folder.glob("*/*_log.*"))
+    assert "Requeued job" in job_logs and "resumed at step" in job_logs
