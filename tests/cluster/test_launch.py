@@ -226,3 +226,15 @@ def test_job_resources_read_as_the_dry_run_prints_them():
         == "partition (default), 1 CPU(s), 0 GPU(s), default memory, 60 min"
     )
     assert Path(LauncherConfig().folder) == Path("results/generated/slurm")
+
+
+def test_a_slurm_that_does_not_answer_is_one_line(write_spec, capsys, monkeypatch):
+    monkeypatch.setattr(slurm, "require_submitit", lambda: None)
+
+    def failing(command, **kwargs):
+        raise subprocess.CalledProcessError(1, command, stderr="sinfo: error: no controller\n")
+
+    monkeypatch.setattr(subprocess, "run", failing)
+    assert main(["run", str(write_spec()), "--launcher", "slurm"]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: launcher.partition: sinfo failed: sinfo: error: no controller\n"
