@@ -59,6 +59,8 @@ def run_spec(
         plan = plan_run(spec)
     except SpecError as err:
         return fail(str(err))
+    if job is not None and job.name not in (runs := _runs_by_name(plan)):
+        return fail(f"--only: no run {job.name} in spec {spec.name}; runs: {', '.join(runs)}")
     if dry_run:
         print(describe_plan(plan))
         if plan.spec.power is not None:
@@ -123,20 +125,19 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
+def _runs_by_name(plan: Plan) -> dict[str, tuple[Variant, int]]:
+    return {
+        child_run_name(v.name, seed): (v, seed) for v in plan.variants for seed in plan.spec.seeds
+    }
+
+
 def train_in_job(plan: Plan, data: dict[str, PreparedData], job: JobTarget) -> int:
     """Train `job.name` under its parent: skipped when a child of that name FINISHED, continued
     from its checkpoint when one began (a requeued or resubmitted job), started otherwise."""
     from minimind.tracking import TrackingUnreachable
     from minimind.tracking.rank_zero import make_tracker
 
-    by_name = {
-        child_run_name(v.name, seed): (v, seed) for v in plan.variants for seed in plan.spec.seeds
-    }
-    if job.name not in by_name:
-        return fail(
-            f"--only: no run {job.name} in spec {plan.spec.name}; runs: {', '.join(by_name)}"
-        )
-    variant, seed = by_name[job.name]
+    variant, seed = _runs_by_name(plan)[job.name]  # checked by `run_spec`
     experiment = plan.spec.tracking.experiment
     assert experiment is not None  # the spec defaults it to its name
     try:

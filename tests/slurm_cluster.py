@@ -5,7 +5,9 @@
     def test_x(slurm_cluster): ...            # SLURM_CONF is set: sbatch, squeue, scancel work
 
 One node, this host's short name, with 2 CPUs; `proctrack/linuxproc` and `task/none`, so that
-no cgroup is needed; no accounting (`sacct` answers nothing, which the launcher does not need).
+no cgroup is needed; no accounting (`sacct` answers nothing, which the launcher does not need);
+credentials that expire after 10 s, which is also how long a requeued job waits to start again
+(Slurm's default, 120 s, would make the requeue test two minutes longer).
 The munge key, the configuration, the state directories, the logs and the daemons' sockets live
 in a fresh temporary directory and every daemon is stopped at the end. The test is skipped, with
 the reason, where Slurm or munge is not installed (Debian: `apt-get install -y slurm-wlm munge`,
@@ -47,7 +49,7 @@ SlurmdPort={_free_port()}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket={root}/munge.socket
+AuthInfo=socket={root}/munge.socket,cred_expire=10
 CredType=cred/munge
 StateSaveLocation={root}/ctld
 SlurmdSpoolDir={root}/spool

@@ -56,13 +56,13 @@ def run_sweep(
         plan = plan_sweep(
             path, overrides, workers=workers, trials=trials, tracking_uri=tracking_uri
         )
+        if not best and plan.spec.launcher.name == "slurm":
+            _check_slurm_launch(plan)  # before the storage is opened: nothing written
         storage = open_storage(plan.sweep, create=not best)
         studies = [
             open_study(storage, cell.name, cell.sweep, cell.cell_hash, create=not best)
             for cell in plan.cells
         ]
-        if not best and plan.spec.launcher.name == "slurm":
-            _check_slurm_launch(plan)
     except SpecError as err:
         return fail(str(err))
     except KeyError as err:  # --best before the study exists

@@ -238,3 +238,24 @@ def test_a_slurm_that_does_not_answer_is_one_line(write_spec, capsys, monkeypatc
     assert main(["run", str(write_spec()), "--launcher", "slurm"]) == 2
     err = capsys.readouterr().err
     assert err == "error: launcher.partition: sinfo failed: sinfo: error: no controller\n"
+
+
+def test_a_multi_node_sweep_refuses_stores_the_worker_jobs_cannot_share(
+    write_spec, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setattr(slurm, "require_submitit", lambda: None)
+    monkeypatch.setattr(slurm, "partition_nodes", lambda partition: ["node1", "node2"])
+    sweep = {"params": {"train.optimizer.lr": {"type": "float", "low": 1e-3, "high": 1e-2}}}
+    sweep["storage"] = f"sqlite:///{tmp_path}/optuna.db"
+    spec = write_spec(sweep=sweep, tracking={"uri": "http://127.0.0.1:9"})
+    assert main(["sweep", str(spec), "--launcher", "slurm"]) == 2
+    err = capsys.readouterr().err  # the tracking server passes; the sqlite storage does not
+    assert err.startswith("error: sweep.storage: sqlite:///") and err.count("\n") == 1, err
+    assert not (tmp_path / "optuna.db").exists()  # refused before the storage is opened
+
+
+def test_a_job_for_a_run_the_spec_does_not_have_is_one_line(write_spec, mlflow_uri, capsys):
+    argv = ["run", str(write_spec()), "--parent-run", "p", "--only", "base/seed9"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == "error: --only: no run base/seed9 in spec tiny; runs: base/seed0\n"
