@@ -20,6 +20,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("slurm_cluster")]
 ARMS = {"model.norm": ["rmsnorm", "layernorm"]}
 FINAL = ("val/loss", "val/bpb")
 MACHINE_METRICS = ("perf/", "sys/", "time/")
+# Long enough that a job signalled after its first checkpoint is still training (about 10 ms a
+# step here), with a checkpoint to resume from every 20 steps.
+LONG_TRAIN = {"steps": 2000, "checkpoint_every": 20, "eval_every": 1000, "log_every": 50}
 TIMEOUT_S = 600
 
 
@@ -100,8 +103,7 @@ def test_a_cancelled_job_ends_its_run_killed_and_a_resubmission_resumes_it_bit_f
     one_thread,
     capsys,  # noqa: F811
 ):
-    steps = {"steps": 600, "checkpoint_every": 20, "eval_every": 300, "log_every": 20}
-    spec = write_spec(train=steps)
+    spec = write_spec(train=LONG_TRAIN)
     assert main(["run", str(spec), "-o", "tracking.experiment=local"]) == 0
     capsys.readouterr()
     folder, experiment = tmp_path / "slurm", "-o tracking.experiment=onslurm".split()
@@ -122,7 +124,7 @@ def test_a_cancelled_job_ends_its_run_killed_and_a_resubmission_resumes_it_bit_f
     (run,) = children(mlflow_uri, "onslurm").values()
     assert run.info.status == "KILLED"
     killed_at = max(step for step, _ in curves(mlflow_uri, run)["train/loss"])
-    assert killed_at < steps["steps"]
+    assert killed_at < LONG_TRAIN["steps"]
     assert queue_states([job_id])[job_id] == "CANCELLED"
 
     code, out = finish(submit(spec, folder, *experiment, "--resume"))
@@ -141,8 +143,7 @@ def test_a_job_warned_of_its_time_limit_is_requeued_and_resumes_bit_for_bit(
     """Slurm's warning signal (USR2, what it sends `launcher.signal_delay_s` before the time limit
     and submitit's stand-in for a preemption) stops the command, requeues the job, and the
     requeued job continues the run from its checkpoint to the uninterrupted run's numbers."""
-    steps = {"steps": 600, "checkpoint_every": 20, "eval_every": 300, "log_every": 20}
-    spec = write_spec(train=steps)
+    spec = write_spec(train=LONG_TRAIN)
     assert main(["run", str(spec), "-o", "tracking.experiment=local"]) == 0
     capsys.readouterr()
     folder, experiment = tmp_path / "slurm", "-o tracking.experiment=onslurm".split()
