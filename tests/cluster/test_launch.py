@@ -259,3 +259,15 @@ def test_a_job_for_a_run_the_spec_does_not_have_is_one_line(write_spec, mlflow_u
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err == "error: --only: no run base/seed9 in spec tiny; runs: base/seed0\n"
+
+
+def test_a_multi_process_job_becomes_torchrun_with_its_run_and_parent(write_spec, monkeypatch):
+    from minimind import distributed
+
+    relaunched = []
+    monkeypatch.setattr(distributed, "relaunch", lambda n, argv: relaunched.append((n, argv)))
+    spec = str(write_spec())
+    main(["run", spec, "--parent-run", "p1", "--only", "base/seed0", "--nproc", "2"])
+    ((nproc, argv),) = relaunched
+    assert nproc == 2 and argv[:2] == ["run", spec]
+    assert argv[-2:] == ["--parent-run=p1", "--only=base/seed0"]
