@@ -62,6 +62,7 @@ HOST_TAG = "minimind.host"
 # id; `minimind sync` creates it with this tag, by which a second sync finds it again.
 OFFLINE_ID_TAG = "minimind.offline_id"
 PID_START_TAG = "minimind.pid_start"  # the process's start time: a reused pid is another process
+SLURM_JOB_TAG = "slurm.job_id"  # the Slurm job that trains a run (`<array>_<task>` in an array)
 
 RUN_METRICS: tuple[str, ...] = (
     "train/loss",
@@ -125,6 +126,14 @@ def process_tags() -> dict[str, str]:
     if started is not None:
         tags[PID_START_TAG] = started
     return tags
+
+
+def slurm_job_tags() -> dict[str, str]:
+    """The tag naming the Slurm job this process runs in (none outside one): a failed job's run
+    points at its job, and so at its log."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    job = f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID")
+    return {SLURM_JOB_TAG: job} if job else {}
 
 
 def parent_tags(plan_hash: str) -> dict[str, str]:

@@ -15,6 +15,7 @@ from their checkpoints and starts the missing ones.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from minimind import distributed
@@ -29,6 +30,7 @@ from minimind.record import (
     parent_tags,
     plan_hash_lookups,
     process_tags,
+    slurm_job_tags,
 )
 from minimind.spec import Spec, SpecError, Variant, dump_spec, flatten
 from minimind.train import TrainOutcome
@@ -40,15 +42,31 @@ if TYPE_CHECKING:  # mlflow takes seconds to import: not needed for spec errors
     from minimind.tracking.rank_zero import NullRunHandle, RankZeroTracker
 
 
+@dataclass(frozen=True)
+class JobTarget:
+    """The one child a job trains (`<variant>/seed<k>`) under a parent run its submitter made."""
+
+    parent_run_id: str
+    name: str
+
+
 def run_spec(
-    spec: Spec, *, dry_run: bool = False, resume: bool = False, only: Sequence[str] = ()
+    spec: Spec,
+    *,
+    dry_run: bool = False,
+    resume: bool = False,
+    only: Sequence[str] = (),
+    job: JobTarget | None = None,
 ) -> int:
     """The `minimind run` command on a loaded spec (`only`: the variants to train, all when
-    empty); returns its exit code."""
+    empty); returns its exit code. With `job`, train that one child only (a Slurm job of
+    `minimind.slurm_run`): finished, it is skipped; begun, it continues from its checkpoint."""
     try:
         plan = plan_run(spec, only=only)
     except SpecError as err:
         return fail(str(err))
+    if job is not None and job.name not in (runs := _runs_by_name(plan)):
+        return fail(f"--only: no run {job.name} in spec {spec.name}; runs: {', '.join(runs)}")
     if dry_run:
         print(describe_plan(plan))
         if plan.spec.power is not None:
@@ -68,6 +86,8 @@ def run_spec(
         return fail(str(err))
     from minimind.tracking import run_until_stopped
 
+    if job is not None:
+        return run_until_stopped(lambda: train_in_job(plan, data, job), "the job ended")
     return run_until_stopped(lambda: execute(plan, data, resume), "continue with --resume")
 
 
@@ -83,7 +103,7 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
         tracker = make_tracker(spec.tracking.uri, experiment)
     except TrackingUnreachable as err:
         return fail(str(err))
-    parent, earlier = _open_parent(tracker, plan, resume)
+    parent, earlier = open_parent(tracker, plan, resume)
     failed: list[str] = []
     with parent:
         for variant in plan.variants:
@@ -94,7 +114,7 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
                     distributed.main_print(f"{name}: already FINISHED, skipped")
                     continue
                 try:
-                    outcome = run_child(tracker, parent, plan, variant, seed, data, child)
+                    outcome = run_child(tracker, parent.run_id, plan, variant, seed, data, child)
                 except Exception as exc:
                     print_exception(exc)
                     failed.append(name)
@@ -106,12 +126,44 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
         if failed:
             parent.end("FAILED", f"{len(failed)} of {plan.n_runs} runs failed: {', '.join(failed)}")
     if distributed.is_main_process():
-        _print_comparison_unless_unreachable(tracker.uri, experiment, parent.run_id)
+        print_comparison_unless_unreachable(tracker.uri, experiment, parent.run_id)
         print(redact(f"\nbrowse the runs: mlflow ui --backend-store-uri {tracker.uri}"))
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def _print_comparison_unless_unreachable(uri: str, experiment: str, parent_run_id: str) -> None:
+def _runs_by_name(plan: Plan) -> dict[str, tuple[Variant, int]]:
+    return {
+        child_run_name(v.name, seed): (v, seed) for v in plan.variants for seed in plan.spec.seeds
+    }
+
+
+def train_in_job(plan: Plan, data: dict[str, PreparedData], job: JobTarget) -> int:
+    """Train `job.name` under its parent: skipped when a child of that name FINISHED, continued
+    from its checkpoint when one began (a requeued or resubmitted job), started otherwise."""
+    from minimind.tracking import TrackingUnreachable
+    from minimind.tracking.rank_zero import make_tracker
+
+    variant, seed = _runs_by_name(plan)[job.name]  # checked by `run_spec`
+    experiment = plan.spec.tracking.experiment
+    assert experiment is not None  # the spec defaults it to its name
+    try:
+        tracker = make_tracker(plan.spec.tracking.uri, experiment)
+    except TrackingUnreachable as err:
+        return fail(str(err))
+    earlier = next(
+        (run for run in tracker.children(job.parent_run_id) if run.info.run_name == job.name), None
+    )  # the newest
+    if earlier is not None and earlier.info.status == "FINISHED":
+        distributed.main_print(f"{job.name}: already FINISHED, skipped")
+        return EXIT_OK
+    outcome = run_child(
+        tracker, job.parent_run_id, plan, variant, seed, data, earlier, tags=slurm_job_tags()
+    )
+    distributed.main_print(_one_line(job.name, outcome))
+    return EXIT_OK if outcome.status == "FINISHED" else EXIT_FAILED
+
+
+def print_comparison_unless_unreachable(uri: str, experiment: str, parent_run_id: str) -> None:
     """The invocation's comparison; a tracking server gone by now does not fail a run that
     trained and kept its records (sent, or in the fallback file): the comparison is skipped."""
     from minimind.compare import print_comparison
@@ -135,10 +187,15 @@ def _print_comparison_unless_unreachable(uri: str, experiment: str, parent_run_i
         )
 
 
-def _open_parent(
-    tracker: Tracker | RankZeroTracker, plan: Plan, resume: bool
+def open_parent(
+    tracker: Tracker | RankZeroTracker, plan: Plan, resume: bool, *, by_jobs: bool = False
 ) -> tuple[RunHandle | NullRunHandle, dict[str, Run]]:
-    """The parent run (new, or reopened with `resume`) and its earlier children by name."""
+    """The parent run (new, or reopened with `resume`) and its earlier children by name.
+
+    `by_jobs`: the children train in Slurm jobs, not in this process. The parent then carries no
+    process tags (this process may exit while its jobs train: the parent is not stale when it
+    does) and a reopened parent's RUNNING children are left alone (a job may be training them).
+    """
     spec = plan.spec
     # Every dead invocation of the experiment, whatever its spec: none else would ever close it.
     for parent_id in tracker.close_dead_parents():
@@ -150,9 +207,10 @@ def _open_parent(
         found = next(filter(None, (tracker.find_parent(tags) for tags in lookups)), None)
         if found is not None:
             parent_id = found.info.run_id
-            # A SIGKILLed process left its runs RUNNING; end them so that an interruption of
-            # this resume cannot leave one RUNNING. Each is reopened when its turn comes.
-            tracker.fail_stale_runs(parent_id)
+            if not by_jobs:
+                # A SIGKILLed process left its runs RUNNING; end them so that an interruption of
+                # this resume cannot leave one RUNNING. Each is reopened when its turn comes.
+                tracker.fail_stale_runs(parent_id)
             children: dict[str, Run] = {}
             for run in tracker.children(parent_id):  # newest first
                 children.setdefault(run.info.run_name, run)
@@ -160,12 +218,14 @@ def _open_parent(
                 f"resuming parent run {parent_id} ({len(children)} earlier child runs)"
             )
             parent = tracker.resume_run(parent_id)
-            parent.set_tags(process_tags())  # the process that owns it now
+            if not by_jobs:
+                parent.set_tags(process_tags())  # the process that owns it now
             return parent, children
         distributed.main_print(
             f"no earlier run of spec {spec.name} ({plan.plan_hash}) to resume; starting anew"
         )
-    parent = tracker.start_parent(spec.name, {**parent_tags(plan.plan_hash), **process_tags()})
+    owner = {} if by_jobs else process_tags()
+    parent = tracker.start_parent(spec.name, {**parent_tags(plan.plan_hash), **owner})
     parent.log_params(flatten(spec))
     parent.log_text(dump_spec(spec), "spec.yaml")
     return parent, {}
@@ -173,14 +233,16 @@ def _open_parent(
 
 def run_child(
     tracker: Tracker | RankZeroTracker,
-    parent: RunHandle | NullRunHandle,
+    parent_run_id: str,
     plan: Plan,
     variant: Variant,
     seed: int,
     data: dict[str, PreparedData],
     earlier: Run | None,
+    tags: dict[str, str] | None = None,
 ) -> TrainOutcome:
-    """Train one variant × seed in its child run (created, or reopened from `earlier`)."""
+    """Train one variant × seed in its child run (created with `tags` besides its own, or
+    reopened from `earlier`)."""
     spec = variant.spec
     experiment = plan.spec.tracking.experiment
     assert experiment is not None  # the spec defaults it to its name
@@ -189,13 +251,14 @@ def run_child(
     )
     child = ChildRun(
         tracker,
-        parent.run_id,
+        parent_run_id,
         child_run_name(variant.name, seed),
         plan.plan_hash,
         variant.name,
         spec,
         seed,
         data[data_key(spec.data)],
+        tags=tags or {},
         earlier_run_id=earlier.info.run_id if earlier is not None else None,
         checkpoint_path=path,
     )

@@ -103,6 +103,11 @@ RUNS: dict[str, Run] = {
     "minimind run experiments/norm.yaml --variant norm=layernorm -o 'seeds=[2]'": Run(
         "norm=layernorm/seed2: FINISHED at step 20", ("-o", "train.steps=20", "-o", "model.dim=64")
     ),
+    # The dry run lists the jobs and submits nothing: no Slurm needed.
+    "minimind run experiments/norm.yaml --launcher slurm -o launcher.partition=gpu "
+    "-o launcher.gpus_per_node=1 --dry-run": Run(
+        "job norm=rmsnorm/seed0: partition gpu, 1 CPU(s), 1 GPU(s)"
+    ),
     "minimind run experiments/norm.yaml --resume": Run(
         "norm=rmsnorm/seed1: already FINISHED, skipped", NORM
     ),
@@ -166,6 +171,19 @@ SKIPPED: dict[str, str] = {
     "--artifacts-destination /srv/mlflow-artifacts --host 127.0.0.1 --port 5000": "a PostgreSQL "
     "server (tests/tracking/test_tracking_server.py runs an mlflow server on sqlite)",
     "minimind sync FILE --tracking-uri http://127.0.0.1:5000": "a tracking server",
+    **dict.fromkeys(
+        [
+            "minimind run experiments/norm.yaml --launcher slurm -o launcher.partition=gpu "
+            "-o launcher.gpus_per_node=1",
+            "minimind run experiments/norm.yaml --launcher slurm --resume",
+            "minimind run experiments/norm.yaml --launcher slurm --nproc 4 -o launcher.gpus_per_node=4",
+            "minimind sweep experiments/lr_sweep.yaml --launcher slurm --workers 8",
+            "minimind study experiments/study/study.yaml --train --launcher slurm "
+            "-o launcher.partition=gpu",
+        ],
+        "a Slurm cluster with a partition `gpu` (tests/cluster/ start a one-node cluster and run, "
+        "cancel, requeue and resume jobs of each command there)",
+    ),
     "make study": f"{INSTALLS}, then trains the study, look after look, for hours "
     "(tests/study/test_study.py runs its streams' code and the shipped study's specs, "
     "tests/study/test_looks.py its looks on fake runs)",

@@ -16,3 +16,19 @@ def add_spec_arguments(parser: argparse.ArgumentParser, spec_help: str, example:
         metavar="KEY=VALUE",
         help=f"set a dotted spec key, value parsed as YAML (repeatable): -o {example}",
     )
+
+
+def add_launcher_argument(parser: argparse.ArgumentParser) -> None:
+    """`--launcher local|slurm`, short for `-o launcher.name=...` (into `args.launcher`)."""
+    parser.add_argument(
+        "--launcher",
+        choices=("local", "slurm"),
+        help="where the runs train: here, or as Slurm jobs (the spec's launcher: section, "
+        "-o launcher.partition=... and so on)",
+    )
+
+
+def launcher_overrides(args: argparse.Namespace) -> list[str]:
+    """The override that `--launcher` stands for (none without it): given after the `-o`s, so
+    that it wins over them as the later override does."""
+    return [] if args.launcher is None else [f"launcher.name={args.launcher}"]

@@ -1,13 +1,13 @@
-"""`minimind run SPEC [-o KEY=VALUE]... [--dry-run] [--resume] [--variant NAME]... [--nproc N]`:
-train every variant (or the named ones) ×
-seed (in N processes with DDP, launched through torchrun)."""
+"""`minimind run SPEC [-o KEY=VALUE]... [--dry-run] [--resume] [--variant NAME]... [--nproc N]
+[--launcher slurm]`: train every variant (or the named ones) × seed (in N processes with DDP,
+launched through torchrun), here or as Slurm jobs (`minimind.slurm_run`)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import TYPE_CHECKING
 
-from minimind.commands.options import add_spec_arguments
+from minimind.commands.options import add_launcher_argument, add_spec_arguments, launcher_overrides
 from minimind.foundations.exit_codes import fail
 
 if TYPE_CHECKING:
@@ -51,6 +51,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="train with DDP in N processes on this host, a shortcut for torchrun --standalone "
         "--nproc_per_node N -m minimind run ... (train.batch_size is the global batch)",
     )
+    add_launcher_argument(parser)
+    # What a Slurm job of `--launcher slurm` runs: one child under its submitter's parent run.
+    parser.add_argument("--parent-run", help=argparse.SUPPRESS)
+    parser.add_argument("--only", metavar="VARIANT/SEEDK", help=argparse.SUPPRESS)
     parser.set_defaults(func=_run)
 
 
@@ -59,19 +63,35 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.nproc < 1:
         return fail(f"--nproc must be >= 1, got {args.nproc}")
+    if (args.parent_run is None) != (args.only is None):
+        return fail("--parent-run and --only go together")
     try:
-        spec = load_spec(args.spec, args.override)
+        spec = load_spec(args.spec, [*args.override, *launcher_overrides(args)])
     except SpecError as err:
         return fail(str(err))
     # Imported once the spec is valid: a bad spec is answered before torch is imported (seconds),
     # and `minimind --help` and the other commands stay quick.
     from minimind import distributed
-    from minimind.runner import run_spec
+    from minimind.runner import JobTarget, run_spec
 
+    in_job = args.parent_run is not None
+    if spec.launcher.name == "slurm" and not in_job:
+        from minimind.slurm_run import submit_spec
+
+        return submit_spec(
+            spec,
+            dry_run=args.dry_run,
+            resume=args.resume,
+            nproc=args.nproc,
+            only=tuple(args.variant),
+        )
     if args.nproc > 1 and not args.dry_run and not distributed.launched_by_torchrun():
         return _relaunch(args, spec)
+    job = JobTarget(args.parent_run, args.only) if in_job else None
     with distributed.process_group():
-        return run_spec(spec, dry_run=args.dry_run, resume=args.resume, only=tuple(args.variant))
+        return run_spec(
+            spec, dry_run=args.dry_run, resume=args.resume, only=tuple(args.variant), job=job
+        )
 
 
 def _relaunch(args: argparse.Namespace, spec: Spec) -> int:
@@ -88,4 +108,6 @@ def _relaunch(args: argparse.Namespace, spec: Spec) -> int:
     flags = {"--resume": args.resume, "--verbose": args.verbose}
     argv += [flag for flag, given in flags.items() if given]
     argv += [f"--variant={name}" for name in args.variant]
+    if args.parent_run is not None:
+        argv += [f"--parent-run={args.parent_run}", f"--only={args.only}"]
     return distributed.relaunch(args.nproc, argv)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from minimind.commands.options import add_launcher_argument
 from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, fail
 from minimind.foundations.paths import DEFAULT_TRACKING_URI, REPORTS_DIR
 from minimind.foundations.writable import unwritable_dir
@@ -46,6 +47,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--report-dir", type=Path, help="report folder (default: the manifest's report_dir)"
     )
     p.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="MLflow tracking URI")
+    add_launcher_argument(p)
+    p.add_argument(
+        "-o",
+        "--override",
+        action="append",
+        default=[],
+        metavar="launcher.KEY=VALUE",
+        help="a launcher setting passed to every training command (repeatable): "
+        "-o launcher.partition=gpu",
+    )
     p.set_defaults(func=run_study)
 
 
@@ -53,6 +64,9 @@ def run_study(args: argparse.Namespace) -> int:
     from minimind.spec import SpecError
     from minimind.study.manifest import load_study
 
+    for override in args.override:
+        if not override.startswith("launcher."):
+            return fail(f"-o: a study passes launcher settings only, got {override}")
     try:
         study = load_study(args.manifest)
     except SpecError as e:
@@ -76,11 +90,20 @@ def run_study(args: argparse.Namespace) -> int:
             return fail(f"{what}: {problem}")
     if args.train:
         from minimind.study.looks import train_looks
-        from minimind.study.streams import train
+        from minimind.study.streams import Launch, train
 
+        launch = Launch(args.launcher, tuple(args.override))
         try:
-            failures = train(study, logs) or train_looks(study, args.tracking_uri, logs)
+            failures = train(study, logs, launch) or train_looks(
+                study, args.tracking_uri, logs, launch=launch
+            )
         except KeyboardInterrupt:
+            if args.launcher == "slurm":
+                return fail(
+                    "interrupted; the Slurm jobs go on: run the same command again to collect "
+                    "them and continue",
+                    EXIT_INTERRUPTED,
+                )
             return fail(
                 "interrupted; the runs ended KILLED (run it again to continue)", EXIT_INTERRUPTED
             )

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from minimind.commands.options import add_spec_arguments
+from minimind.commands.options import (
+    add_launcher_argument,
+    add_spec_arguments,
+    launcher_overrides,
+)
 from minimind.foundations.exit_codes import fail
 
 
@@ -23,7 +27,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--workers",
         type=int,
         metavar="N",
-        help="local worker processes on each study (default: sweep.workers)",
+        help="worker processes on each study, or worker jobs with --launcher slurm "
+        "(default: sweep.workers)",
     )
     parser.add_argument(
         "--trials",
@@ -39,21 +44,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--tracking-uri", metavar="URI", help="MLflow tracking URI (default: tracking.uri)"
     )
+    add_launcher_argument(parser)
     parser.set_defaults(func=_sweep)
 
 
 def _sweep(args: argparse.Namespace) -> int:
     from minimind.spec import SpecError, load_spec
 
+    overrides = [*args.override, *launcher_overrides(args)]
     try:  # a bad spec is answered before torch is imported (seconds)
-        load_spec(args.spec, args.override)
+        load_spec(args.spec, overrides)
     except SpecError as err:
         return fail(str(err))
     from minimind.sweep import run_sweep
 
     return run_sweep(
         args.spec,
-        args.override,
+        overrides,
         workers=args.workers,
         trials=args.trials,
         tracking_uri=args.tracking_uri,

@@ -42,6 +42,7 @@ from minimind.spec.errors import (
     format_path,
     from_validation_error,
 )
+from minimind.spec.launcher import LauncherConfig
 from minimind.spec.matching import MatchConfig, match_knob, size
 from minimind.spec.naming import check_name, variant_name
 from minimind.spec.sections import MAX_SEED, PowerHint, TrackingConfig, TrainConfig
@@ -116,6 +117,7 @@ class Spec(StrictNumbers):
     sweep: SweepConfig | None = None
     power: PowerHint | None = None
     match: MatchConfig | None = None
+    launcher: LauncherConfig = Field(default_factory=LauncherConfig)
     # Each ablation cell's assignments and its spec without `ablate` and `sweep`, as validated.
     _variants: list[tuple[dict[str, Any], Spec]] = PrivateAttr(default_factory=list)
 

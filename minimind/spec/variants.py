@@ -72,10 +72,12 @@ def flatten(spec: Spec) -> dict[str, Scalar]:
 
     The model is resolved (preset applied). A mapping with a `name` is listed under its own key
     (`model.position: rope`, `model.position.style: neox`); lists are JSON strings; null values
-    and the free-text `description` are left out.
+    and the free-text `description` are left out, as is the `launcher` (where the runs train,
+    not what).
     """
     tree = spec.tree()
     tree.pop("description")
+    tree.pop("launcher")
     tree["model"] = resolved_model(spec)
     out: dict[str, Scalar] = {}
     _flatten_into(out, "", tree)
@@ -84,7 +86,7 @@ def flatten(spec: Spec) -> dict[str, Scalar]:
 
 def spec_hash(spec: Spec) -> str:
     """A 12-hex-digit sha256 of what determines training: the resolved model, data, train,
-    plugins and ablate. Name, description, seeds, tracking and sweep do not change it."""
+    plugins and ablate. Name, description, seeds, tracking, sweep and launcher do not change it."""
     tree = spec.tree()
     model = resolved_model(spec)
     model.pop("preset")

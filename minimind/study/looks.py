@@ -32,7 +32,7 @@ from minimind.compare import RunSet
 from minimind.study.analysis import StudyError, arm_variant, load_experiments
 from minimind.study.manifest import Study
 from minimind.study.planning import arm_values, plan_from_runs, sequential_decisions
-from minimind.study.streams import Failure, run_streams
+from minimind.study.streams import Failure, Launch, run_streams
 
 
 @dataclass(frozen=True)
@@ -147,11 +147,13 @@ def train_looks(
     tracking_uri: str,
     log_dir: Path,
     train: Callable[[list[LookRuns]], list[Failure]] | None = None,
+    launch: Launch | None = None,
 ) -> list[Failure]:
     """Train look after look until every comparison has stopped or one cannot go on; the
     failures of the look that failed, empty otherwise. `train` trains a look's runs (by
-    default `look_commands` side by side, in as many streams as the manifest has)."""
-    train = train or _trainer(study, log_dir)
+    default `look_commands` side by side, in as many streams as the manifest has, each with
+    `launch`: under Slurm a look's jobs are submitted only after the previous look was analysed)."""
+    train = train or _trainer(study, log_dir, launch or Launch())
     previous: list[LookRuns] | None = None
     while True:
         runs, notes = missing_runs(study, load_experiments(study, tracking_uri))
@@ -177,13 +179,16 @@ def _describe(runs: list[LookRuns]) -> str:
     )
 
 
-def _trainer(study: Study, log_dir: Path) -> Callable[[list[LookRuns]], list[Failure]]:
+def _trainer(
+    study: Study, log_dir: Path, launch: Launch
+) -> Callable[[list[LookRuns]], list[Failure]]:
     looks = iter(range(1, 10_000))
 
     def train(runs: list[LookRuns]) -> list[Failure]:
         commands = look_commands(study, runs)
         width = len(study.streams)
         streams = [commands[k::width] for k in range(width)]
-        return run_streams(streams, study.threads_per_stream, log_dir, f"look{next(looks)}-stream")
+        look = f"look{next(looks)}-stream"
+        return run_streams(streams, study.threads_per_stream, log_dir, look, launch)
 
     return train

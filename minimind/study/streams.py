@@ -5,6 +5,12 @@ with `OMP_NUM_THREADS` set to the study's `threads_per_stream`; a stream stops a
 failing command and the others go on. Each command's output goes to the stream's log file, and
 one line per command start and end to stderr, so that a long study shows its progress on a
 terminal and in a log alike.
+
+A `Launch` (`minimind study --launcher slurm -o launcher...`) adds its arguments to each
+`minimind run` and `minimind sweep` command: every (arm, seed) is then a Slurm job. On Slurm a
+`run` gets `--resume` too, so that the study run again after a stop reopens each command's
+invocation: it waits for the jobs still queued or running, submits the runs that did not finish
+and trains no finished run again (a sweep tops its studies up by itself).
 """
 
 from __future__ import annotations
@@ -29,19 +35,43 @@ class Failure:
     exit_code: int
 
 
-def _argv(command: str) -> list[str]:
-    """`minimind run x.yaml` -> `[python, -m, minimind, run, x.yaml, --resume]`: this
-    interpreter, so that a study runs with the installation that started it; a `run` resumes its
-    spec's newest invocation, so that a study run again skips the runs it finished (a sweep
-    tops its trials up by itself)."""
-    args = shlex.split(command)[1:]
-    if args[:1] == ["run"] and "--resume" not in args:
-        args.append("--resume")
-    return [sys.executable, "-m", "minimind", *args]
+TRAINING_COMMANDS = ("run", "sweep")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Where the study's training commands train: `--launcher NAME` and `-o launcher.*`."""
+
+    name: str | None = None  # None: as each spec's launcher section says
+    overrides: tuple[str, ...] = ()
+
+    def arguments(self) -> list[str]:
+        """What a training command (`run ...`, `sweep ...`) gets besides its own words."""
+        added = [] if self.name is None else ["--launcher", self.name]
+        return added + [f"--override={o}" for o in self.overrides]
+
+
+def _argv(command: str, launch: Launch = Launch()) -> list[str]:
+    """`minimind run x.yaml` -> `[python, -m, minimind, run, x.yaml, ..., --resume]`: this
+    interpreter, so that a study runs with the installation that started it; a training command
+    (not a sweep's `--best`) gets the launch's arguments; a `run` resumes its spec's newest
+    invocation, so that a study run again skips the runs it finished and, under Slurm, collects
+    its jobs (a sweep tops its trials up by itself)."""
+    words = shlex.split(command)[1:]
+    if words and words[0] in TRAINING_COMMANDS and "--best" not in words:
+        words += launch.arguments()
+    if words[:1] == ["run"] and "--resume" not in words:
+        words.append("--resume")
+    return [sys.executable, "-m", "minimind", *words]
 
 
 def _run_stream(
-    k: int, commands: list[str], env: dict[str, str], log: Path, failures: list[Failure]
+    k: int,
+    commands: list[str],
+    env: dict[str, str],
+    log: Path,
+    failures: list[Failure],
+    launch: Launch,
 ) -> None:
     with log.open("a", encoding="utf-8") as out:
         for i, command in enumerate(commands, 1):
@@ -50,7 +80,8 @@ def _run_stream(
             out.flush()
             start = time.monotonic()
             try:
-                code = subprocess.run(_argv(command), env=env, stdout=out, stderr=out).returncode
+                argv = _argv(command, launch)
+                code = subprocess.run(argv, env=env, stdout=out, stderr=out).returncode
             except OSError as e:  # the interpreter could not be started: the stream fails too
                 out.write(f"{e}\n")
                 code = EXIT_FAILED
@@ -67,22 +98,24 @@ def _run_stream(
             print(f"stream {k}: [{i}/{len(commands)}] done in {took:.0f} s", file=sys.stderr)
 
 
-def train(study: Study, log_dir: Path) -> list[Failure]:
-    """Run every stream of the manifest to its end (or its first failure); the failures, empty
-    when all ran."""
-    return run_streams(study.streams, study.threads_per_stream, log_dir, "stream")
+def train(study: Study, log_dir: Path, launch: Launch = Launch()) -> list[Failure]:
+    """Run every stream of the manifest to its end (or its first failure), its training
+    commands with `launch` added; the failures, empty when all ran."""
+    return run_streams(study.streams, study.threads_per_stream, log_dir, "stream", launch)
 
 
-def run_streams(streams: list[list[str]], threads: int, log_dir: Path, name: str) -> list[Failure]:
+def run_streams(
+    streams: list[list[str]], threads: int, log_dir: Path, name: str, launch: Launch = Launch()
+) -> list[Failure]:
     """Run `streams` of commands side by side, each with `OMP_NUM_THREADS=threads` and its log
-    `<log_dir>/<name><k>.log`; the failures."""
+    `<log_dir>/<name><k>.log`, their training commands with `launch` added; the failures."""
     log_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     failures: list[Failure] = []
     workers = [
         threading.Thread(
             target=_run_stream,
-            args=(k, commands, env, log_dir / f"{name}{k}.log", failures),
+            args=(k, commands, env, log_dir / f"{name}{k}.log", failures, launch),
             name=f"study-{name}-{k}",
         )
         for k, commands in enumerate(streams, 1)

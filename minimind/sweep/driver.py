@@ -56,6 +56,8 @@ def run_sweep(
         plan = plan_sweep(
             path, overrides, workers=workers, trials=trials, tracking_uri=tracking_uri
         )
+        if not best and plan.spec.launcher.name == "slurm":
+            _check_slurm_launch(plan)  # before the storage is opened: nothing written
         storage = open_storage(plan.sweep, create=not best)
         studies = [
             open_study(storage, cell.name, cell.sweep, cell.cell_hash, create=not best)
@@ -76,6 +78,17 @@ def run_sweep(
     return run_until_stopped(
         lambda: _sweep_all(plan, studies, data, reports_dir), "run the same command to resume"
     )
+
+
+def _check_slurm_launch(plan: SweepPlan) -> None:
+    """The worker jobs need submitit, and stores every node reaches; a `SpecError` if not."""
+    from minimind.cluster import slurm
+
+    slurm.require_submitit()
+    spec = plan.spec
+    for field, uri in (("tracking.uri", spec.tracking.uri), ("sweep.storage", plan.sweep.storage)):
+        if problem := slurm.shared_store_problem(uri, spec.launcher):
+            raise SpecError(field, problem)
 
 
 def _sweep_all(
@@ -140,7 +153,13 @@ def _sweep_study(
                 deadline=deadline,
             )
             try:
-                run_workers(job, workers, data=data)
+                if plan.spec.launcher.name == "slurm":
+                    from minimind.sweep.slurm_workers import run_worker_jobs
+
+                    for line in run_worker_jobs(job, workers, plan.spec.launcher):
+                        print(f"study {cell.name}: {line}", flush=True)
+                else:
+                    run_workers(job, workers, data=data)
             except KeyboardInterrupt:
                 # The workers have exited: whatever they left RUNNING is failed, not retried.
                 release_orphans(study, retries=0, exited=(os.getpid(),))

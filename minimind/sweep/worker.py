@@ -176,19 +176,22 @@ def _record_ended(ended: list[FrozenTrial], _study: optuna.Study, trial: FrozenT
     ended.append(trial)
 
 
-def worker_main(job: WorkerJob) -> None:
-    """Entry point of a spawned worker process; its exit code says how it ended."""
+def worker_main(job: WorkerJob, spawned: bool = True) -> None:
+    """Entry point of a spawned worker process (`spawned`) or of a Slurm job's; its exit code
+    says how it ended. A job's worker stays in the job's process group and outlives the sweep
+    that submitted it: Slurm signals and ends it."""
     from minimind.allocator import keep_freed_memory
     from minimind.tracking import install_termination_handlers
 
-    if hasattr(os, "setpgid"):
+    if spawned and hasattr(os, "setpgid"):
         # A process group of its own: a terminal's Ctrl-C reaches the driver alone, which passes
         # one SIGINT on to each worker (`_stop`), as it does for a `kill -INT` of its pid.
         os.setpgid(0, 0)
     keep_freed_memory()  # a spawned process starts with glibc's defaults again
     quiet_optuna()  # a spawned process starts with Optuna's INFO level again
     install_termination_handlers()
-    stop_when_orphaned()  # a SIGKILLed driver leaves no worker training unattended
+    if spawned:
+        stop_when_orphaned()  # a SIGKILLed driver leaves no worker training unattended
     try:
         reason = work(job)
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the trial is FAIL, its run KILLED

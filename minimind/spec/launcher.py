@@ -1,0 +1,62 @@
+"""The `launcher:` section: where a spec's runs train, here (`local`) or as Slurm jobs (`slurm`).
+
+    launcher:
+      name: slurm
+      partition: gpu
+      timeout_min: 120
+      gpus_per_node: 1
+      additional_parameters: {account: lab, qos: normal}
+
+The Slurm fields keep the names of Hydra's submitit launcher (the names a researcher who has
+used it knows); `additional_parameters` are any further `sbatch` options, written without their
+dashes. The section says how runs train, never what: it is left out of the spec's hash and of
+the runs' params, so the same spec trains the same runs under either launcher.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ConfigDict, Field, field_validator
+
+from minimind.foundations.strict_config import StrictNumbers, field_error
+
+LauncherName = Literal["local", "slurm"]
+DEFAULT_SLURM_FOLDER = "results/generated/slurm"
+# Options the launcher sets itself: given again, they would break the job array or its logs.
+_RESERVED_SBATCH = ("array", "output", "error", "signal", "open-mode", "wrap")
+
+
+class LauncherConfig(StrictNumbers):
+    """Where the runs train and, for `slurm`, each job's resources (one job per variant × seed
+    for `run` and `study`, one per worker for `sweep`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: LauncherName = "local"
+    partition: str | None = Field(default=None, min_length=1)
+    timeout_min: int = Field(default=60, ge=1)
+    cpus_per_task: int = Field(default=1, ge=1)
+    gpus_per_node: int = Field(default=0, ge=0)
+    mem_gb: float | None = Field(default=None, gt=0)
+    array_parallelism: int = Field(default=256, ge=1)
+    signal_delay_s: int = Field(default=90, ge=0)
+    """Seconds before the time limit at which Slurm signals the job to stop and be requeued."""
+    max_requeues: int = Field(default=3, ge=0)
+    """How many times a job that reached its time limit is requeued to continue."""
+    additional_parameters: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    folder: str = Field(default=DEFAULT_SLURM_FOLDER, min_length=1)
+    """The jobs' scripts, pickles and logs: a directory every node reaches."""
+
+    @field_validator("additional_parameters")
+    @classmethod
+    def _not_reserved(
+        cls, options: dict[str, str | int | float | bool]
+    ) -> dict[str, str | int | float | bool]:
+        for key in options:
+            option = key.replace("_", "-")
+            if option in _RESERVED_SBATCH:
+                field_error((key,), f"--{option} is set by the launcher itself")
+            if option.startswith("-"):
+                field_error((key,), f"write the option without its dashes: {option.lstrip('-')}")
+        return options
