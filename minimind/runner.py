@@ -25,6 +25,7 @@ from minimind.plan import Plan, data_key, describe_plan, plan_run, prepare_all
 from minimind.record import (
     checkpoint_path,
     child_run_name,
+    ladder_tags,
     parent_tags,
     plan_hash_lookups,
     process_tags,
@@ -192,6 +193,7 @@ def run_child(
         spec,
         seed,
         data[data_key(spec.data)],
+        tags=ladder_tags(variant.rung, variant.arm),
         earlier_run_id=earlier.info.run_id if earlier is not None else None,
         checkpoint_path=path,
     )
