@@ -123,6 +123,7 @@ RUNS: dict[str, Run] = {
         "Report written to results/generated/quickstart/index.html"
     ),
     "minimind study experiments/study/study.yaml --plan": Run("sequential looks at 3, 6, 9, 12"),
+    "minimind run experiments/ladder.yaml --dry-run": Run("ladder: 4 rungs, each training on"),
     "minimind sync results/tracking-fallback/": Run(
         "1 metric points sent, 0 already logged; 0 params, 0 tags, 0 artifacts; run ended FINISHED",
         before=write_fallback_file,
@@ -159,6 +160,10 @@ SKIPPED: dict[str, str] = {
     "--artifacts-destination /srv/mlflow-artifacts --host 127.0.0.1 --port 5000": "a PostgreSQL "
     "server (tests/tracking/test_tracking_server.py runs an mlflow server on sqlite)",
     "minimind sync FILE --tracking-uri http://127.0.0.1:5000": "a tracking server",
+    "minimind run experiments/ladder.yaml": "trains the committed ladder, about an hour on 2 CPU "
+    "cores (tests/compare/test_compare_ladder.py trains a tiny ladder through run and compare)",
+    "minimind compare ladder --report --report-dir results/ladder": "reads the runs the line "
+    "above trains (tests/compare/test_compare_ladder.py compares a tiny ladder, report included)",
     "make study": f"{INSTALLS}, then trains the study for about an hour (tests/study/test_study.py "
     "runs its streams' code and the shipped study's specs)",
     "minimind study experiments/study/study.yaml --report-dir results/generated/study": "reads "
