@@ -21,6 +21,7 @@ spec reuses it).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -43,6 +44,7 @@ from minimind.model import MiniMindLM
 from minimind.optim import describe_optimizer
 from minimind.probes.monitor import describe as describe_probes
 from minimind.spec import Spec, SpecError, Variant, expand, spec_hash
+from minimind.spec.errors import did_you_mean
 from minimind.tracking.backend import store_problem
 
 
@@ -59,10 +61,21 @@ class Plan:
         return len(self.variants) * len(self.spec.seeds)
 
 
-def plan_run(spec: Spec, world_size: int | None = None) -> Plan:
+def plan_run(spec: Spec, world_size: int | None = None, only: Sequence[str] = ()) -> Plan:
     """Expand a validated spec (`minimind.spec.load_spec`) for `world_size` ranks (default: this
-    process group's) and check it against this machine; raises `SpecError`. Writes nothing."""
+    process group's) and check it against this machine; raises `SpecError`. Writes nothing.
+    `only`: the names of the variants to train (`minimind run --variant`), all when empty; the
+    whole spec is expanded first, so a `match:` resizes them against its first variant as ever."""
     variants = expand(spec)
+    names = [v.name for v in variants]
+    for name in only:
+        if name not in names:
+            raise SpecError(
+                "--variant",
+                f"no variant {name!r}; variants: {', '.join(names)}" + did_you_mean(name, names),
+            )
+    if only:
+        variants = [v for v in variants if v.name in only]
     # Each distinct pair once: most specs give every variant the same device and batch size.
     for device, batch_size in dict.fromkeys(
         (v.spec.train.device, v.spec.train.batch_size) for v in variants

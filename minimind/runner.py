@@ -14,6 +14,7 @@ from their checkpoints and starts the missing ones.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from minimind import distributed
@@ -40,10 +41,13 @@ if TYPE_CHECKING:  # mlflow takes seconds to import: not needed for spec errors
     from minimind.tracking.rank_zero import NullRunHandle, RankZeroTracker
 
 
-def run_spec(spec: Spec, *, dry_run: bool = False, resume: bool = False) -> int:
-    """The `minimind run` command on a loaded spec; returns its exit code."""
+def run_spec(
+    spec: Spec, *, dry_run: bool = False, resume: bool = False, only: Sequence[str] = ()
+) -> int:
+    """The `minimind run` command on a loaded spec (`only`: the variants to train, all when
+    empty); returns its exit code."""
     try:
-        plan = plan_run(spec)
+        plan = plan_run(spec, only=only)
     except SpecError as err:
         return fail(str(err))
     if dry_run:

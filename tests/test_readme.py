@@ -100,6 +100,9 @@ RUNS: dict[str, Run] = {
         "norm=rmsnorm/seed1: FINISHED at step 20", NORM
     ),
     "minimind run experiments/norm.yaml --dry-run": Run("bf16 (auto)"),
+    "minimind run experiments/norm.yaml --variant norm=layernorm -o 'seeds=[2]'": Run(
+        "norm=layernorm/seed2: FINISHED at step 20", ("-o", "train.steps=20", "-o", "model.dim=64")
+    ),
     "minimind run experiments/norm.yaml --resume": Run(
         "norm=rmsnorm/seed1: already FINISHED, skipped", NORM
     ),
@@ -164,8 +167,9 @@ SKIPPED: dict[str, str] = {
     "cores (tests/compare/test_compare_ladder.py trains a tiny ladder through run and compare)",
     "minimind compare ladder --report --report-dir results/ladder": "reads the runs the line "
     "above trains (tests/compare/test_compare_ladder.py compares a tiny ladder, report included)",
-    "make study": f"{INSTALLS}, then trains the study for about an hour (tests/study/test_study.py "
-    "runs its streams' code and the shipped study's specs)",
+    "make study": f"{INSTALLS}, then trains the study, look after look, for hours "
+    "(tests/study/test_study.py runs its streams' code and the shipped study's specs, "
+    "tests/study/test_looks.py its looks on fake runs)",
     "minimind study experiments/study/study.yaml --report-dir results/generated/study": "reads "
     "the runs `make study` trains (tests/study/test_study.py renders a report through the same command "
     "from a fixture store)",

@@ -207,6 +207,18 @@ def test_resume_without_an_earlier_run_starts_a_new_one(write_spec, mlflow_uri):
     assert parent.info.status == child.info.status == "FINISHED"
 
 
+def test_variant_trains_the_named_variants_alone(write_spec, mlflow_uri, capsys):
+    path = write_spec(ablate={"model.norm": ["rmsnorm", "layernorm"]})
+    assert main(["run", str(path), "--variant", "norm=layernorm"]) == 0
+    _, _, children = runs_of(mlflow_uri, "tiny")
+    assert [c.info.run_name for c in children] == ["norm=layernorm/seed0"]
+    capsys.readouterr()
+    assert main(["run", str(path), "--variant", "norm=layrnorm", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --variant: no variant 'norm=layrnorm'")
+    assert "norm=layernorm" in err
+
+
 READ_ONLY = object()
 """In `BAD_INPUT`'s files: a directory this process cannot write in (root writes anywhere)."""
 AS_ROOT = pytest.mark.skipif(os.geteuid() == 0, reason="root writes in read-only directories")

@@ -184,6 +184,10 @@ def run_compare(args: argparse.Namespace) -> int:
                 f"{len(comparison.problems)} failed or incomplete run(s) left out of the statistics.",
                 file=sys.stderr,
             )
+    from minimind.compare.tuning import comparison_edges
+
+    for edge in comparison_edges(comparison):  # a "tuned" arm that is not
+        print(f"warning: {edge}", file=sys.stderr)
     if args.report:
         from minimind.compare.report import write_report
 

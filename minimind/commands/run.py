@@ -1,4 +1,5 @@
-"""`minimind run SPEC [-o KEY=VALUE]... [--dry-run] [--resume] [--nproc N]`: train every variant ×
+"""`minimind run SPEC [-o KEY=VALUE]... [--dry-run] [--resume] [--variant NAME]... [--nproc N]`:
+train every variant (or the named ones) ×
 seed (in N processes with DDP, launched through torchrun)."""
 
 from __future__ import annotations
@@ -35,6 +36,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "interrupted ones from their checkpoints",
     )
     parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="train only this variant (its name as the runs are tagged, e.g. norm=layernorm; "
+        "repeatable); every variant is still expanded, so a `match:` resizes it as before",
+    )
+    parser.add_argument(
         "--nproc",
         type=int,
         default=1,
@@ -62,7 +71,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.nproc > 1 and not args.dry_run and not distributed.launched_by_torchrun():
         return _relaunch(args, spec)
     with distributed.process_group():
-        return run_spec(spec, dry_run=args.dry_run, resume=args.resume)
+        return run_spec(spec, dry_run=args.dry_run, resume=args.resume, only=tuple(args.variant))
 
 
 def _relaunch(args: argparse.Namespace, spec: Spec) -> int:
@@ -72,10 +81,11 @@ def _relaunch(args: argparse.Namespace, spec: Spec) -> int:
     from minimind.spec import SpecError
 
     try:
-        plan_run(spec, world_size=args.nproc)
+        plan_run(spec, world_size=args.nproc, only=args.variant)
     except SpecError as err:
         return fail(str(err))
     argv = ["run", args.spec, *(f"--override={o}" for o in args.override)]
     flags = {"--resume": args.resume, "--verbose": args.verbose}
     argv += [flag for flag, given in flags.items() if given]
+    argv += [f"--variant={name}" for name in args.variant]
     return distributed.relaunch(args.nproc, argv)

@@ -19,14 +19,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             "corrected, paired comparison of its arms, the compute multipliers and budgets, "
             "and whether each result agrees with what the literature expects, as index.html "
             "and report.md. With --train, first run the manifest's training commands (its "
-            "streams side by side). Bad input exits with code 2."
+            "streams side by side), then the sequential design's further looks. Bad input exits "
+            "with code 2."
         ),
     )
     p.add_argument("manifest", type=Path, help="study manifest (YAML)")
     p.add_argument(
         "--train",
         action="store_true",
-        help="run the manifest's streams of training commands first",
+        help=(
+            "train first: the manifest's streams (the first look), then look after look the next "
+            "seeds of the comparisons still open, until each stops or reaches the cap; run "
+            "again, it continues where it stopped"
+        ),
     )
     p.add_argument(
         "--plan",
@@ -52,10 +57,15 @@ def run_study(args: argparse.Namespace) -> int:
         study = load_study(args.manifest)
     except SpecError as e:
         return fail(f"{args.manifest}: {e}")
+    from minimind.compare import CompareError
+
     if args.plan:
         from minimind.study.planning import describe_study_plan, plan_study
 
-        print(describe_study_plan(study, plan_study(study, args.tracking_uri)))
+        try:
+            print(describe_study_plan(study, plan_study(study, args.tracking_uri)))
+        except CompareError as e:
+            return fail(str(e), e.exit_code)
         return EXIT_OK
     report_dir = args.report_dir or study.report_dir
     logs = REPORTS_DIR / study.name
@@ -65,23 +75,29 @@ def run_study(args: argparse.Namespace) -> int:
         if problem := unwritable_dir(folder):
             return fail(f"{what}: {problem}")
     if args.train:
+        from minimind.study.looks import train_looks
         from minimind.study.streams import train
 
         try:
-            failures = train(study, logs)
+            failures = train(study, logs) or train_looks(study, args.tracking_uri, logs)
         except KeyboardInterrupt:
-            return fail("interrupted; the runs ended KILLED", EXIT_INTERRUPTED)
+            return fail(
+                "interrupted; the runs ended KILLED (run it again to continue)", EXIT_INTERRUPTED
+            )
+        except CompareError as e:
+            return fail(str(e), e.exit_code)
         if failures:
             named = "; ".join(
                 f"stream {f.stream}: {f.command} (exit {f.exit_code})" for f in failures
             )
             return fail(f"training failed: {named}", EXIT_FAILED)
-    from minimind.compare import CompareError
     from minimind.study.analysis import analyse
+    from minimind.study.planning import with_standings
     from minimind.study.report import write_report
 
     try:
         results, sweeps = analyse(study, args.tracking_uri)
+        results = with_standings(study, results, args.tracking_uri)
     except CompareError as e:
         return fail(str(e), e.exit_code)
     write_report(study, results, sweeps, report_dir)

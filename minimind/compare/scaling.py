@@ -18,9 +18,9 @@ replicate), the differences between arms paired by seed. docs/statistics.md, "La
 the method, its precision on synthetic ladders of the study's noise and the coverage of each
 interval. In short, on ladders from 1.2e12 to 1.1e15 FLOPs with 5 seeds per arm: α is within
 ±0.02 in 95 % of ladders at a seed sd up to 0.010 bpb (the study's median) from 4 rungs, and
-at 0.015 from 8; the multiplier is within ±3 % at the top rung only where the arms' seeds move
-together (a paired sd near 0.001, from 4 rungs); at the study's median paired sd (0.014) it is
-good to about ±15 % there.
+at 0.015 only about so at 8. The multiplier is within ±3 % at the top rung only where the arms'
+seeds move together (a paired sd near 0.001, from 4 rungs); at the study's median paired sd
+(0.014) it is good to about ±13–18 % there and ±43–72 % at 10× the top rung (8 to 4 rungs).
 """
 
 from __future__ import annotations
@@ -266,7 +266,8 @@ def compare_on_ladder(
 
     rung_log_multipliers: seed -> shape (rungs,), the log of the compute multiplier measured at
     each rung (NaN or ±inf where none was read: left out of that seed's slope); rung_compute:
-    shape (rungs,), each rung's compute.
+    shape (rungs,), each rung's compute (the baseline's, where the arms' differ): the x of the
+    trend, and its top sets `extrapolated_to`.
     extrapolate_factor: the multiplier is read at this multiple of the top rung's compute.
     crossing_range: where a crossing is looked for; by default from the bottom rung to
     `extrapolated_to`. Raises ValueError when the arms share no seed or the factor is not

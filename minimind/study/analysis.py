@@ -19,8 +19,10 @@ import pandas as pd
 from minimind.compare import CompareError, Comparison, RunSet, compare, load_runs
 from minimind.compare.power import SeedsPlan, plan_seeds
 from minimind.compare.stats import Sample, paired_differences, power_comparisons
+from minimind.compare.tuning import edge_warnings, trial_runs
 from minimind.record import is_maximized
 from minimind.study.manifest import Arm, ArmComparison, Axis, Expectation, Study
+from minimind.study.sequential import Standing
 
 Agreement = Literal["agrees", "disagrees", "too weak to tell", "no interval"]
 
@@ -40,6 +42,12 @@ class Finding:
     against: str
     row: pd.Series
     agreement: Agreement
+    calibration: bool = False
+    edges: tuple[str, ...] = ()
+    """'<arm label>: <param> = <value> is the lowest value its sweep tried ...' for each side
+    tuned on the edge of its sweep's grid (`compare.tuning`): not a tuned value."""
+    """An A/A row (`Study.is_calibration`): one arm's runs on disjoint seeds, which must come
+    out no different."""
     plan: SeedsPlan | None = None
     """When too weak to tell: the paired seeds that would settle it with 80% power at the
     family's corrected alpha, from this pair's measured noise (with the range its sd's
@@ -47,6 +55,9 @@ class Finding:
     true difference 0); for `better`/`worse`, a difference the size of the margin, the
     study's smallest difference of interest. Never the observed difference: power computed
     from it is a restatement of the p-value (Hoenig & Heisey 2001)."""
+    standing: Standing | None = None
+    """Where it stands in the sequential design: the look it stopped at, why, and the seeds
+    it used (`planning.with_standings`); None until attached."""
 
 
 @dataclass(frozen=True)
@@ -88,10 +99,67 @@ def agreement(
     return "agrees" if improved == (expect == "better") else "disagrees"
 
 
-def load_experiments(study: Study, tracking_uri: str) -> dict[str, RunSet]:
-    """The latest invocation of every experiment an arm names, one `RunSet` each."""
+def load_every_run(study: Study, tracking_uri: str) -> dict[str, RunSet]:
+    """Every run of every experiment an arm names, its sweep trials included."""
     experiments = dict.fromkeys(arm.experiment for arm in study.arms.values())
-    return {name: load_runs(tracking_uri, [name]) for name in experiments}
+    return {name: load_runs(tracking_uri, [name], all_runs=True) for name in experiments}
+
+
+def load_experiments(study: Study, tracking_uri: str) -> dict[str, RunSet]:
+    """The evaluation runs (`evaluation_runs`) of every experiment an arm names."""
+    every = load_every_run(study, tracking_uri)
+    return {name: evaluation_runs(study, name, runset) for name, runset in every.items()}
+
+
+def evaluation_runs(study: Study, name: str, runset: RunSet) -> RunSet:
+    """Experiment `name`'s runs without a sweep's trials (tagged `trial_number`: they chose a
+    tuned arm's values) and without the runs of the study's tuning seeds (a trial's seed
+    evaluating the arm it chose is a selection bias). Every invocation, not the latest: a
+    sequential look trains its new seeds in another invocation (`minimind study --train`), and
+    they join the earlier ones. A sweep whose trials ran seeds that `tuning_seeds` does not
+    state is refused (`StudyError`)."""
+    runs = runset.runs
+    trial = trial_runs(runs)
+    seed = runs.get("seed", pd.Series(index=runs.index, dtype=float))
+    undeclared = set(seed[trial].dropna().astype(int)) - set(study.tuning_seeds)
+    if undeclared:
+        raise StudyError(
+            f"tuning_seeds: the sweep trials in {name} ran seeds {sorted(undeclared)}, "
+            "which tuning_seeds does not list: state them, so that no run of theirs "
+            "evaluates an arm"
+        )
+    evaluation = ~trial & ~seed.isin(study.tuning_seeds)
+    return RunSet(
+        runs[evaluation].reset_index(drop=True),
+        runset.parents,
+        runset.experiments,
+        "every invocation; a sweep's trials and the tuning seeds left out",
+        runset.tracking_uri,
+        runset.client,
+    )
+
+
+def tuning_edges(
+    study: Study, every: Mapping[str, RunSet], runsets: Mapping[str, RunSet]
+) -> dict[str, list[str]]:
+    """Per arm, a line for each value its sweep tuned that sits on the edge of what the sweep's
+    trials tried (`compare.tuning`): such an arm is not tuned."""
+    edges = {}
+    for key, arm in study.arms.items():
+        runs = every[arm.experiment].runs
+        trials = runs[trial_runs(runs)]
+        if not trials.empty:
+            mine = arm_runs(key, arm, runsets[arm.experiment])
+            edges[key] = edge_warnings(mine, trials)
+    return edges
+
+
+def newest_per_seed(runs: pd.DataFrame) -> pd.DataFrame:
+    """One run per seed: the newest FINISHED one, else the newest (so that a seed that only
+    failed still shows as a problem): a seed trained again by a later invocation counts once."""
+    finished = runs["status"] == "FINISHED"
+    order = runs.assign(_finished=finished).sort_values(["_finished", "start_time"])
+    return order.groupby("seed").tail(1).drop(columns="_finished").sort_values("seed")
 
 
 def _equals(column: pd.Series, value: object) -> pd.Series:
@@ -104,8 +172,20 @@ def _equals(column: pd.Series, value: object) -> pd.Series:
 
 
 def arm_runs(key: str, arm: Arm, runset: RunSet) -> pd.DataFrame:
-    """The runs of `arm` in its experiment's `runset`, with `variant` set to its label: one
-    variant's runs, or `StudyError` naming the arm."""
+    """The runs of `arm` in its experiment's `runset` (`newest_per_seed`), with `variant` set to
+    its label: one variant's runs, or `StudyError` naming the arm."""
+    runs = runset.runs[arm_selection(key, arm, runset)]
+    return newest_per_seed(runs).assign(variant=arm.label)
+
+
+def arm_variant(key: str, arm: Arm, runset: RunSet) -> str:
+    """The variant tag of the arm's runs (for an arm chosen by params, the one its runs carry)."""
+    return str(runset.runs.loc[arm_selection(key, arm, runset), "variant"].iloc[0])
+
+
+def arm_selection(key: str, arm: Arm, runset: RunSet) -> pd.Series:
+    """Which of `runset`'s runs are the arm's; `StudyError` naming the arm when none are, or
+    when its params match several variants."""
     runs = runset.runs
     if runs.empty:
         raise StudyError(f"arms.{key}: no runs in {arm.experiment} ({runset.selection})")
@@ -128,7 +208,7 @@ def arm_runs(key: str, arm: Arm, runset: RunSet) -> pd.DataFrame:
     variants = sorted(runs.loc[mine, "variant"].unique())
     if len(variants) > 1:
         raise StudyError(f"arms.{key}: where {arm.where} matches variants {', '.join(variants)}")
-    return runs[mine].assign(variant=arm.label)
+    return mine
 
 
 def axis_runset(study: Study, axis: Axis, runsets: Mapping[str, RunSet]) -> RunSet:
@@ -145,7 +225,12 @@ def axis_runset(study: Study, axis: Axis, runsets: Mapping[str, RunSet]) -> RunS
     return RunSet(runs, parents, experiments, selection, first.tracking_uri, first.client)
 
 
-def analyse_axis(study: Study, axis: Axis, runsets: Mapping[str, RunSet]) -> AxisResult:
+def analyse_axis(
+    study: Study,
+    axis: Axis,
+    runsets: Mapping[str, RunSet],
+    edges: Mapping[str, list[str]] | None = None,
+) -> AxisResult:
     """The axis's comparison (Holm or the study's correction over its comparisons) and the
     findings, in the manifest's order."""
     label = {key: arm.label for key, arm in study.arms.items()}
@@ -167,7 +252,20 @@ def analyse_axis(study: Study, axis: Axis, runsets: Mapping[str, RunSet]) -> Axi
             if verdict == "too weak to tell"
             else None
         )
-        findings.append(Finding(c, label[c.arm], label[c.against], row, verdict, plan))
+        sides = (c.arm, c.against)
+        edge = tuple(f"{label[k]}: {w}" for k in sides for w in (edges or {}).get(k, []))
+        findings.append(
+            Finding(
+                c,
+                label[c.arm],
+                label[c.against],
+                row,
+                verdict,
+                study.is_calibration(c),
+                edge,
+                plan,
+            )
+        )
     return AxisResult(axis, comparison, findings)
 
 
@@ -223,9 +321,10 @@ def load_sweeps(study: Study, tracking_uri: str) -> dict[str, RunSet]:
 
 
 def analyse(study: Study, tracking_uri: str) -> tuple[list[AxisResult], dict[str, RunSet]]:
-    """Every axis of `study`, from the latest invocation of each experiment its arms name, and
-    the sweeps its sensitivity figures read."""
-    runsets = load_experiments(study, tracking_uri)
-    return [analyse_axis(study, axis, runsets) for axis in study.axes], load_sweeps(
-        study, tracking_uri
-    )
+    """Every axis of `study`, from the runs of the experiments its arms name
+    (`load_experiments`), and the sweeps its sensitivity figures read."""
+    every = load_every_run(study, tracking_uri)
+    runsets = {name: evaluation_runs(study, name, runset) for name, runset in every.items()}
+    edges = tuning_edges(study, every, runsets)
+    axes = [analyse_axis(study, axis, runsets, edges) for axis in study.axes]
+    return axes, load_sweeps(study, tracking_uri)

@@ -27,10 +27,11 @@ Scalar = str | int | float | bool
 
 
 class Arm(StrictNumbers):
-    """The runs of one arm: the latest invocation of `experiment` (a spec's, or a sweep's
-    `best.yaml`, which logs beside the sweep's trials), narrowed to one `variant` tag or to the
-    runs whose params equal `where` (for arms whose variant name is only known once a sweep has
-    chosen, such as a tuned learning rate)."""
+    """The runs of one arm: the runs of `experiment` (a spec's, or a sweep's `best.yaml`, which
+    logs beside the sweep's trials; every invocation, the newest run of each seed, the trials
+    and the tuning seeds left out), narrowed to one `variant` tag or to the runs whose params
+    equal `where` (for arms whose variant name is only known once a sweep has chosen, such as
+    a tuned learning rate)."""
 
     model_config = {"extra": "forbid"}
 
@@ -144,8 +145,25 @@ class Study(StrictNumbers):
     axes: list[Axis] = Field(min_length=1)
     planning: Planning | None = None
     sequential: Sequential = Sequential()
-    """The looks `--plan` and `--sequential` use (3, 6, 9, 12 seeds unless set); its last look
+    """The looks `--plan` and `--train` use (3, 6, 9, 12 seeds unless set); its last look
     is the cap, beyond which a comparison is not settled."""
+    tuning_seeds: list[int] = []
+    """The seeds the sweeps behind tuned arms train their trials on. No run of these seeds
+    evaluates an arm: a trial chosen as best on a seed would score its own arm on that seed
+    again, a selection bias (the analysis refuses a tuned arm whose sweep tuned on another
+    seed)."""
+
+    def evaluation_seeds(self, count: int) -> list[int]:
+        """The first `count` seeds that evaluate arms: 0, 1, 2, ... with the tuning seeds
+        skipped. Look k trains the first `looks[k]` of them."""
+        tuning = set(self.tuning_seeds)
+        seeds: list[int] = []
+        seed = 0
+        while len(seeds) < count:
+            if seed not in tuning:
+                seeds.append(seed)
+            seed += 1
+        return seeds
 
     def is_calibration(self, comparison: ArmComparison) -> bool:
         """An A/A comparison: both arms take the same runs, on disjoint seeds."""
@@ -164,6 +182,12 @@ class Study(StrictNumbers):
                 except ValueError as e:
                     field_error(("streams", i, j), f"cannot be split into arguments: {e}")
         names = list(self.arms)
+        for key, arm in self.arms.items():
+            if clash := sorted(set(arm.seeds or []) & set(self.tuning_seeds)):
+                field_error(
+                    ("arms", key, "seeds"),
+                    f"seeds {clash} are tuning seeds: evaluation seeds are apart from them",
+                )
         labels = [arm.label for arm in self.arms.values()]
         for key, arm in self.arms.items():
             if labels.count(arm.label) > 1:

@@ -12,16 +12,16 @@ sequential design (`minimind.study.sequential`) and the seeds the next look need
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
-from minimind.compare import CompareError, RunSet, load_runs
+from minimind.compare import CompareError, RunSet
 from minimind.compare.power import ALPHA, SeedsPlan, plan_seeds
-from minimind.study.analysis import arm_runs, load_experiments
+from minimind.study.analysis import AxisResult, StudyError, arm_runs, load_experiments
 from minimind.study.manifest import ArmComparison, Axis, Study
-from minimind.study.sequential import Decisions, decide
+from minimind.study.sequential import Decisions, Standing, decide
 
 
 @dataclass(frozen=True)
@@ -32,39 +32,30 @@ class PlannedComparison:
     differences: np.ndarray
     """The per-seed differences so far, arm − against, in seed order (an A/A row pairs the i-th
     seed of one side with the i-th of the other: independent runs, fixed in advance)."""
+    pairs: list[tuple[int, int]]
+    """The seeds of each difference: (the arm's, the reference's), equal but in an A/A row."""
     plan: SeedsPlan | None
     """None: no sd stated and fewer than 2 differences to measure one."""
-
-
-def every_invocation(study: Study, tracking_uri: str) -> dict[str, RunSet]:
-    """Each experiment's runs: of every invocation for experiments whose arms name a variant (so
-    that a look's new seeds, trained by another invocation, join the earlier ones), of the latest
-    for those chosen by params (a sweep's experiment, whose trials share its params)."""
-    latest = load_experiments(study, tracking_uri)
-    by_variant = {arm.experiment for arm in study.arms.values() if arm.variant is not None}
-    by_params = {arm.experiment for arm in study.arms.values() if arm.variant is None}
-    return {
-        name: load_runs(tracking_uri, [name], all_runs=True)
-        if name in by_variant and name not in by_params
-        else runset
-        for name, runset in latest.items()
-    }
 
 
 def arm_values(study: Study, key: str, runsets: dict[str, RunSet]) -> pd.Series:
     """The arm's metric per seed, from the newest finished run of each seed."""
     runs = arm_runs(key, study.arms[key], runsets[study.arms[key].experiment])
-    runs = runs[runs["status"] == "FINISHED"].sort_values("start_time")
-    return runs.groupby("seed")[f"metrics.{study.metric}"].last().dropna().sort_index()
+    runs = runs[runs["status"] == "FINISHED"]
+    return runs.set_index("seed")[f"metrics.{study.metric}"].dropna().sort_index()
 
 
-def differences(study: Study, comparison: ArmComparison, runsets: dict[str, RunSet]) -> np.ndarray:
+def differences(
+    study: Study, comparison: ArmComparison, runsets: dict[str, RunSet]
+) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """The per-seed differences arm − against and the seeds of each (`PlannedComparison`)."""
     arm, against = (arm_values(study, k, runsets) for k in (comparison.arm, comparison.against))
     if study.is_calibration(comparison):
         n = min(len(arm), len(against))
-        return arm.to_numpy()[:n] - against.to_numpy()[:n]
-    common = arm.index.intersection(against.index)
-    return (arm[common] - against[common]).to_numpy()
+        pairs = list(zip(arm.index[:n].astype(int), against.index[:n].astype(int), strict=True))
+        return arm.to_numpy()[:n] - against.to_numpy()[:n], pairs
+    common = arm.index.intersection(against.index).sort_values()
+    return (arm[common] - against[common]).to_numpy(), [(int(s), int(s)) for s in common]
 
 
 def plan_comparison(study: Study, axis: Axis, c: ArmComparison, d: np.ndarray) -> SeedsPlan | None:
@@ -92,18 +83,27 @@ def plan_comparison(study: Study, axis: Axis, c: ArmComparison, d: np.ndarray) -
 def plan_study(study: Study, tracking_uri: str | None) -> list[PlannedComparison]:
     """Every comparison's plan, from the runs in `tracking_uri` so far (none: stated sd only)."""
     try:
-        runsets = every_invocation(study, tracking_uri) if tracking_uri else None
+        runsets = load_experiments(study, tracking_uri) if tracking_uri else None
+    except StudyError:
+        raise  # runs that cannot be read as the manifest says (a tuning seed unstated)
     except CompareError:
         runsets = None  # nothing trained yet
+    return plan_from_runs(study, runsets)
+
+
+def plan_from_runs(study: Study, runsets: dict[str, RunSet] | None) -> list[PlannedComparison]:
+    """Every comparison's plan from the runs of `load_experiments` (None: none yet)."""
     planned = []
     for axis in study.axes:
         for c in axis.comparisons:
-            try:
-                d = differences(study, c, runsets) if runsets is not None else np.array([])
-            except CompareError:
-                d = np.array([])
+            d, pairs = np.array([]), list[tuple[int, int]]()
+            if runsets is not None:
+                try:
+                    d, pairs = differences(study, c, runsets)
+                except CompareError:
+                    pass  # an arm without runs yet
             plan = plan_comparison(study, axis, c, d)
-            planned.append(PlannedComparison(axis.name, c, study.is_calibration(c), d, plan))
+            planned.append(PlannedComparison(axis.name, c, study.is_calibration(c), d, pairs, plan))
     return planned
 
 
@@ -120,11 +120,26 @@ def sequential_decisions(study: Study, planned: list[PlannedComparison]) -> dict
     return decisions
 
 
+def with_standings(study: Study, results: list[AxisResult], tracking_uri: str) -> list[AxisResult]:
+    """`results` with each finding's `Standing` in the sequential design, replayed over every
+    run of the store (the report's look, seeds and why)."""
+    standing = standings(study, plan_study(study, tracking_uri))
+    return [
+        replace(
+            r,
+            findings=[
+                replace(f, standing=standing[r.axis.name, f.comparison.arm]) for f in r.findings
+            ],
+        )
+        for r in results
+    ]
+
+
 def describe_study_plan(study: Study, planned: list[PlannedComparison]) -> str:
     """The `--plan` text: per axis and comparison, the seeds needed, the cap's warning, and where
     the sequential design stands."""
     cap = study.sequential.looks[-1]
-    decisions = sequential_decisions(study, planned)
+    standing = standings(study, planned)
     lines = [
         f"study {study.name}: seeds at {100 * (study.planning.power if study.planning else 0.8):g}%"
         f" power; sequential looks at {', '.join(map(str, study.sequential.looks))} seeds "
@@ -132,9 +147,7 @@ def describe_study_plan(study: Study, planned: list[PlannedComparison]) -> str:
     ]
     for axis in study.axes:
         lines.append(f"{axis.name}:")
-        rows = [p for p in planned if p.axis == axis.name]
-        outcome = decisions[axis.name]
-        for j, p in enumerate(rows):
+        for p in (p for p in planned if p.axis == axis.name):
             c = p.comparison
             name = f"{c.arm} vs {c.against}" + (" (A/A calibration)" if p.calibration else "")
             lines.append(f"  {name}, expect {c.expect}:")
@@ -147,22 +160,23 @@ def describe_study_plan(study: Study, planned: list[PlannedComparison]) -> str:
                 lines.append(f"    {p.plan.sentence()}")
                 if p.plan.seeds is None or p.plan.seeds > cap:
                     lines.append(f"    warning: the cap of {cap} seeds cannot settle it")
-            lines.append(f"    {_standing(study, outcome, j, len(p.differences))}")
+            lines.append(f"    {standing[axis.name, c.arm].sentence()}")
     return "\n".join(lines)
 
 
-def _standing(study: Study, outcome: Decisions, j: int, trained: int) -> str:
-    stop, look = outcome.stop[0, j], int(outcome.look[0, j])
+def standings(study: Study, planned: list[PlannedComparison]) -> dict[tuple[str, str], Standing]:
+    """Every comparison's `Standing`, by (axis name, arm key)."""
+    decisions = sequential_decisions(study, planned)
     looks = study.sequential.looks
-    if stop == "open":
-        return (
-            f"open after {trained} paired seed(s): train both arms to {looks[look]} seeds for "
-            f"look {look + 1}"
-        )
-    interval = f"[{outcome.low[0, j]:+.4g}, {outcome.high[0, j]:+.4g}]"
-    why = {
-        "difference": f"a difference, interval {interval}",
-        "equivalent": f"equivalent within ±{study.equivalence_margin:g}, interval {interval}",
-        "cap": f"undecided at the cap, interval {interval}",
-    }[stop]
-    return f"stopped at look {look + 1} ({looks[look]} seeds): {why}"
+    out = {}
+    for axis in study.axes:
+        rows = [p for p in planned if p.axis == axis.name]
+        outcome = decisions[axis.name]
+        for j, p in enumerate(rows):
+            stop, look = outcome.stop[0, j], int(outcome.look[0, j])
+            used = p.pairs if stop == "open" else p.pairs[: looks[look]]
+            out[axis.name, p.comparison.arm] = Standing(
+                stop, look + 1, looks[look], used, float(outcome.low[0, j]),
+                float(outcome.high[0, j]), study.equivalence_margin,
+            )  # fmt: skip
+    return out

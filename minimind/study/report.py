@@ -16,7 +16,7 @@ import os
 import platform
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -39,6 +39,7 @@ from minimind.record import (
 )
 from minimind.study.analysis import AxisResult, Finding
 from minimind.study.manifest import Sensitivity, Study
+from minimind.study.sequential import describe_pairs
 
 STUDY_CSS = """
 td.agrees { color: #1a7f37; font-weight: 600; } td.disagrees { color: #cf222e; font-weight: 600; }
@@ -64,7 +65,14 @@ AXIS_HEADERS = [
     "expected",
     "agreement",
 ]
-FINDING_HEADERS = ["axis", "comparison", "expected", "observed Δ [CI]", "agreement"]
+FINDING_HEADERS = [
+    "axis",
+    "comparison",
+    "expected",
+    "observed Δ [CI]",
+    "agreement",
+    "sequential design: look, seeds, why",
+]
 
 
 def _tokens_per_run(runs: pd.DataFrame) -> pd.Series:
@@ -96,10 +104,18 @@ def _delta_cell(row: pd.Series, metric: str) -> Cell:
 
 
 def _agreement_cell(finding: Finding, metric: str) -> Cell:
-    return Cell(_agreement_text(finding, metric), css=finding.agreement.replace(" ", "-"))
+    css = "disagrees" if calibration_failed(finding, metric) else finding.agreement
+    return Cell(_agreement_text(finding, metric), css=css.replace(" ", "-"))
 
 
 def _agreement_text(finding: Finding, metric: str) -> str:
+    text = _verdict_text(finding, metric)
+    return f"{text}; not tuned: a tuned value on its sweep's edge" if finding.edges else text
+
+
+def _verdict_text(finding: Finding, metric: str) -> str:
+    if finding.calibration:
+        return _calibration_text(finding, metric)
     if finding.agreement != "too weak to tell":
         return finding.agreement
     mde = finding.row.get(f"{metric}_mde", np.nan)
@@ -107,6 +123,31 @@ def _agreement_text(finding: Finding, metric: str) -> str:
     if finding.plan is not None:
         parts.append(finding.plan.sentence())
     return f"too weak to tell ({'; '.join(parts)})" if parts else finding.agreement
+
+
+def _calibration_text(finding: Finding, metric: str) -> str:
+    """An A/A row: runs of one arm must come out no different; a difference found between them
+    says the comparison or its noise model is wrong."""
+    if calibration_failed(finding, metric):
+        return "calibration FAILED: runs of one arm differ"
+    return f"calibration: {_verdict_text(replace(finding, calibration=False), metric)}"
+
+
+def calibration_failed(finding: Finding, metric: str) -> bool:
+    """An A/A row whose test finds a difference, or whose interval lies outside the margin."""
+    within_noise = finding.row.get(f"{metric}_within_noise")
+    differs = within_noise is not None and not pd.isna(within_noise) and not bool(within_noise)
+    return finding.calibration and (differs or finding.agreement == "disagrees")
+
+
+def comparison_name(finding: Finding) -> str:
+    """'good vs base', or 'base B vs base A (A/A calibration)'."""
+    name = f"{finding.arm} vs {finding.against}"
+    return f"{name} (A/A calibration)" if finding.calibration else name
+
+
+def sequential_text(finding: Finding) -> str:
+    return finding.standing.sentence() if finding.standing is not None else render.MISSING
 
 
 def observed(finding: Finding, metric: str) -> str:
@@ -120,7 +161,9 @@ def observed(finding: Finding, metric: str) -> str:
         text += f" ({method}, {level} CI)"
     text += f", {render.verdict(row, metric, is_maximized(metric))}"
     multiplier = render.fmt_multiplier(row)
-    return text + (f"; compute multiplier {multiplier}" if multiplier != render.MISSING else "")
+    text += f"; compute multiplier {multiplier}" if multiplier != render.MISSING else ""
+    text += f"; sequential: {sequential_text(finding)}" if finding.standing else ""
+    return text + "".join(f"; warning: {edge}" for edge in finding.edges)
 
 
 def axis_rows(result: AxisResult) -> list[list[Cell]]:
@@ -166,10 +209,11 @@ def finding_rows(study: Study, results: list[AxisResult]) -> list[list[Cell]]:
     return [
         [
             Cell(result.axis.name),
-            Cell(f"{f.arm} vs {f.against}"),
+            Cell(comparison_name(f)),
             Cell(f.comparison.expect),
             _delta_cell(f.row, study.metric),
             _agreement_cell(f, study.metric),
+            Cell(sequential_text(f)),
         ]
         for result in results
         for f in result.findings
@@ -259,7 +303,7 @@ def environment(study: Study, results: list[AxisResult]) -> dict[str, str]:
     busy = (ends - starts).dt.total_seconds().sum()
     return {
         "study": study.name,
-        "runs read": f"{len(runs)} (the latest invocation of each experiment)",
+        "runs read": f"{len(runs)} (every invocation, the newest run of each arm and seed)",
         "experiments and spec hashes": "; ".join(
             f"{names.get(e, e)}: {h}" for e, h in hashes.items()
         ),
@@ -393,7 +437,13 @@ def _method_note(study: Study) -> str:
         f"outside; otherwise the design is too weak to tell, with the smallest difference it "
         f"detects with 80% power (MDE) and the pairs of seeds that would settle it with 80% "
         f"power (a difference of {study.equivalence_margin:g}, or equivalence within that "
-        f"margin by TOST), with their range over the interval of the measured sd."
+        f"margin by TOST), with their range over the interval of the measured sd. The "
+        f"sequential design (looks at {', '.join(map(str, study.sequential.looks))} seeds, "
+        f"{study.sequential.spending.replace('_', '-')}-type alpha spending, Holm per axis) "
+        f"says at which look each comparison stopped, with which seeds and why, or the look it "
+        f"waits for; its repeated interval holds the error across looks. An A/A row compares an "
+        f"arm with itself on disjoint seeds, the study's calibration: it must find no "
+        f"difference."
     )
 
 
@@ -449,6 +499,14 @@ def findings_csv(study: Study, results: list[AxisResult]) -> str:
             "against": f.against,
             "expect": f.comparison.expect,
             "agreement": f.agreement,
+            "calibration": f.calibration,
+            "tuning_edges": " | ".join(f.edges) or None,
+            "sequential_stop": f.standing.stop if f.standing else None,
+            "sequential_look": f.standing.look if f.standing else None,
+            "sequential_seeds": f.standing.seeds if f.standing else None,
+            "sequential_seeds_used": describe_pairs(f.standing.pairs) if f.standing else None,
+            "sequential_low": f.standing.low if f.standing else None,
+            "sequential_high": f.standing.high if f.standing else None,
             "plan_goal": f.plan.goal if f.plan else None,
             "plan_seeds": f.plan.seeds if f.plan else None,
             "plan_seeds_low": f.plan.fewest if f.plan else None,

@@ -150,6 +150,55 @@ class Decisions:
     high: np.ndarray
 
 
+@dataclass(frozen=True)
+class Standing:
+    """Where one comparison stands in the sequential design (`sequential.decide`)."""
+
+    stop: Stop
+    look: int
+    """The look it stopped at, or (open) the look whose seeds it waits for; 1 is the first."""
+    seeds: int
+    """Seeds per arm at that look."""
+    pairs: list[tuple[int, int]]
+    """The seeds it used, (the arm's, the reference's): those of its stopping look, or all so
+    far while open."""
+    low: float
+    high: float
+    margin: float
+
+    def sentence(self) -> str:
+        """'stopped at look 2 (6 seeds: 0-5): a difference, interval [+0.01, +0.03]'."""
+        if self.stop == "open":
+            return (
+                f"open after {len(self.pairs)} paired seed(s) ({describe_pairs(self.pairs)}): "
+                f"train both arms to {self.seeds} seeds for look {self.look}"
+            )
+        interval = f"[{self.low:+.4g}, {self.high:+.4g}]"
+        why = {
+            "difference": f"a difference, interval {interval}",
+            "equivalent": f"equivalent within ±{self.margin:g}, interval {interval}",
+            "cap": f"undecided at the cap, interval {interval}",
+        }[self.stop]
+        return (
+            f"stopped at look {self.look} ({self.seeds} seeds: {describe_pairs(self.pairs)}): {why}"
+        )
+
+
+def describe_pairs(pairs: list[tuple[int, int]]) -> str:
+    """'0-5', '0, 2, 3', or for an A/A row's pairs '3-5 against 0-2'; 'none'."""
+    if not pairs:
+        return "none"
+    arm, against = ([p[k] for p in pairs] for k in (0, 1))
+    return _seed_list(arm) if arm == against else f"{_seed_list(arm)} against {_seed_list(against)}"
+
+
+def _seed_list(seeds: list[int]) -> str:
+    ordered = sorted(seeds)
+    if len(ordered) > 2 and ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"{ordered[0]}-{ordered[-1]}"
+    return ", ".join(map(str, ordered))
+
+
 def decide(differences: np.ndarray, design: SequentialDesign, margin: float | None) -> Decisions:
     """Replay the design's looks over paired differences [runs, comparisons, seeds] (the
     comparisons of one axis, one family; NaN where a seed is not trained yet).

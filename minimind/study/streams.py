@@ -30,9 +30,14 @@ class Failure:
 
 
 def _argv(command: str) -> list[str]:
-    """`minimind run x.yaml` -> `[python, -m, minimind, run, x.yaml]`: this interpreter, so that
-    a study runs with the installation that started it."""
-    return [sys.executable, "-m", "minimind", *shlex.split(command)[1:]]
+    """`minimind run x.yaml` -> `[python, -m, minimind, run, x.yaml, --resume]`: this
+    interpreter, so that a study runs with the installation that started it; a `run` resumes its
+    spec's newest invocation, so that a study run again skips the runs it finished (a sweep
+    tops its trials up by itself)."""
+    args = shlex.split(command)[1:]
+    if args[:1] == ["run"] and "--resume" not in args:
+        args.append("--resume")
+    return [sys.executable, "-m", "minimind", *args]
 
 
 def _run_stream(
@@ -63,20 +68,28 @@ def _run_stream(
 
 
 def train(study: Study, log_dir: Path) -> list[Failure]:
-    """Run every stream to its end (or its first failure); the failures, empty when all ran."""
+    """Run every stream of the manifest to its end (or its first failure); the failures, empty
+    when all ran."""
+    return run_streams(study.streams, study.threads_per_stream, log_dir, "stream")
+
+
+def run_streams(streams: list[list[str]], threads: int, log_dir: Path, name: str) -> list[Failure]:
+    """Run `streams` of commands side by side, each with `OMP_NUM_THREADS=threads` and its log
+    `<log_dir>/<name><k>.log`; the failures."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "OMP_NUM_THREADS": str(study.threads_per_stream)}
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     failures: list[Failure] = []
-    threads = [
+    workers = [
         threading.Thread(
             target=_run_stream,
-            args=(k, commands, env, log_dir / f"stream{k}.log", failures),
-            name=f"study-stream-{k}",
+            args=(k, commands, env, log_dir / f"{name}{k}.log", failures),
+            name=f"study-{name}-{k}",
         )
-        for k, commands in enumerate(study.streams, 1)
+        for k, commands in enumerate(streams, 1)
+        if commands
     ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
     return failures

@@ -173,6 +173,13 @@ def show_best(plan: SweepPlan, studies: list[optuna.Study], reports_dir: Path) -
         return fail("no study has a complete trial yet", EXIT_FAILED)
     path = write_best(plan, best, reports_dir)
     print(f"wrote {path}: minimind run {path}")
+    # The best trial scored well on these seeds partly by luck: scored on them again, the tuned
+    # values look better than they are (docs/statistics.md, "Seed hygiene for tuned arms").
+    tuning = sorted({s for c in plan.cells for s in plan.spec.seeds[: c.sweep.seeds_per_trial]})
+    print(
+        f"note: the sweep chose its values on seeds {tuning}, which best.yaml runs too: evaluate "
+        "it on others (-o 'seeds=[...]'); a study lists them as tuning_seeds"
+    )
     return EXIT_OK
 
 

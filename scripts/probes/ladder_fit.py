@@ -67,7 +67,7 @@ def precision(reps: int, paired: list[str]) -> None:
     |m̂ / m − 1| (the multiplier read at the top rung and at 10× it), 5 seeds per arm; the
     variant reaches at C what the baseline reaches at 1.3·C."""
     variant = shifted(BASELINE, 1.3)
-    print("| rungs | seed sd | paired sd | |α̂ − α| (95 %) | multiplier at top (95 %) | at 10× top (95 %) | fits refused |")  # fmt: skip
+    print("| rungs | seed sd | paired sd | error of α (95 %) | multiplier at top (95 %) | at 10× top (95 %) | fits refused |")  # fmt: skip
     print("|---|---|---|---|---|---|---|")
     for rungs in (4, 6, 8):
         compute = np.geomspace(BOTTOM, TOP, rungs)

@@ -264,7 +264,6 @@ def test_three_rungs_per_seed_compare() -> None:
     assert result.extrapolated_multiplier.low < 1.3 < result.extrapolated_multiplier.high
 
 
-@pytest.mark.slow
 def test_the_trend_test_holds_its_false_positive_rate_on_identical_arms() -> None:
     """2,000 ladders of two identical arms (4 rungs, 3 seeds, the study's noise): the trend is
     found in at most 5 % of them within Monte-Carlo error, and its p-values are uniform."""
@@ -299,3 +298,12 @@ def test_exponent_and_multiplier_precision_at_the_studys_noise() -> None:
         multiplier_errors.append(abs(m.value / 1.3 - 1.0))
     assert np.quantile(alpha_errors, 0.95) <= 0.02
     assert np.quantile(multiplier_errors, 0.95) <= 0.03
+
+
+def test_a_factor_or_a_crossing_range_that_means_nothing_is_refused() -> None:
+    c = rungs(4)
+    arm = fit_arm({0: (c, TRUTH.loss(c))})
+    with pytest.raises(ValueError, match="extrapolate_factor must be positive, got 0"):
+        compare_on_ladder(arm, arm, {}, c, extrapolate_factor=0.0)
+    with pytest.raises(ValueError, match="0 < low < high"):
+        compare_on_ladder(arm, arm, {}, c, extrapolate_factor=2.0, crossing_range=(1e15, 1e12))

@@ -5,6 +5,7 @@ study's specs and arms."""
 from __future__ import annotations
 
 import copy
+import io
 import math
 from pathlib import Path
 
@@ -38,13 +39,16 @@ FINAL = {  # final val/bpb of seeds 0, 1, 2
     "block=prenorm,lr=0.004": BASE - 0.3,
     "block=postnorm,lr=0.002": BASE - 0.3 + [0.20, 0.21, 0.22],
 }
-GRID = [
+GRID = [  # pre-norm's best (4e-3) is the highest rate it tried; post-norm's (2e-3) inside
     ("prenorm", 1e-3, 2.6),
+    ("prenorm", 2e-3, 2.4),
     ("prenorm", 4e-3, 2.2),
     ("postnorm", 1e-3, 2.7),
+    ("postnorm", 2e-3, 2.5),
     ("postnorm", 4e-3, None),
 ]
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+TUNING_SEED = 7  # the sweep's trials: apart from the evaluation seeds 0-2
 
 
 def _metrics(final: float, start: int) -> list[Metric]:
@@ -94,11 +98,11 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
     for trial, (block, lr, final) in enumerate(GRID):
         start += 1000
         log_child(
-            client, exp, parent, f"trial-{trial}", 0, start,
+            client, exp, parent, f"trial-{trial}", TUNING_SEED, start,
             params=_params(**{"model.block": block, "train.optimizer.lr": str(lr)}),
             metrics=[] if final is None else _metrics(final, start),
             status="FINISHED" if final is not None else "FAILED",
-            tags={"trial_number": str(trial)},
+            tags={"trial_number": str(trial), "study": f"grid/block={block}"},
         )  # fmt: skip
     start += 1000
     parent = log_parent(client, exp, "grid-best", start)
@@ -119,6 +123,7 @@ MANIFEST = {
     "title": "A fixture study",
     "description": "Arms with known differences.",
     "equivalence_margin": 0.02,
+    "tuning_seeds": [TUNING_SEED],
     "streams": [["minimind run a.yaml"]],
     "arms": {
         "base": {"label": "baseline", "experiment": "arms", "variant": "base"},
@@ -408,9 +413,9 @@ def test_a_missing_manifest_is_one_line(tmp_path: Path) -> None:
 def test_the_learning_rate_figure_draws_the_sweep_s_trials_alone(store: str) -> None:
     sensitivity = Sensitivity(experiment="grid", x="train.optimizer.lr", by="model.block")
     fig = sensitivity_figure(sensitivity, load_runs(store, ["grid"], all_runs=True), "val/bpb")
-    # pre-norm: two finished trials; post-norm: one finished and one failed (a cross); the
+    # pre-norm: three finished trials; post-norm: two finished and one failed (a cross); the
     # best.yaml runs logged beside them are no trials.
-    assert sorted(len(line.get_xdata()) for line in fig.axes[0].lines) == [1, 1, 2]
+    assert sorted(len(line.get_xdata()) for line in fig.axes[0].lines) == [1, 2, 3]
 
 
 def test_an_equal_expectation_is_planned_by_tost_power() -> None:
@@ -442,3 +447,42 @@ def test_an_equal_expectation_is_planned_by_tost_power() -> None:
     better = plan_finding(comparison, "a", "b", "better", study)  # type: ignore[arg-type]
     assert better == plan_seeds("difference", 0.02, sd, df=2, comparisons=4)
     assert equal.seeds is not None and better.seeds is not None and equal.seeds > better.seeds
+
+
+def test_a_sweep_s_seeds_must_be_stated_as_tuning_seeds(store: str, tmp_path: Path, capsys):
+    manifest = yaml.safe_load(yaml.safe_dump(MANIFEST))
+    del manifest["tuning_seeds"]  # the trials' seed 7 could then evaluate the tuned arms
+    path = _write(tmp_path, manifest)
+    for extra in (["--report-dir", str(tmp_path)], ["--plan"]):
+        assert main(["study", str(path), "--tracking-uri", store, *extra]) == 2
+        assert capsys.readouterr().err.startswith(
+            "error: tuning_seeds: the sweep trials in grid ran seeds [7], which tuning_seeds "
+            "does not"
+        )
+
+
+def test_runs_of_a_tuning_seed_never_evaluate_an_arm(store: str, tmp_path: Path) -> None:
+    manifest = yaml.safe_load(yaml.safe_dump(MANIFEST))
+    manifest["tuning_seeds"] = [TUNING_SEED, 2]  # as if seed 2 had tuned too
+    study = load_study(_write(tmp_path, manifest))
+    second = analyse(study, store)[0][1]
+    assert set(second.comparison.runs["seed"]) == {0, 1}
+    manifest["arms"]["pre"]["seeds"] = [1, 2]
+    with pytest.raises(SpecError, match=r"arms.pre.seeds: seeds \[2\] are tuning seeds"):
+        load_study(_write(tmp_path, manifest))
+
+
+def test_a_tuned_value_on_its_sweep_s_edge_is_flagged_in_the_report(results) -> None:
+    from minimind.study import report
+
+    study, axes = results
+    tuned = axes[1].findings[1]  # post tuned vs pre tuned
+    assert tuned.edges == (
+        "pre tuned: train.optimizer.lr = 0.004 is the highest value its sweep tried "
+        "([0.001, 0.004]): the optimum may lie beyond the range, so it is not tuned",
+    )
+    assert all(not f.edges for f in [*axes[0].findings, axes[1].findings[0]])
+    assert f"warning: {tuned.edges[0]}" in report.observed(tuned, study.metric)
+    assert "not tuned" in report._agreement_text(tuned, study.metric)
+    findings = pd.read_csv(io.StringIO(report.findings_csv(study, axes)))
+    assert findings["tuning_edges"].notna().tolist() == [False, False, False, False, True]

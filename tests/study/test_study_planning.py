@@ -3,9 +3,13 @@ the A/A calibration row, and where the sequential design stands after the runs s
 
 from __future__ import annotations
 
+import dataclasses
+import html
+import io
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 from fake_runs import log_child, log_parent
@@ -130,7 +134,7 @@ def test_the_plan_measures_the_noise_from_the_runs_when_none_is_stated(tmp_path,
 
 def test_the_sequential_standing_of_each_comparison(tmp_path, store, capsys):
     out = plan_text(tmp_path, store, capsys)
-    assert "stopped at look 2 (6 seeds): a difference" in block(out, "good vs base")
+    assert "stopped at look 2 (6 seeds: 0-5): a difference" in block(out, "good vs base")
     assert "no plan" in block(out, "good vs base")  # no effect stated, none to plan for
     same = block(out, "same vs base")
     assert "equivalent within ±0.02" in same or "train both arms to 9 seeds" in same
@@ -173,4 +177,50 @@ def test_seeds_a_later_invocation_trains_join_the_earlier_ones(tmp_path, capsys)
     tree = manifest()
     tree["axes"] = [{**tree["axes"][0], "comparisons": tree["axes"][0]["comparisons"][:1]}]
     assert main(["study", write(tmp_path, tree), "--plan", "--tracking-uri", uri]) == 0
-    assert "stopped at look 2 (6 seeds): a difference" in capsys.readouterr().out
+    assert "stopped at look 2 (6 seeds: 0-5): a difference" in capsys.readouterr().out
+
+
+def test_the_report_states_each_comparison_s_look_seeds_and_why(tmp_path, store):
+    from minimind.study import report
+    from minimind.study.planning import with_standings
+
+    study = load_study(write(tmp_path, manifest()))
+    results = with_standings(study, analyse(study, store)[0], store)
+    good, same = results[0].findings
+    (calibration,) = results[1].findings
+    assert good.standing.sentence().startswith("stopped at look 2 (6 seeds: 0-5): a difference")
+    assert calibration.standing.sentence().startswith(
+        "open after 3 paired seed(s) (3-5 against 0-2): train both arms to 6 seeds for look 2"
+    )
+    page = report.to_html(study, results, {}, {}, {})
+    assert f"<td>{html.escape(good.standing.sentence())}</td>" in page
+    assert "sequential: stopped at look 2 (6 seeds: 0-5)" in report.to_markdown(
+        study, results, {}, {}
+    )
+    findings = pd.read_csv(io.StringIO(report.findings_csv(study, results)))
+    row = findings.set_index("arm").loc["good"]
+    assert (row["sequential_stop"], row["sequential_look"], row["sequential_seeds"]) == (
+        "difference", 2, 6,
+    )  # fmt: skip
+    assert row["sequential_seeds_used"] == "0-5" and not row["calibration"]
+
+
+def test_the_aa_row_is_the_report_s_calibration(tmp_path, store):
+    from minimind.study import report
+
+    study = load_study(write(tmp_path, manifest()))
+    results = analyse(study, store)[0]
+    (calibration,) = results[1].findings
+    page = report.to_html(study, results, {}, {}, {})
+    assert "<td>base B vs base A (A/A calibration)</td>" in page
+    assert "<td>good vs baseline</td>" in page  # other rows are not marked
+    text = report._agreement_text(calibration, "val/bpb")
+    assert text.startswith("calibration: ") and "FAILED" not in text
+    findings = pd.read_csv(io.StringIO(report.findings_csv(study, results)))
+    assert list(findings["calibration"]) == [False, False, True]
+    # a difference between runs of one arm fails the calibration, in red
+    row = calibration.row.copy()
+    row["val/bpb_within_noise"] = False
+    failed = dataclasses.replace(calibration, row=row)
+    assert report._agreement_text(failed, "val/bpb") == "calibration FAILED: runs of one arm differ"
+    assert report._agreement_cell(failed, "val/bpb").css == "disagrees"

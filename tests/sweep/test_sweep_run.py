@@ -124,6 +124,7 @@ def test_a_sweep_logs_a_parent_and_child_per_trial_and_a_rerun_tops_it_up(
     out = capsys.readouterr().out
     best = study.best_trial
     assert f"best trial {best.number}: val/bpb {best.value:.4f}" in out
+    assert "note: the sweep chose its values on seeds [0], which best.yaml runs too" in out
     best_yaml = reports / "best.yaml"
     spec = load_spec(best_yaml)
     assert spec.name == "tiny-best" and spec.sweep is None

@@ -1,0 +1,88 @@
+"""Whether a tuned value is tuned: a value on the edge of what its sweep tried is not.
+
+A sweep's trials (runs tagged `trial_number`) of one cell (its Optuna study, tag `study`) try
+values of the params it searches; the best is written into `best.yaml`, whose runs are the
+tuned arm. When that value is the lowest or highest the cell's trials tried, the optimum may
+lie beyond the searched range: the arm ran at the best value tried, not at a tuned one
+(`minimind sweep --best` warns of it from the declared range, `minimind.sweep.space`;
+`minimind compare` and the study read it from the trials, since a store keeps runs, not sweep
+specs).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from minimind.compare.runs import load_runs
+from minimind.compare.table import Comparison, resolve_group_key
+from minimind.record import STUDY_TAG, TRIAL_NUMBER_TAG
+
+MIN_VALUES = 3
+"""Fewer distinct values tried than this have no inside, so no edge."""
+
+
+def _numbers(column: pd.Series) -> pd.Series:
+    return pd.to_numeric(column, errors="coerce")
+
+
+def edge_warnings(runs: pd.DataFrame, trials: pd.DataFrame) -> list[str]:
+    """One line per param searched by the sweep cell of `trials` (the trials of one experiment,
+    with `params.*` and `tags.study` columns) that `runs` (one arm's evaluation runs) belong to,
+    when the arm's value of it is the lowest or highest the cell tried (of at least `MIN_VALUES`
+    distinct numbers). A cell is its trials' Optuna study; the arm belongs to it when it has the
+    values that set the cell apart from the others (the ablated ones, such as the block), and a
+    param the cell's trials vary is one it searched. Empty when no cell matches."""
+    if trials.empty or runs.empty or f"tags.{STUDY_TAG}" not in trials:
+        return []
+    params = [c for c in trials.columns if c.startswith("params.") and c in runs]
+    across = [c for c in params if trials[c].nunique(dropna=True) > 1]
+    first = runs.iloc[0]
+    warnings = []
+    for _, cell in trials.groupby(f"tags.{STUDY_TAG}"):
+        varying = [c for c in across if cell[c].nunique(dropna=True) > 1]
+        defining = [c for c in across if c not in varying]
+        if not varying or any(not _same(first[c], cell[c].iloc[0]) for c in defining):
+            continue
+        for column in varying:
+            tried = sorted(set(_numbers(cell[column]).dropna()))
+            value = _numbers(runs[column]).dropna()
+            if len(tried) < MIN_VALUES or value.empty:
+                continue
+            chosen = float(value.iloc[0])
+            if chosen in (tried[0], tried[-1]):
+                end = "lowest" if chosen == tried[0] else "highest"
+                key = column.removeprefix("params.")
+                warnings.append(
+                    f"{key} = {chosen:.4g} is the {end} value its sweep tried "
+                    f"([{tried[0]:.4g}, {tried[-1]:.4g}]): the optimum may lie beyond the range, "
+                    "so it is not tuned"
+                )
+    return warnings
+
+
+def _same(a: object, b: object) -> bool:
+    """Two params (text in MLflow) equal, as numbers when both are (`0.001` is `1e-3`)."""
+    x, y = pd.to_numeric(pd.Series([a, b]), errors="coerce")
+    return bool(x == y) if pd.notna(x) and pd.notna(y) else str(a) == str(b)
+
+
+def trial_runs(runs: pd.DataFrame) -> pd.Series:
+    """Which of `runs` are a sweep's trials (tagged `trial_number`)."""
+    tag = runs.get(f"tags.{TRIAL_NUMBER_TAG}", pd.Series(index=runs.index, dtype=object))
+    return tag.reindex(runs.index).notna()
+
+
+def comparison_edges(comparison: Comparison) -> list[str]:
+    """'<group>: <param> = <value> is the highest value its sweep tried ...' for each group of
+    `comparison` (trials aside) tuned on the edge of what a sweep of its experiments tried."""
+    runset = comparison.runset
+    every = load_runs(runset.tracking_uri, runset.experiments, all_runs=True).runs
+    trials = every[trial_runs(every)]
+    runs = runset.runs[~trial_runs(runset.runs)]
+    if trials.empty or runs.empty:
+        return []
+    return [
+        f"{group}: {warning}"
+        for group, mine in runs.groupby(resolve_group_key(runs, comparison.by), sort=False)
+        for warning in edge_warnings(mine, trials)
+    ]

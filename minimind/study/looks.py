@@ -1,0 +1,189 @@
+"""`minimind study --train` after the streams: the sequential design's looks, each trained for
+the comparisons still open.
+
+The streams train the first look. Then, until every comparison has stopped (a difference,
+equivalence, or the cap):
+
+1. the design is replayed over the runs in the store (`planning.plan_from_runs`,
+   `planning.sequential_decisions`), the error rate held across looks by alpha spending and
+   Holm per axis (`minimind.study.sequential`);
+2. each comparison still open names, for its two arms, the seeds of the look it waits for (the
+   first `looks[k]` of `Study.evaluation_seeds`, the tuning seeds skipped; an A/A arm's own
+   listed seeds) that have no finished run: a finished (arm, seed) is never trained again;
+3. those runs are trained: per experiment and set of seeds one
+   `minimind run SPEC [its overrides] -o seeds=[...] --variant V ... --resume`, SPEC and its
+   overrides those of the stream command that trains the experiment's variant, the commands
+   side by side in as many streams as the manifest has.
+
+Nothing is remembered between invocations: what a look trains is read from the store, so a study
+stopped anywhere and run again continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from minimind.compare import RunSet
+from minimind.study.analysis import StudyError, arm_variant, load_experiments
+from minimind.study.manifest import Study
+from minimind.study.planning import arm_values, plan_from_runs, sequential_decisions
+from minimind.study.streams import Failure, run_streams
+
+
+@dataclass(frozen=True)
+class LookRuns:
+    """Runs a look trains in one invocation: `variants` of `experiment`, each on `seeds`."""
+
+    experiment: str
+    variants: tuple[str, ...]
+    seeds: tuple[int, ...]
+
+
+def missing_runs(study: Study, runsets: Mapping[str, RunSet]) -> tuple[list[LookRuns], list[str]]:
+    """The runs the open comparisons' next looks need and have not finished, grouped per
+    experiment and seeds; and one note per open comparison that cannot go on (an A/A arm that
+    lists fewer seeds than the look needs)."""
+    planned = plan_from_runs(study, dict(runsets))
+    decisions = sequential_decisions(study, planned)
+    needed: dict[str, set[int]] = {}
+    notes = []
+    for axis in study.axes:
+        outcome = decisions[axis.name]
+        for j, comparison in enumerate(axis.comparisons):
+            if outcome.stop[0, j] != "open":
+                continue
+            n = study.sequential.looks[int(outcome.look[0, j])]
+            for key in (comparison.arm, comparison.against):
+                listed = study.arms[key].seeds
+                if listed is not None and len(listed) < n:
+                    notes.append(
+                        f"{axis.name}: {comparison.arm} vs {comparison.against} cannot go on to "
+                        f"{n} seeds: arms.{key}.seeds lists {len(listed)}"
+                    )
+                    break
+                look = sorted(listed)[:n] if listed is not None else study.evaluation_seeds(n)
+                needed.setdefault(key, set()).update(
+                    set(look) - _finished_seeds(study, key, runsets)
+                )
+    groups: dict[tuple[str, tuple[int, ...]], list[str]] = {}
+    for key, missing in needed.items():
+        if not missing:
+            continue
+        arm = study.arms[key]
+        variant = arm_variant(key, arm, runsets[arm.experiment])
+        variants = groups.setdefault((arm.experiment, tuple(sorted(missing))), [])
+        if variant not in variants:
+            variants.append(variant)
+    runs = [LookRuns(e, tuple(v), s) for (e, s), v in groups.items()]
+    return runs, list(dict.fromkeys(notes))
+
+
+def _finished_seeds(study: Study, key: str, runsets: Mapping[str, RunSet]) -> set[int]:
+    try:
+        return {int(seed) for seed in arm_values(study, key, dict(runsets)).index}
+    except StudyError:
+        return set()  # none trained yet
+
+
+def look_commands(study: Study, runs: list[LookRuns]) -> list[str]:
+    """One `minimind run` command per `LookRuns`, from the stream command that trains its
+    experiment's variants (`StudyError` when no stream command does)."""
+    sources = _run_commands(study)
+    commands = []
+    for look in runs:
+        source = next(
+            (
+                (path, overrides)
+                for experiment, variants, path, overrides in sources
+                if experiment == look.experiment and set(look.variants) <= variants
+            ),
+            None,
+        )
+        if source is None:
+            raise StudyError(
+                f"streams: no `minimind run` command trains {', '.join(look.variants)} of "
+                f"{look.experiment}; a look adds seeds to the specs the streams run"
+            )
+        path, overrides = source
+        argv = ["minimind", "run", path]
+        for override in [*overrides, f"seeds=[{', '.join(map(str, look.seeds))}]"]:
+            argv += ["-o", override]
+        for variant in look.variants:
+            argv += ["--variant", variant]
+        commands.append(shlex.join([*argv, "--resume"]))
+    return commands
+
+
+def _run_commands(study: Study) -> list[tuple[str, set[str], str, list[str]]]:
+    """(experiment, its variants, spec path, overrides) of every stream's `minimind run`
+    command whose spec loads now (a sweep's best.yaml exists once its stream has run)."""
+    from minimind.spec import SpecError, expand, load_spec
+
+    parser = argparse.ArgumentParser(add_help=False)  # `minimind run`'s spec and overrides
+    parser.add_argument("spec")
+    parser.add_argument("-o", "--override", action="append", default=[])
+    found = []
+    for command in (c for stream in study.streams for c in stream):
+        argv = shlex.split(command)[1:]
+        if argv[:1] != ["run"]:
+            continue
+        args, _ = parser.parse_known_args(argv[1:])
+        try:
+            spec = load_spec(args.spec, args.override)
+        except SpecError:
+            continue
+        variants = {v.name for v in expand(spec)}
+        found.append((spec.tracking.experiment or spec.name, variants, args.spec, args.override))
+    return found
+
+
+def train_looks(
+    study: Study,
+    tracking_uri: str,
+    log_dir: Path,
+    train: Callable[[list[LookRuns]], list[Failure]] | None = None,
+) -> list[Failure]:
+    """Train look after look until every comparison has stopped or one cannot go on; the
+    failures of the look that failed, empty otherwise. `train` trains a look's runs (by
+    default `look_commands` side by side, in as many streams as the manifest has)."""
+    train = train or _trainer(study, log_dir)
+    previous: list[LookRuns] | None = None
+    while True:
+        runs, notes = missing_runs(study, load_experiments(study, tracking_uri))
+        for note in notes:
+            print(f"study: {note}", file=sys.stderr)
+        if not runs:
+            return []
+        if runs == previous:  # trained, and still not finished: never loop on it
+            raise StudyError(
+                f"the look's runs did not finish: {_describe(runs)} (see the logs in {log_dir})"
+            )
+        print(f"study: next look, training {_describe(runs)}", file=sys.stderr, flush=True)
+        failures = train(runs)
+        if failures:
+            return failures
+        previous = runs
+
+
+def _describe(runs: list[LookRuns]) -> str:
+    return "; ".join(
+        f"{r.experiment} {', '.join(r.variants)} on seeds {', '.join(map(str, r.seeds))}"
+        for r in runs
+    )
+
+
+def _trainer(study: Study, log_dir: Path) -> Callable[[list[LookRuns]], list[Failure]]:
+    looks = iter(range(1, 10_000))
+
+    def train(runs: list[LookRuns]) -> list[Failure]:
+        commands = look_commands(study, runs)
+        width = len(study.streams)
+        streams = [commands[k::width] for k in range(width)]
+        return run_streams(streams, study.threads_per_stream, log_dir, f"look{next(looks)}-stream")
+
+    return train

@@ -1,0 +1,69 @@
+"""A tuned value on the edge of what its sweep tried is flagged (`minimind.compare.tuning`), in
+`minimind compare` as in the study."""
+
+from __future__ import annotations
+
+import pandas as pd
+from fake_runs import log_child, log_parent
+from mlflow import MlflowClient
+from mlflow.entities import Metric
+
+from minimind.cli import main
+from minimind.compare.tuning import edge_warnings
+
+T0 = 1_700_000_000_000
+
+
+def trials(cells: dict[str, list[float]]) -> pd.DataFrame:
+    """Trials of one sweep: per block (a cell, its own Optuna study) the learning rates tried."""
+    return pd.DataFrame(
+        [
+            {"params.model.block": block, "params.lr": str(lr), "tags.study": f"s/block={block}"}
+            for block, rates in cells.items()
+            for lr in rates
+        ]
+    )
+
+
+def arm(block: str, lr: str) -> pd.DataFrame:
+    return pd.DataFrame([{"params.model.block": block, "params.lr": lr}] * 3)
+
+
+def test_a_value_at_either_end_of_its_cell_s_trials_is_an_edge() -> None:
+    grid = trials({"pre": [1e-3, 2e-3, 4e-3], "post": [1e-3, 2e-3, 4e-3, 8e-3]})
+    assert edge_warnings(arm("pre", "0.004"), grid) == [
+        "lr = 0.004 is the highest value its sweep tried ([0.001, 0.004]): the optimum may lie "
+        "beyond the range, so it is not tuned"
+    ]
+    assert "lowest" in edge_warnings(arm("post", "1e-3"), grid)[0]  # 1e-3 is 0.001
+    assert edge_warnings(arm("post", "0.004"), grid) == []  # inside post-norm's grid
+    assert edge_warnings(arm("other", "0.004"), grid) == []  # no cell of this sweep
+
+
+def test_two_values_tried_have_no_inside_so_no_edge() -> None:
+    assert edge_warnings(arm("pre", "0.004"), trials({"pre": [1e-3, 4e-3]})) == []
+
+
+def test_compare_warns_of_a_group_tuned_on_its_sweep_s_edge(tmp_path, capsys) -> None:
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    exp = client.create_experiment("tune", artifact_location=str(tmp_path / "tune"))
+    parent = log_parent(client, exp, "tune/base", T0)
+    for number, lr in enumerate(["0.001", "0.002", "0.004"]):
+        log_child(
+            client, exp, parent, f"trial-{number}", 1000, T0 + number + 1,
+            params={"train.optimizer.lr": lr},
+            metrics=[Metric("val/bpb", 2.5 - float(lr), T0, 10)],
+            tags={"trial_number": str(number), "study": "tune/base"},
+        )  # fmt: skip
+    parent = log_parent(client, exp, "tune-best", T0 + 100)
+    for seed in range(2):
+        log_child(
+            client, exp, parent, "base", seed, T0 + 101 + seed,
+            params={"train.optimizer.lr": "0.004"}, metrics=[Metric("val/bpb", 2.4, T0, 10)],
+        )  # fmt: skip
+    assert main(["compare", "tune", "--tracking-uri", uri, "--format", "csv"]) == 0
+    assert (
+        "warning: base: train.optimizer.lr = 0.004 is the highest value its sweep tried"
+        in capsys.readouterr().err
+    )
