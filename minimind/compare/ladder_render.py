@@ -85,14 +85,18 @@ def result_rows(ladder: Ladder) -> tuple[list[str], list[list[str]]]:
             r.trend_slope.high * math.log(10),
             r.trend_slope.n,
         )
+        # A slope needs readings at two rungs or more; a test, two seeds with one.
+        tested = r.trend_slope.n >= 2
         rows.append(
             [
                 label,
                 fmt_estimate(r.exponent_difference, signed=True),
                 f"{multiplier} (at {fmt_compute(r.extrapolated_to, ladder.compute_unit)})",
-                f"{fmt_estimate(per_decade, signed=True)} in log ×, {r.trend_slope.n} seeds",
+                f"{fmt_estimate(per_decade, signed=True)} in log ×, {r.trend_slope.n} seeds"
+                if r.trend_slope.n
+                else "no seed has readings at 2 rungs (bounds only)",
                 render.MISSING if math.isnan(r.trend_p) else f"{r.trend_p:.3g}",
-                r.trend,
+                r.trend if tested else "not tested",
                 "none"
                 if r.crossing is None
                 else f"at {fmt_compute(r.crossing, ladder.compute_unit)}",

@@ -211,3 +211,19 @@ def test_a_tiny_ladder_runs_and_compares_with_its_ladder_section(
         assert (report / name).is_file(), name
     assert "position=none vs position=rope" in (report / "index.html").read_text()
     assert not math.isnan(float(rows[-1]["delta"]))
+
+
+def test_a_variant_beyond_the_baselines_curves_has_bounds_and_no_trend_test(
+    mlflow_uri: str,
+) -> None:
+    """A variant worth 1.5× its compute ends below each baseline curve: every rung gives a
+    bound, so no trend is tested (said so, not "no trend detected"); the fits still give the
+    extrapolated 1.5×."""
+    ladder = _ladder(mlflow_uri, lambda c: 1.5)
+    (result,) = ladder.results
+    assert list(result.rungs["compute_x_where"]) == ["beyond"] * 4
+    r = result.result
+    assert r is not None and r.trend_slope.n == 0
+    assert r.extrapolated_multiplier.value == pytest.approx(1.5, rel=1e-3)
+    text = to_plain(ladder)
+    assert "no seed has readings at 2 rungs (bounds only)" in text and "not tested" in text
