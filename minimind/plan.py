@@ -39,7 +39,7 @@ from minimind.device import (
 from minimind.downstream.tasks import Task, TaskFileError, load_task, longest_request
 from minimind.foundations.plain_table import plain_table
 from minimind.foundations.writable import unwritable_dir
-from minimind.initialisation import shared_fraction
+from minimind.initialisation import InitialDraw, shared_fraction
 from minimind.model import MiniMindLM
 from minimind.optim import describe_optimizer
 from minimind.probes.monitor import describe as describe_probes
@@ -265,11 +265,15 @@ def prepare_all(plan: Plan) -> dict[str, PreparedData]:
 def describe_plan(plan: Plan) -> str:
     """The `--dry-run` table: variants with parameter and FLOP counts, tokens per run, the
     precision each trains in on this machine, and the share of the first variant's (the
-    baseline's) initial parameters each starts with bit-identical under the same seed
-    (`minimind.initialisation`: what pairing by seed can cancel)."""
+    baseline's; on a ladder, the first of its rung's) initial parameters each starts with
+    bit-identical under the same seed (`minimind.initialisation`: what pairing by seed can
+    cancel)."""
     spec = plan.spec
     models = _meta_models(plan)
-    reference = models[0].initial_draws
+    # Each variant against its rung's first (the baseline arm there), or the first variant.
+    references: dict[str | None, dict[str, InitialDraw]] = {}
+    for variant, model in zip(plan.variants, models, strict=True):
+        references.setdefault(variant.rung, model.initial_draws)
     headers = [
         "variant",
         "params",
@@ -297,7 +301,7 @@ def describe_plan(plan: Plan) -> str:
                 # A warm-up the spec did not set is derived from the steps: show which.
                 f"{train.warmup_steps}" + ("" if train.schedule.warmup is not None else " (auto)"),
                 f"{steps * train.tokens_per_step:,}" if steps else "-",
-                f"{shared_fraction(reference, model.initial_draws):.1%}",
+                f"{shared_fraction(references[variant.rung], model.initial_draws):.1%}",
                 # `auto` is resolved for this machine and model: show what it became.
                 precision + (" (auto)" if train.precision == "auto" else ""),
             ]
@@ -312,11 +316,26 @@ def describe_plan(plan: Plan) -> str:
         [
             summary,
             plain_table(headers, rows),
+            *_ladder_budget(spec),
             *probes,
             *_memory_warnings(plan),
             *_optimizer_groups(plan, models),
         ]
     )
+
+
+def _ladder_budget(spec: Spec) -> list[str]:
+    """How a ladder sizes its rungs' budgets, when the spec has one."""
+    ladder = spec.ladder
+    if ladder is None:
+        return []
+    if ladder.tokens_per_param is None:
+        return [f"ladder: {len(ladder.rungs)} rungs, each with its own steps"]
+    count = "every parameter" if ladder.params == "total" else "the non-embedding parameters"
+    return [
+        f"ladder: {len(ladder.rungs)} rungs, each training on {ladder.tokens_per_param:g} tokens "
+        f"per parameter of its first arm ({count}), rounded up to whole steps"
+    ]
 
 
 def _meta_models(plan: Plan) -> list[MiniMindLM]:

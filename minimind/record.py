@@ -12,7 +12,8 @@ a run's name.
   `trial-<n>` (`trial-<n>/seed<k>`). Tags: `minimind.role=child`, `mlflow.parentRunId`,
   `variant`, `seed`, `plan_hash`, `component.<slot>` (and `component.<slot>.options`), the
   device it trained on (`device`, `precision`, and `gpu_name` on CUDA) and `git_commit`; a trial's also `study`,
-  `trial_number` and `state`; a run that did not finish, `failure_reason`. Params: the
+  `trial_number` and `state`; a ladder's, `rung` and `arm`; a run that did not finish,
+  `failure_reason`. Params: the
   flattened resolved spec, `seed` and the model's size.
 - Metrics: `RUN_METRICS`, each minimized but those `is_maximized` names. `val/loss` and
   `val/bpb` are exact (every held-out token, once at the end); their curves are
@@ -53,6 +54,10 @@ DEVICE_TAG = "device"  # the device the run trained on: `cpu`, `cuda` or `mps`, 
 GPU_NAME_TAG = "gpu_name"
 PRECISION_TAG = "precision"  # the autocast dtype used: `bf16`, or `fp32` without autocast
 STUDY_TAG = "study"
+# A ladder's runs (`ladder:` in a spec): the rung (model size) and the arm (the ablation cell,
+# named as at every rung), so that a reader groups a rung's arms, or an arm's rungs, by tag.
+RUNG_TAG = "rung"
+ARM_TAG = "arm"
 TRIAL_NUMBER_TAG = "trial_number"
 TRIAL_STATE_TAG = "state"  # `complete`, `pruned` or `failed`
 # The process that owns a parent run, so that a later invocation can tell that it died.
@@ -191,6 +196,14 @@ def child_tags(
     tags.update(component_tags(cfg))
     tags.update(device_tags(run_device))
     return tags
+
+
+def ladder_tags(rung: str | None, arm: str | None) -> dict[str, str]:
+    """What a ladder's child run is tagged with besides `child_tags`: its rung and its arm
+    (nothing for a run of a spec without a ladder, `rung` None)."""
+    if rung is None or arm is None:
+        return {}
+    return {RUNG_TAG: rung, ARM_TAG: arm}
 
 
 def trial_tags(study: str, number: int) -> dict[str, Any]:

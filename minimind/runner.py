@@ -27,6 +27,7 @@ from minimind.plan import Plan, data_key, describe_plan, plan_run, prepare_all
 from minimind.record import (
     checkpoint_path,
     child_run_name,
+    ladder_tags,
     parent_tags,
     plan_hash_lookups,
     process_tags,
@@ -258,7 +259,7 @@ def run_child(
         spec,
         seed,
         data[data_key(spec.data)],
-        tags=tags or {},
+        tags={**ladder_tags(variant.rung, variant.arm), **(tags or {})},
         earlier_run_id=earlier.info.run_id if earlier is not None else None,
         checkpoint_path=path,
     )

@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from minimind.foundations.corrections import CORRECTIONS, DEFAULT_CORRECTION
 from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_OK, fail
 from minimind.foundations.paths import DEFAULT_TRACKING_URI, REPORTS_DIR
+
+if TYPE_CHECKING:
+    from minimind.compare.runs import RunSet
 
 FORMATS = ("table", "csv", "markdown", "json")
 
@@ -20,7 +24,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Compare the runs of an experiment: one row per variant with mean ± std over seeds "
             "and the delta against a baseline with its interval and p-value, corrected for the "
-            "number of comparisons (docs/statistics.md). By default the "
+            "number of comparisons (docs/statistics.md). The runs of a ladder (a spec with "
+            "`ladder:`) are compared rung by rung against the baseline arm of each rung, then "
+            "across the rungs (fits, extrapolated multiplier, trend); --baseline names an arm "
+            "there. By default the "
             "latest `minimind run` invocation (parent run) of the experiment, or the latest "
             "overall when no experiment is given."
         ),
@@ -83,6 +90,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="print the seeds per arm that detect a difference of DELTA in the objective with "
         "80%% power at the corrected level, from the measured noise",
     )
+    p.add_argument(
+        "--extrapolate",
+        type=float,
+        default=10.0,
+        metavar="FACTOR",
+        help="on a ladder, read each comparison's multiplier off the arms' fitted laws at "
+        "FACTOR times the top rung's compute (default: 10)",
+    )
     p.add_argument("--report", action="store_true", help="write an HTML/markdown report")
     p.add_argument(
         "--report-dir",
@@ -119,6 +134,7 @@ def _option_problem(args: argparse.Namespace) -> str | None:
 def run_compare(args: argparse.Namespace) -> int:
     # Imported here so that `minimind --help` and other commands stay quick.
     from minimind.compare import CompareError, compare, load_runs, render
+    from minimind.compare.ladder import is_ladder
 
     if args.power is not None and not args.power > 0:
         return fail(f"--power: must be a difference > 0, got {args.power}")
@@ -139,6 +155,8 @@ def run_compare(args: argparse.Namespace) -> int:
             raise CompareError(
                 f"no runs to compare in {where} ({runset.selection})", exit_code=EXIT_FAILED
             )
+        if args.by is None and is_ladder(runset):
+            return _compare_ladder(args, runset)
         comparison = compare(
             runset,
             metric=args.metric,
@@ -176,4 +194,36 @@ def run_compare(args: argparse.Namespace) -> int:
         folder = args.report_dir or REPORTS_DIR / "+".join(runset.experiments)
         index = write_report(comparison, folder)
         print(f"Report written to {index}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _compare_ladder(args: argparse.Namespace, runset: RunSet) -> int:
+    """`minimind compare` on a ladder's runs (`compare.ladder`)."""
+    from minimind.compare import CompareError, ladder_render
+    from minimind.compare.ladder import compare_ladder
+
+    try:
+        ladder = compare_ladder(
+            runset,
+            metric=args.metric,
+            baseline=args.baseline,
+            ci=args.ci,
+            correction=args.correction,
+            paired=args.paired,
+            extrapolate_factor=args.extrapolate,
+        )
+    except CompareError as e:
+        return fail(str(e), e.exit_code)
+    writers = {
+        "table": lambda: ladder_render.to_plain(ladder, args.noise),
+        "csv": lambda: ladder_render.to_csv(ladder),
+        "markdown": lambda: ladder_render.to_markdown(ladder, args.noise),
+        "json": lambda: ladder_render.to_json(ladder),
+    }
+    sys.stdout.write(writers[args.format]())
+    if args.report:
+        from minimind.compare.ladder_report import write_ladder_report
+
+        folder = args.report_dir or REPORTS_DIR / "+".join(runset.experiments)
+        print(f"Report written to {write_ladder_report(ladder, folder)}", file=sys.stderr)
     return EXIT_OK

@@ -22,11 +22,18 @@ def print_comparison(tracking_uri: str, experiment: str, parent_run_id: str | No
     that a finished training run does not end in a traceback.
     """
     from minimind.compare import render
+    from minimind.compare.ladder import is_ladder
 
     try:
         runset = load_runs(tracking_uri, [experiment], parent_run_id=parent_run_id)
         if runset.runs.empty:
             print(f"No runs to compare in {experiment} ({runset.selection}).", file=sys.stderr)
+            return
+        if is_ladder(runset):
+            from minimind.compare import ladder_render
+            from minimind.compare.ladder import compare_ladder
+
+            sys.stdout.write(ladder_render.to_plain(compare_ladder(runset)))
             return
         comparison = compare(runset)
     except CompareError as e:

@@ -8,8 +8,8 @@ needs 20% more compute for the same result. docs/statistics.md gives the method 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -25,13 +25,15 @@ class Multiplier:
     ends better than the baseline ever got: the figures are lower bounds, the baseline's
     whole budget over the variant's); `before` it (worse than the baseline's first
     evaluation: upper bounds); `mixed` when some seeds give lower bounds and others upper
-    bounds (their mean bounds nothing); `none` when nothing could be read."""
+    bounds (their mean bounds nothing); `none` when nothing could be read. `readings`: each
+    input's log multiplier and where it was read, by its label (a seed)."""
 
     value: float
     low: float
     high: float
     where: Where
     n: int
+    readings: dict[Hashable, tuple[float, Where]] = field(default_factory=dict)
 
 
 def reach(
@@ -69,11 +71,13 @@ def compute_multiplier(
     *,
     maximize: bool = False,
     level: float = 0.95,
+    labels: Sequence[Hashable] | None = None,
 ) -> Multiplier:
     """The multiplier of a variant whose seeds ended at `finals` after spending `spent` (same
     unit as the curves' x: FLOPs, tokens or steps), each read off its own baseline curve
     (`curves[i]` = (x, y) for `finals[i]`): the same seed's curve when the baseline ran it, so
-    that the interval carries the baseline's seed noise as well as the variant's."""
+    that the interval carries the baseline's seed noise as well as the variant's. `labels`
+    name the inputs in `Multiplier.readings` (their indices by default)."""
     finals, spent = np.asarray(finals, dtype=float), np.asarray(spent, dtype=float)
     keep = [
         i
@@ -84,6 +88,10 @@ def compute_multiplier(
         return Multiplier(math.nan, math.nan, math.nan, "none", 0)
     readings = [reach(*curves[i], finals[i], maximize) for i in keep]
     logs = np.log([x for x, _ in readings] / spent[keep])
+    names = list(range(len(finals))) if labels is None else list(labels)
+    by_label = {
+        names[i]: (float(log), w) for i, log, (_, w) in zip(keep, logs, readings, strict=True)
+    }
     wheres = {w for _, w in readings}
     where: Where = (
         "mixed"
@@ -96,7 +104,7 @@ def compute_multiplier(
     )
     value = float(np.exp(logs.mean()))
     if len(logs) < 2 or float(np.std(logs, ddof=1)) == 0.0:
-        return Multiplier(value, math.nan, math.nan, where, len(logs))
+        return Multiplier(value, math.nan, math.nan, where, len(logs), by_label)
     half = (
         stats.t.ppf(0.5 + level / 2.0, len(logs) - 1) * np.std(logs, ddof=1) / math.sqrt(len(logs))
     )
@@ -106,4 +114,5 @@ def compute_multiplier(
         float(np.exp(logs.mean() + half)),
         where,
         len(logs),
+        by_label,
     )

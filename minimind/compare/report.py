@@ -16,6 +16,7 @@ from mlflow.exceptions import MlflowException
 from minimind.compare import plots, render
 from minimind.compare.probe_plots import FIGURE_CAPTIONS as PROBE_CAPTIONS
 from minimind.compare.probe_plots import probe_figures
+from minimind.compare.runs import RunSet
 from minimind.compare.table import Comparison
 from minimind.record import DEVICE_TAG, GIT_COMMIT_TAG, GPU_NAME_TAG, PLAN_HASH_TAG, PRECISION_TAG
 
@@ -71,7 +72,12 @@ def devices(runs: pd.DataFrame) -> str:
 def header_fields(comparison: Comparison) -> dict[str, str]:
     """What was compared: spec, spec hash, git commit, device and precision (as the runs
     recorded them), dates, store and selection."""
-    runs, parents = comparison.runset.runs, comparison.runset.parents
+    return runset_fields(comparison.runset)
+
+
+def runset_fields(runset: RunSet) -> dict[str, str]:
+    """`header_fields` of the runs of `runset`."""
+    runs, parents = runset.runs, runset.parents
     both = pd.concat([parents, runs], ignore_index=True)
 
     def first_of(*columns: str) -> str:
@@ -87,7 +93,7 @@ def header_fields(comparison: Comparison) -> dict[str, str]:
     fmt = "%Y-%m-%d %H:%M UTC"
     dates = f"{starts.min():{fmt}} to {ends.max() if len(ends) else starts.max():{fmt}}"
     fields = {
-        "experiment": ", ".join(comparison.runset.experiments),
+        "experiment": ", ".join(runset.experiments),
         "spec": first_of("params.name"),
         "description": first_of("params.description"),
         "spec hash": first_of(f"tags.{PLAN_HASH_TAG}"),
@@ -95,8 +101,8 @@ def header_fields(comparison: Comparison) -> dict[str, str]:
         "device": devices(runs),
         "precision": ", ".join(_unique(runs, f"tags.{PRECISION_TAG}")) or "unknown",
         "dates": dates,
-        "runs": comparison.runset.selection,
-        "tracking URI": comparison.runset.tracking_uri,
+        "runs": runset.selection,
+        "tracking URI": runset.tracking_uri,
         "generated": datetime.now(timezone.utc).strftime(fmt),
     }
     if fields["description"] == "unknown":  # optional in a spec; the others always exist
@@ -245,11 +251,19 @@ def write_report(comparison: Comparison, folder: str | Path, log_to_parent: bool
     (folder / "report.md").write_text(to_markdown(comparison, [f"{n}.png" for n in pngs], fields))
     index = folder / "index.html"
     index.write_text(to_html(comparison, pngs, fields), encoding="utf-8")
-    parents = comparison.runset.parents
-    if log_to_parent and len(parents) == 1:
-        run_id = parents["run_id"].iloc[0]
-        try:
-            comparison.runset.client.log_artifacts(run_id, str(folder), ARTIFACT_PATH)
-        except (MlflowException, OSError) as e:
-            print(f"compare: could not log the report to parent run {run_id}: {e}", file=sys.stderr)
+    if log_to_parent:
+        log_to_parent_run(comparison.runset, folder)
     return index
+
+
+def log_to_parent_run(runset: RunSet, folder: Path) -> None:
+    """Log the report in `folder` as artifacts (under `comparison/`) of the parent run, when
+    the runs come from exactly one invocation; a failure is a warning."""
+    parents = runset.parents
+    if len(parents) != 1:
+        return
+    run_id = parents["run_id"].iloc[0]
+    try:
+        runset.client.log_artifacts(run_id, str(folder), ARTIFACT_PATH)
+    except (MlflowException, OSError) as e:
+        print(f"compare: could not log the report to parent run {run_id}: {e}", file=sys.stderr)

@@ -66,6 +66,20 @@ class RunSet:
             self._histories.update(fetch_histories(self.client, self.runs, missing))
         self._fetched.update(missing)
 
+    def subset(self, keep: pd.Series) -> RunSet:
+        """The runs where `keep` (a boolean per row of `runs`) holds, with the histories
+        fetched so far (a key fetched for every run is fetched for these)."""
+        return RunSet(
+            self.runs[keep.to_numpy()].reset_index(drop=True),
+            self.parents,
+            self.experiments,
+            self.selection,
+            self.tracking_uri,
+            self.client,
+            dict(self._histories),
+            set(self._fetched),
+        )
+
     def history(self, run_id: str, key: str) -> pd.Series:
         """The points of one metric of one run: values indexed by step, sorted by step."""
         self.fetch_histories([key])

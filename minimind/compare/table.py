@@ -7,7 +7,7 @@ that CSV and JSON readers get one statistic per column.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -83,6 +83,8 @@ class Comparison:
     """What the compute multipliers count: `FLOPs`, `tokens` or `steps` (what the params allow)."""
     best_of: str = ""
     """The curve whose best evaluation is the `<metric>_best` column (`curve_key`)."""
+    multipliers: dict[str, Multiplier] = field(default_factory=dict)
+    """Each compared group's compute multiplier, with its per-seed readings (by seed)."""
 
     @property
     def maximize(self) -> bool:
@@ -291,7 +293,7 @@ def tokens_per_step(runs: pd.DataFrame) -> pd.Series:
     return tokens * _param(runs, "train.grad_accum").fillna(1.0)
 
 
-def _compute_per_step(runs: pd.DataFrame) -> tuple[pd.Series, str]:
+def compute_per_step(runs: pd.DataFrame) -> tuple[pd.Series, str]:
     """Each run's compute per optimizer step, by run_id, and its unit: FLOPs (tokens per step
     × FLOPs per token) when every run has both, else tokens, else 1 step."""
     tokens = tokens_per_step(runs)
@@ -308,7 +310,7 @@ def _multipliers(
     """Each group's effective compute multiplier against the baseline's validation curves: each
     run's final read off the baseline run of its seed, or off the baseline's mean curve (over
     its seeds, at the steps they all evaluated) where the baseline did not run that seed."""
-    per_step, unit = _compute_per_step(runset.runs)
+    per_step, unit = compute_per_step(runset.runs)
     if is_maximized(metric):  # throughput and MFU have no learning curve to read
         return {}, unit
     key = curve_key(runset, metric)
@@ -334,6 +336,7 @@ def _multipliers(
             np.array([curves[r].index[-1] * per_step[r] for r in ids], dtype=float),
             maximize=is_maximized(metric),
             level=level,
+            labels=[seeds[r] for r in ids],
         )
     return out, unit
 
@@ -399,6 +402,7 @@ def compare(
     ]
     table = pd.DataFrame(rows)
     family: dict[str, DeltaCI] = {}
+    multipliers: dict[str, Multiplier] = {}
     noise = paired_noise = None
     if len(table):
         samples = {
@@ -437,8 +441,7 @@ def compare(
         table[f"{metric}_mde"] = [c.mde for c in cis]
         # The level of the deltas' intervals: corrected for the comparisons that have one.
         level = corrected_level(tested_count(family), correction)
-        multipliers: dict[str, Multiplier] = {}
-        unit = _compute_per_step(runset.runs)[1]
+        unit = compute_per_step(runset.runs)[1]
         for ref in dict.fromkeys(reference_of.values()):
             against_ref, _ = _multipliers(runset, finished, ref, metric, level)
             multipliers.update({g: m for g, m in against_ref.items() if reference_of.get(g) == ref})
@@ -491,4 +494,5 @@ def compare(
         power_comparisons=k,
         compute_unit=unit if len(table) else "steps",
         best_of=curve_key(runset, metric),
+        multipliers=multipliers,
     )

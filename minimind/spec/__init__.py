@@ -11,6 +11,7 @@ Every problem is a `SpecError` whose `str` is one line `<field.path>: <message>`
 """
 
 from minimind.spec.errors import SpecError
+from minimind.spec.ladder import LadderConfig, Rung
 from minimind.spec.loader import dump_spec, load_spec, parse_override
 from minimind.spec.matching import MatchConfig
 from minimind.spec.naming import BASE_VARIANT, variant_name
@@ -42,12 +43,14 @@ __all__ = [
     "ParamSpec",
     "PrunerConfig",
     "ReduceConfig",
+    "Rung",
     "SamplerConfig",
     "ScheduleConfig",
     "Spec",
     "SpecError",
     "SweepConfig",
     "TrackingConfig",
+    "LadderConfig",
     "MatchConfig",
     "PowerHint",
     "TrainConfig",

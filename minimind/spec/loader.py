@@ -16,6 +16,7 @@ import yaml
 from minimind.data.config import EMBEDDED_CORPORA
 from minimind.spec.ablation import ablated_keys
 from minimind.spec.errors import SpecError
+from minimind.spec.ladder import ladder_owner
 from minimind.spec.schema import Spec, apply, validate_spec
 from minimind.spec.tree import deep_merge, split_key
 from minimind.spec.variants import resolved_model
@@ -105,6 +106,9 @@ def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> Spec:
                 raise SpecError(
                     key, f"is varied by ablate.{axis}; override ablate.{axis}=[...] instead"
                 )
+        owner = None if spec.ladder is None else ladder_owner(spec.ladder, key)
+        if owner is not None:
+            raise SpecError(key, f"is set on every rung by {owner}; override the ladder instead")
     return spec
 
 

@@ -10,6 +10,7 @@ that expanding a spec validates none of them again.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any
@@ -42,6 +43,7 @@ from minimind.spec.errors import (
     format_path,
     from_validation_error,
 )
+from minimind.spec.ladder import LadderConfig, ladder_owner
 from minimind.spec.launcher import LauncherConfig
 from minimind.spec.matching import MatchConfig, match_knob, size
 from minimind.spec.naming import check_name, variant_name
@@ -118,8 +120,10 @@ class Spec(StrictNumbers):
     power: PowerHint | None = None
     match: MatchConfig | None = None
     launcher: LauncherConfig = Field(default_factory=LauncherConfig)
-    # Each ablation cell's assignments and its spec without `ablate` and `sweep`, as validated.
-    _variants: list[tuple[dict[str, Any], Spec]] = PrivateAttr(default_factory=list)
+    ladder: LadderConfig | None = None
+    # Each ablation cell (at each ladder rung) as validated, its spec without `ablate`, `sweep`
+    # and `ladder`.
+    _variants: list[Cell] = PrivateAttr(default_factory=list)
 
     @field_validator("name")
     @classmethod
@@ -175,17 +179,67 @@ class Spec(StrictNumbers):
                 f"model.parametrization mup is defined for {', '.join(MUP_OPTIMIZERS)}, "
                 f"not {self.train.optimizer.name!r}",
             )
-        if self.ablate:
+        if self.ladder is not None:
+            self._check_ladder(self.ladder)
+        if self.ablate or self.ladder is not None:
             self._check_variants()
         if self.sweep is not None and self.sweep.params:
             self._check_sweep_params()
         return self
 
+    def _check_ladder(self, ladder: LadderConfig) -> None:
+        """What the ladder cannot share with the rest of the spec: keys the arms vary, and a
+        sweep (a ladder's rungs are not cells of an Optuna study)."""
+        for key, axis in ablated_keys(self.ablate).items():
+            owner = ladder_owner(ladder, key)
+            if owner is not None:
+                field_error(
+                    ("ablate", axis),
+                    f"{key} is set on every rung by {owner}; vary it in the rungs or the arms, "
+                    "not both",
+                )
+        if self.sweep is not None:
+            field_error(("sweep",), "not with a ladder: sweep each rung's spec on its own")
+
     def _check_variants(self) -> None:
-        """Each ablation value alone, then each combination, must give a valid spec; the
-        combinations' specs are kept for `variant_specs` (with one axis, its values are the
-        combinations)."""
-        base = self.base_tree()
+        """Each ablation cell, at each ladder rung when there is a ladder, as a valid spec,
+        kept for `variant_specs`."""
+        if self.ladder is None:
+            self._variants = [Cell(a, s) for a, s in self._cells(self.base_tree(), "")]
+            return
+        for i, rung in enumerate(self.ladder.names()):
+            tree = self._rung_tree(self.ladder, i)
+            cells = self._cells(tree, f"at ladder rung {rung}: ")
+            self._variants += [Cell(a, s, rung) for a, s in cells]
+
+    def _rung_tree(self, ladder: LadderConfig, index: int) -> dict[str, Any]:
+        """The base tree with rung `index`'s model fields and training budget, checked (a
+        problem is reported at the rung): the budget counts the parameters of the rung's first
+        ablation cell, the baseline arm."""
+        where = f"ladder.rungs[{index}]"
+        model = ladder.model_assignments(index)
+        targets = {key: f"{where}.{key}" for key in model}
+        base = apply(self.base_tree(), model)
+        outcome = try_validate(base, {})
+        if isinstance(outcome, tuple):
+            field_error(*place(targets, where, *outcome))
+        baseline = try_validate(base, ablation_grid(self.ablate)[0])
+        # An arm invalid at this rung is reported by `_cells`, at the arm.
+        sized = outcome if isinstance(baseline, tuple) else baseline
+        tree = apply(base, ladder.budget(index, sized.model_config_obj(), sized.train))
+        budgeted = try_validate(tree, {})
+        if isinstance(budgeted, tuple):
+            path, message = budgeted
+            field_error((where,), f"{path}: {message} (with the rung's budget)")
+        return tree
+
+    def _cells(self, base: dict[str, Any], context: str) -> list[tuple[dict[str, Any], Spec]]:
+        """Each ablation cell over `base` as a valid spec, matched when `match` is set: each
+        value alone is checked first, so that a problem names the value, then each combination
+        (with one axis, its values are the combinations). `context` leads every message."""
+        if not self.ablate:
+            return [({}, Spec.model_validate(base))]
+        cells: list[tuple[dict[str, Any], Spec]] = []
         one_axis = len(self.ablate) == 1
         for axis, values in self.ablate.items():
             for i, assignments in enumerate(axis_options(axis, values)):
@@ -193,32 +247,41 @@ class Spec(StrictNumbers):
                 if isinstance(outcome, tuple):
                     where = f"ablate.{axis}[{i}]"
                     targets = {k: where if k == axis else f"{where}.{k}" for k in assignments}
-                    field_error(*place(targets, where, *outcome))
+                    at, message = place(targets, where, *outcome)
+                    field_error(at, context + message)
                 if one_axis:
-                    self._variants.append((assignments, outcome))
+                    cells.append((assignments, outcome))
         if not one_axis:
             for combo in ablation_grid(self.ablate):
                 outcome = try_validate(base, combo)
                 if isinstance(outcome, tuple):
                     path, message = outcome
-                    field_error(("ablate",), f"variant {variant_name(combo)}: {path}: {message}")
-                self._variants.append((combo, outcome))
+                    field_error(
+                        ("ablate",), f"{context}variant {variant_name(combo)}: {path}: {message}"
+                    )
+                cells.append((combo, outcome))
         if self.match is not None:
-            self._match_variants(self.match)
+            cells = self._match_variants(cells, base, self.match, context)
+        return cells
 
-    def _match_variants(self, match: MatchConfig) -> None:
-        """Resize `match.knob` of every variant but the first (the baseline) to the first's
-        size (`minimind.spec.matching`); the variants keep their names."""
-        if len(self._variants) < 2:
+    def _match_variants(
+        self,
+        cells: list[tuple[dict[str, Any], Spec]],
+        base: dict[str, Any],
+        match: MatchConfig,
+        context: str,
+    ) -> list[tuple[dict[str, Any], Spec]]:
+        """Resize `match.knob` of every cell but the first (the baseline) to the first's size
+        (`minimind.spec.matching`); the cells keep their assignments."""
+        if len(cells) < 2:
             field_error(("match",), "needs an ablation: variants to match to the first")
-        base = self.base_tree()
 
         def measure(spec: Spec) -> float:
             return size(spec.model_config_obj(), spec.train.seq_len, match.by)
 
-        target = measure(self._variants[0][1])
-        matched = [self._variants[0]]
-        for assignments, spec in self._variants[1:]:
+        target = measure(cells[0][1])
+        matched = [cells[0]]
+        for assignments, spec in cells[1:]:
             if abs(measure(spec) - target) <= match.tolerance * target:
                 matched.append((assignments, spec))
                 continue
@@ -226,9 +289,9 @@ class Spec(StrictNumbers):
                 lambda a: try_validate(base, a), measure, assignments, target, match
             )
             if isinstance(outcome, str):
-                field_error(("match",), f"variant {variant_name(assignments)}: {outcome}")
+                field_error(("match",), f"{context}variant {variant_name(assignments)}: {outcome}")
             matched.append((assignments, outcome[0]))
-        self._variants = matched
+        return matched
 
     def sweep_section(self) -> SweepConfig:
         """The `sweep:` section, for the code that runs a sweep: a spec without one is a
@@ -268,17 +331,18 @@ class Spec(StrictNumbers):
                         )
                         field_error(path, context + message)
 
-    def variant_specs(self) -> list[tuple[dict[str, Any], Spec]]:
-        """Each ablation cell's assignments and its spec (`ablate` emptied, `sweep` kept), in
-        `ablation_grid` order; this spec alone without `ablate`. Validated with this spec, not
-        again."""
-        if not self.ablate:
-            return [({}, self.model_copy(deep=True))]
+    def variant_specs(self) -> list[Cell]:
+        """Each ablation cell (its assignments and its spec: `ablate` and `ladder` emptied,
+        `sweep` kept) in `ablation_grid` order, rung by rung with a ladder; this spec alone
+        without either. Validated with this spec, not again."""
+        if not self._variants:
+            return [Cell({}, self.model_copy(deep=True))]
         out = []
-        for assignments, spec in self._variants:
+        for cell in self._variants:
             # The sweep section is checked against every cell by this spec's own validation.
             sweep = None if self.sweep is None else self.sweep.model_copy(deep=True)
-            out.append((dict(assignments), spec.model_copy(update={"sweep": sweep}, deep=True)))
+            spec = cell.spec.model_copy(update={"sweep": sweep}, deep=True)
+            out.append(Cell(dict(cell.assignments), spec, cell.rung))
         return out
 
     def model_config_obj(self) -> ModelConfig:
@@ -290,8 +354,18 @@ class Spec(StrictNumbers):
         return self.model_dump(mode="json", exclude={"extends"})
 
     def base_tree(self) -> dict[str, Any]:
-        """`tree()` without `ablate` and `sweep`: the starting point of one variant."""
-        return {**self.tree(), "ablate": {}, "sweep": None}
+        """`tree()` without `ablate`, `sweep` and `ladder`: the starting point of one variant."""
+        return {**self.tree(), "ablate": {}, "sweep": None, "ladder": None}
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One validated ablation cell: its `assignments` (the arm) and its `spec`, at the ladder
+    rung named `rung` (None without a ladder)."""
+
+    assignments: dict[str, Any]
+    spec: Spec
+    rung: str | None = None
 
 
 def validate_spec(tree: Mapping[str, Any]) -> Spec:

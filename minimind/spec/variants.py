@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import registry
-from minimind.spec.naming import variant_name
+from minimind.spec.naming import BASE_VARIANT, render, variant_name
 from minimind.spec.schema import Spec, apply, validate_spec
 
 Scalar = str | int | float | bool
@@ -17,31 +17,51 @@ Scalar = str | int | float | bool
 
 @dataclasses.dataclass(frozen=True)
 class Variant:
-    """One ablation cell: `spec` has the `assignments` applied and `ablate` emptied."""
+    """One ablation cell: `spec` has the `assignments` applied and `ablate` emptied. On a
+    ladder, the cell at one rung: `rung` names it and `arm` is the cell's name at every rung."""
 
     name: str
     spec: Spec
     assignments: dict[str, Any]
+    rung: str | None = None
+    arm: str | None = None
 
 
 def expand(spec: Spec) -> list[Variant]:
     """The Cartesian product of `spec.ablate` (keys in order, values in list order), each
-    variant's spec as `spec`'s validation left it (`Spec.variant_specs`).
+    variant's spec as `spec`'s validation left it (`Spec.variant_specs`); with a ladder, that
+    product at each rung in turn, smallest first.
 
-    A spec without `ablate` gives one variant named `base`. Names are unique: a clash left by
-    making values path-safe gets a `-2`, `-3`... suffix.
+    A spec without `ablate` gives one variant named `base`; on a ladder, `rung=<rung>` leads the
+    name (`rung=r1,attention=mqa`; `rung=r1` alone for `base`). Names are unique: a clash left
+    by making values path-safe gets a `-2`, `-3`... suffix.
     """
     variants: list[Variant] = []
     taken: set[str] = set()
-    for assignments, variant_spec in spec.variant_specs():
-        name = variant_name(assignments)
-        n = 1
-        while name in taken:
+    for cell in spec.variant_specs():
+        arm = variant_name(cell.assignments)
+        name = arm if cell.rung is None else rung_variant_name(cell.rung, arm)
+        unique, n = name, 1
+        while unique in taken:
             n += 1
-            name = f"{variant_name(assignments)}-{n}"
-        taken.add(name)
-        variants.append(Variant(name, variant_spec, assignments))
+            unique = f"{name}-{n}"
+        taken.add(unique)
+        variants.append(
+            Variant(
+                unique,
+                cell.spec,
+                cell.assignments,
+                rung=cell.rung,
+                arm=None if cell.rung is None else arm,
+            )
+        )
     return variants
+
+
+def rung_variant_name(rung: str, arm: str) -> str:
+    """The name of arm `arm` (a `variant_name`) at the ladder rung `rung`."""
+    label = f"rung={render(rung)}"
+    return label if arm == BASE_VARIANT else f"{label},{arm}"
 
 
 def with_values(spec: Spec, assignments: Mapping[str, Any]) -> Spec:
@@ -98,6 +118,8 @@ def spec_hash(spec: Spec) -> str:
     if cfg.parametrization.name == "standard":  # as above: the run of before the field existed
         model.pop("parametrization")
     content = {key: tree[key] for key in ("data", "train", "plugins", "ablate")}
+    if tree["ladder"] is not None:  # a spec without one keeps the hash it had before ladders
+        content["ladder"] = tree["ladder"]
     if content["train"]["loss_chunk_tokens"] is None:
         # Keeps the hash of specs from before the option existed (the loss is the same).
         del content["train"]["loss_chunk_tokens"]

@@ -1,0 +1,264 @@
+"""A ladder's comparison (`compare.ladder.Ladder`) as text, markdown, CSV and JSON: each rung's
+usual comparison table, then the ladder section (the arms' fits, each comparison's exponent
+difference, extrapolated multiplier, trend and crossing, and its decision at every rung beside
+the single-scale ranking)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+
+from minimind.compare import render
+from minimind.compare.ladder import Ladder, LadderResult
+from minimind.compare.scaling import Estimate
+from minimind.foundations.plain_table import plain_table
+
+Table = Callable[[list[str], list[list[str]]], str]
+
+
+def fmt_estimate(estimate: Estimate, digits: int = 3, signed: bool = False) -> str:
+    """'0.31 [0.12, 0.50]', or the value alone without an interval."""
+    sign = "+" if signed else ""
+    value = f"{estimate.value:{sign}.{digits}g}"
+    if math.isnan(estimate.low):
+        return value
+    return f"{value} [{estimate.low:{sign}.{digits}g}, {estimate.high:{sign}.{digits}g}]"
+
+
+def fmt_compute(compute: float, unit: str) -> str:
+    return f"{compute:.3g} {unit}"
+
+
+def decision(row: pd.Series, maximize: bool) -> str:
+    """What one rung alone decides: better, worse or within noise (at the corrected level)."""
+    if pd.isna(row["delta"]):
+        return render.MISSING
+    if row["within_noise"] is None or row["within_noise"]:
+        return "within noise"
+    return "better" if (row["delta"] > 0) == maximize else "worse"
+
+
+def arm_rows(ladder: Ladder) -> tuple[list[str], list[list[str]]]:
+    """Each arm's fitted law with its intervals over seeds."""
+    headers = ["arm", "seeds fitted", "exponent α", "irreducible E", "scale A (geometric mean)"]
+    rows = []
+    for arm, fitted in ladder.arms.items():
+        if fitted.fit is None:
+            rows.append([arm, "0", f"no fit: {fitted.problem}", "", ""])
+            continue
+        fit = fitted.fit
+        rows.append(
+            [
+                arm + (" (baseline)" if arm == ladder.baseline else ""),
+                str(len(fit.per_seed)),
+                fmt_estimate(fit.exponent),
+                fmt_estimate(fit.irreducible, 4),
+                fmt_estimate(fit.scale),
+            ]
+        )
+    return headers, rows
+
+
+def result_rows(ladder: Ladder) -> tuple[list[str], list[list[str]]]:
+    """Each comparison across the ladder."""
+    at = f"× at {ladder.extrapolate_factor:g}× the top rung"
+    headers = ["comparison", "Δ exponent", at, "trend of × with compute (slope/decade)", "p", "trend", "crossing"]  # fmt: skip
+    rows = []
+    for result in ladder.results:
+        label = f"{result.arm} vs {ladder.baseline}"
+        if result.result is None:
+            rows.append([label, f"n/a: {result.problem}", "", "", "", "", ""])
+            continue
+        r = result.result
+        if r.where == "beyond":
+            multiplier = "unbounded (below the baseline's irreducible loss)"
+        else:
+            multiplier = fmt_estimate(r.extrapolated_multiplier)
+        # The slope is fitted against natural-log compute; per decade reads more easily.
+        per_decade = Estimate(
+            r.trend_slope.value * math.log(10),
+            r.trend_slope.low * math.log(10),
+            r.trend_slope.high * math.log(10),
+            r.trend_slope.n,
+        )
+        # A slope needs readings at two rungs or more; a test, two seeds with one.
+        tested = r.trend_slope.n >= 2
+        rows.append(
+            [
+                label,
+                fmt_estimate(r.exponent_difference, signed=True),
+                f"{multiplier} (at {fmt_compute(r.extrapolated_to, ladder.compute_unit)})",
+                f"{fmt_estimate(per_decade, signed=True)} in log ×, {r.trend_slope.n} seeds"
+                if r.trend_slope.n
+                else "no seed has readings at 2 rungs (bounds only)",
+                render.MISSING if math.isnan(r.trend_p) else f"{r.trend_p:.3g}",
+                r.trend if tested else "not tested",
+                "none"
+                if r.crossing is None
+                else f"at {fmt_compute(r.crossing, ladder.compute_unit)}",
+            ]
+        )
+    return headers, rows
+
+
+def rung_rows(ladder: Ladder, result: LadderResult) -> tuple[list[str], list[list[str]]]:
+    """One comparison at each rung: its delta, decision and multiplier, and the arms' ranks."""
+    headers = ["rung", "params", "compute", "Δ [CI]", "p (adj)", "decision at this rung", "compute ×", "agrees with the top rung", "rank (arm / baseline)"]  # fmt: skip
+    rows = []
+    for _, row in result.rungs.iterrows():
+        rung = next(r for r in ladder.rungs if r.name == row["rung"])
+        ranks = ladder.ranking.loc[rung.name] if rung.name in ladder.ranking.index else None
+        rank = (
+            render.MISSING
+            if ranks is None
+            else f"{_rank(ranks.get(result.arm))} / {_rank(ranks.get(ladder.baseline))}"
+        )
+        agrees = row.get("agrees_with_top")
+        rows.append(
+            [
+                rung.name,
+                render.fmt_count(rung.params),
+                fmt_compute(rung.compute, ladder.compute_unit),
+                _delta(row),
+                render.MISSING if pd.isna(row["p_adj"]) else f"{row['p_adj']:.3g}",
+                decision(row, ladder.maximize),
+                render.fmt_multiplier(pd.Series({**row.to_dict(), "is_baseline": False})),
+                render.MISSING if agrees is None else ("yes" if agrees else "no"),
+                rank,
+            ]
+        )
+    return headers, rows
+
+
+def _rank(value: Any) -> str:
+    return render.MISSING if value is None or pd.isna(value) else str(int(value))
+
+
+def _delta(row: pd.Series) -> str:
+    if pd.isna(row["delta"]):
+        return render.MISSING
+    if pd.isna(row["delta_low"]):
+        return f"{row['delta']:+.4f}"
+    return f"{row['delta']:+.4f} [{row['delta_low']:+.4f}, {row['delta_high']:+.4f}]"
+
+
+def ladder_caption(ladder: Ladder) -> str:
+    rungs = ", ".join(f"{r.name} ({render.fmt_count(r.params)} params)" for r in ladder.rungs)
+    return (
+        f"Ladder of {len(ladder.rungs)} rungs: {rungs}. Each arm's final {ladder.metric} against "
+        f"its training compute ({ladder.compute_unit}) is fitted by L(C) = E + A·C^-α, each "
+        f"seed's ladder on its own (variable projection), with {ladder.level:.0%} t intervals "
+        "over seeds; the differences are paired by seed. × is the compute multiplier against "
+        f"{ladder.baseline} (as at each rung); its trend is the mean over seeds of the slope of "
+        "the per-rung log multiplier against log compute, tested against 0 (rungs where a seed's "
+        "multiplier is only a bound are left out of that seed's slope). Each rung's decision "
+        "is that rung's comparison alone (the single-scale baseline of DataDecide)."
+    )
+
+
+def ladder_section(ladder: Ladder, table: Table) -> list[str]:
+    """The ladder section, its tables drawn by `table`."""
+    parts = [ladder_caption(ladder), "", table(*arm_rows(ladder)), "", table(*result_rows(ladder))]
+    for result in ladder.results:
+        parts += ["", f"{result.arm} vs {ladder.baseline}, rung by rung:"]
+        parts.append(table(*rung_rows(ladder, result)))
+    return parts
+
+
+def to_plain(ladder: Ladder, show_noise: bool = False) -> str:
+    parts = []
+    for rung in ladder.rungs:
+        parts += [f"== rung {rung.name}: {render.fmt_count(rung.params)} params, {fmt_compute(rung.compute, ladder.compute_unit)} ==", render.to_plain(rung.comparison, show_noise)]  # fmt: skip
+    parts += ["== ladder ==", *ladder_section(ladder, plain_table)]
+    return "\n".join(parts) + "\n"
+
+
+def to_markdown(ladder: Ladder, show_noise: bool = False) -> str:
+    parts = []
+    for rung in ladder.rungs:
+        parts += [f"### Rung {rung.name}: {render.fmt_count(rung.params)} params, {fmt_compute(rung.compute, ladder.compute_unit)}", "", render.to_markdown(rung.comparison, show_noise)]  # fmt: skip
+    parts += ["### Ladder", "", *ladder_section(ladder, render.markdown_table)]
+    return "\n".join(parts) + "\n"
+
+
+def records(ladder: Ladder) -> pd.DataFrame:
+    """A row per comparison and rung: the rung's figures, then the comparison's ladder figures
+    (repeated on each of its rungs), in machine units."""
+    rows = []
+    for result in ladder.results:
+        summary = _summary(ladder, result)
+        for _, row in result.rungs.iterrows():
+            rung = next(r for r in ladder.rungs if r.name == row["rung"])
+            ranks = ladder.ranking.loc[rung.name] if rung.name in ladder.ranking.index else {}
+            rows.append(
+                {
+                    "arm": result.arm,
+                    "baseline": ladder.baseline,
+                    "rung": rung.name,
+                    "params": rung.params,
+                    "compute": rung.compute,
+                    "compute_unit": ladder.compute_unit,
+                    **{k: row[k] for k in row.index if k not in ("rung", "compute")},
+                    "decision": decision(row, ladder.maximize),
+                    "rank": ranks.get(result.arm, math.nan),
+                    "baseline_rank": ranks.get(ladder.baseline, math.nan),
+                    **summary,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _summary(ladder: Ladder, result: LadderResult) -> dict[str, Any]:
+    out: dict[str, Any] = {"metric": ladder.metric, "ladder_problem": result.problem}
+    for prefix, arm in (("arm", result.arm), ("baseline", ladder.baseline)):
+        fit = ladder.arms[arm].fit
+        for name in ("exponent", "irreducible", "scale"):
+            estimate = getattr(fit, name) if fit is not None else None
+            out.update(_estimate_columns(f"{prefix}_{name}", estimate))
+    r = result.result
+    if r is None:
+        for name in ("exponent_difference", "extrapolated_x", "trend_slope"):
+            out.update(_estimate_columns(name, None))
+        return out
+    out.update(_estimate_columns("exponent_difference", r.exponent_difference))
+    out.update(_estimate_columns("extrapolated_x", r.extrapolated_multiplier))
+    out["extrapolated_to"] = r.extrapolated_to
+    out["extrapolated_where"] = r.where
+    out.update(_estimate_columns("trend_slope", r.trend_slope))
+    out["trend_p"] = r.trend_p
+    out["trend"] = r.trend
+    out["crossing"] = math.nan if r.crossing is None else r.crossing
+    return out
+
+
+def _estimate_columns(name: str, estimate: Estimate | None) -> dict[str, float]:
+    if estimate is None:
+        return {name: math.nan, f"{name}_low": math.nan, f"{name}_high": math.nan}
+    return {name: estimate.value, f"{name}_low": estimate.low, f"{name}_high": estimate.high}
+
+
+def to_csv(ladder: Ladder) -> str:
+    return records(ladder).to_csv(index=False)
+
+
+def to_json(ladder: Ladder) -> str:
+    """The rungs' comparisons (as `render.to_json` gives each) and the ladder's records."""
+    out = {
+        "metric": ladder.metric,
+        "baseline": ladder.baseline,
+        "extrapolate_factor": ladder.extrapolate_factor,
+        "rungs": {
+            r.name: {
+                "params": r.params,
+                "compute": r.compute,
+                "comparison": json.loads(render.to_json(r.comparison)),
+            }
+            for r in ladder.rungs
+        },
+        "ladder": json.loads(records(ladder).to_json(orient="records")),
+    }
+    return json.dumps(out, indent=2) + "\n"

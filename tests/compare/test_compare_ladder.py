@@ -1,0 +1,229 @@
+"""`minimind compare` on a ladder: synthetic ladders whose answers are known, and a tiny
+ladder trained and compared end to end."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from fake_runs import log_child, log_parent
+from mlflow import MlflowClient
+from mlflow.entities import Metric
+
+from minimind.cli import main
+from minimind.compare import load_runs
+from minimind.compare.ladder import compare_ladder, is_ladder
+from minimind.compare.ladder_render import to_csv, to_plain
+
+T0 = 1_700_000_000_000
+TOKENS_PER_STEP = 8 * 16
+RUNG_STEPS = {"r0": 100, "r1": 200, "r2": 400, "r3": 800}
+RUNG_FLOPS = {"r0": 1e5, "r1": 2e5, "r2": 4e5, "r3": 8e5}
+SEED_EFFICIENCY = {0: 1.0, 1: 0.9, 2: 1.12}  # each seed's compute is worth this much
+
+
+def baseline_law(compute: np.ndarray) -> np.ndarray:
+    return 2.0 + 40.0 * compute**-0.25
+
+
+def _write_ladder(uri: str, multiplier) -> None:
+    """A ladder of 4 rungs × 3 seeds × 2 arms: the baseline follows `baseline_law` (each seed's
+    compute scaled by its efficiency), the variant follows it at `multiplier(C)` × its compute,
+    evaluated every 5 steps."""
+    client = MlflowClient(uri)
+    exp = client.create_experiment("lad")
+    parent = log_parent(client, exp, "lad", T0)
+    start = T0 + 1000
+    for rung, steps in RUNG_STEPS.items():
+        per_step = TOKENS_PER_STEP * RUNG_FLOPS[rung]
+        for arm in ("base", "fast"):
+            for seed, efficiency in SEED_EFFICIENCY.items():
+                evals = np.arange(5, steps + 1, 5)
+                compute = evals * per_step * efficiency
+                if arm == "fast":
+                    compute = compute * multiplier(evals * per_step)
+                values = baseline_law(compute)
+                metrics = [Metric("val/bpb_sampled", float(v), 0, int(s)) for s, v in zip(evals, values, strict=True)]  # fmt: skip
+                metrics.append(Metric("val/bpb", float(values[-1]), 0, steps))
+                start += 1000
+                log_child(
+                    client,
+                    exp,
+                    parent,
+                    f"rung={rung},arm={arm}",
+                    seed,
+                    start,
+                    params={
+                        "train.batch_size": "8",
+                        "train.seq_len": "16",
+                        "train.grad_accum": "1",
+                        "train.steps": str(steps),
+                        "flops_per_token": str(RUNG_FLOPS[rung]),
+                        "num_params": str(int(RUNG_FLOPS[rung] / 6)),
+                    },
+                    metrics=metrics,
+                    tags={"rung": rung, "arm": f"arm={arm}"},
+                )
+
+
+def _ladder(uri: str, multiplier, **options):
+    _write_ladder(uri, multiplier)
+    runset = load_runs(uri, ["lad"])
+    assert is_ladder(runset)
+    return compare_ladder(runset, **options)
+
+
+def test_a_constant_multiplier_is_read_at_every_rung_and_extrapolated(mlflow_uri: str) -> None:
+    """The variant trains as if it had 0.6× its compute: 0.6× at every rung (read off the
+    baseline's curves), the same exponent, 0.6× at 10× the top rung, no trend."""
+    ladder = _ladder(mlflow_uri, lambda c: 0.6)
+    assert [r.name for r in ladder.rungs] == ["r0", "r1", "r2", "r3"]
+    assert [r.compute for r in ladder.rungs] == [
+        RUNG_STEPS[r] * TOKENS_PER_STEP * RUNG_FLOPS[r] for r in RUNG_STEPS
+    ]
+    assert ladder.baseline == "arm=base"
+    (result,) = ladder.results
+    assert result.rungs["compute_x"].to_numpy() == pytest.approx([0.6] * 4, rel=0.01)
+    assert list(result.rungs["compute_x_where"]) == ["inside"] * 4
+    base, fast = ladder.arms["arm=base"].fit, ladder.arms["arm=fast"].fit
+    assert base is not None and fast is not None
+    assert base.exponent.value == pytest.approx(0.25, abs=1e-4)
+    assert fast.exponent.value == pytest.approx(0.25, abs=1e-4)
+    r = result.result
+    assert r is not None and r.where == "inside"
+    assert r.exponent_difference.value == pytest.approx(0.0, abs=1e-4)
+    assert r.extrapolated_multiplier.value == pytest.approx(0.6, rel=1e-3)
+    assert r.extrapolated_to == pytest.approx(10 * ladder.rungs[-1].compute)
+    assert abs(r.trend_slope.value) < 0.005
+    # The single-scale decision is the same at every rung, and it agrees with the top's.
+    assert list(result.rungs["agrees_with_top"]) == [True] * 4
+    assert ladder.ranking.loc["r0", "arm=base"] == 1 and ladder.ranking.loc["r0", "arm=fast"] == 2
+
+
+def test_a_multiplier_that_grows_with_compute_is_a_trend_and_a_steeper_exponent(
+    mlflow_uri: str,
+) -> None:
+    """0.5·(C / C_r0)^0.1: the per-rung multiplier grows by 10^0.1 per decade of compute, which
+    the trend test finds, and the variant's law is the baseline's with α × 1.1."""
+    c0 = 100 * TOKENS_PER_STEP * RUNG_FLOPS["r0"]
+    ladder = _ladder(mlflow_uri, lambda c: 0.5 * (c / c0) ** 0.1, extrapolate_factor=4)
+    (result,) = ladder.results
+    expected = [0.5 * (r.compute / c0) ** 0.1 for r in ladder.rungs]
+    assert result.rungs["compute_x"].to_numpy() == pytest.approx(expected, rel=0.01)
+    r = result.result
+    assert r is not None
+    assert r.trend == "grows" and r.trend_p < 0.05
+    assert r.trend_slope.value == pytest.approx(0.1, abs=0.01)
+    assert r.exponent_difference.value == pytest.approx(0.025, abs=1e-3)
+    top = 4 * ladder.rungs[-1].compute
+    assert r.extrapolated_to == pytest.approx(top)
+    assert r.extrapolated_multiplier.value == pytest.approx(0.5 * (top / c0) ** 0.1, rel=0.01)
+    text = to_plain(ladder)
+    for rung in RUNG_STEPS:
+        assert f"== rung {rung}:" in text
+    assert "arm=fast vs arm=base" in text and "grows" in text
+    rows = list(csv.DictReader(io.StringIO(to_csv(ladder))))
+    assert [row["rung"] for row in rows] == list(RUNG_STEPS)
+    assert {row["trend"] for row in rows} == {"grows"}
+    assert float(rows[0]["arm_exponent"]) == pytest.approx(0.275, abs=1e-3)
+
+
+def test_an_unknown_baseline_arm_or_a_bad_factor_is_a_usage_error(mlflow_uri: str) -> None:
+    from minimind.compare import CompareError
+
+    _write_ladder(mlflow_uri, lambda c: 0.6)
+    runset = load_runs(mlflow_uri, ["lad"])
+    with pytest.raises(CompareError, match="unknown --baseline 'nope'; arms: arm=base, arm=fast"):
+        compare_ladder(runset, baseline="nope")
+    with pytest.raises(CompareError, match="--extrapolate: must be a factor > 0"):
+        compare_ladder(runset, extrapolate_factor=0)
+
+
+@pytest.mark.slow
+def test_a_tiny_ladder_runs_and_compares_with_its_ladder_section(
+    write_spec, mlflow_uri, tmp_path: Path, capsys, one_thread
+) -> None:
+    """2 arms × 3 rungs × 2 seeds, a few steps each: the runs carry their rung and arm, and
+    `minimind compare` gives each rung's comparison against its own baseline and the ladder
+    section, in text, CSV and the report."""
+    path = write_spec(
+        seeds=[0, 1],
+        ablate={"model.position": ["rope", "none"]},
+        ladder={
+            "tokens_per_param": 0.1,
+            "evaluations": 3,
+            "rungs": [
+                {"name": "xs", "model": {"dim": 16}},
+                {"name": "s", "model": {"dim": 32}},
+                {"name": "m", "model": {"dim": 48, "n_layers": 2}},
+            ],
+        },
+        train={"checkpoint_every": None, "sample_tokens": 0},
+    )
+    assert main(["run", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "== ladder ==" in out  # the comparison printed after the run
+    client = MlflowClient(mlflow_uri)
+    exp = client.get_experiment_by_name("tiny")
+    children = [
+        r
+        for r in client.search_runs([exp.experiment_id])
+        if r.data.tags.get("minimind.role") == "child"
+    ]
+    assert len(children) == 12
+    spec = yaml.safe_load(path.read_text())
+    for run in children:
+        tags = run.data.tags
+        assert tags["variant"] == f"rung={tags['rung']},{tags['arm']}"
+        assert tags["arm"] in ("position=rope", "position=none")
+    steps = {r.data.tags["rung"]: int(r.data.params["train.steps"]) for r in children}
+    assert steps["xs"] < steps["s"] < steps["m"]
+    report = tmp_path / "report"
+    argv = [
+        "compare",
+        "tiny",
+        "--tracking-uri",
+        mlflow_uri,
+        "--report",
+        "--report-dir",
+        str(report),
+    ]
+    assert main([*argv, "--format", "csv", "--extrapolate", "5"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [(r["arm"], r["rung"]) for r in rows] == [("position=none", n) for n in ("xs", "s", "m")]
+    for row in rows:
+        run = next(
+            c
+            for c in children
+            if c.data.tags["rung"] == row["rung"] and c.data.tags["arm"] == "position=rope"
+        )
+        p = run.data.params
+        spent = int(p["train.steps"]) * int(p["train.batch_size"]) * int(p["train.seq_len"])
+        assert float(row["compute"]) == pytest.approx(spent * float(p["flops_per_token"]))
+        assert row["baseline"] == "position=rope"
+    assert spec["ladder"]["tokens_per_param"] == 0.1
+    for name in ("index.html", "report.md", "ladder.csv", "ladder.png", "rung-xs/index.html"):
+        assert (report / name).is_file(), name
+    assert "position=none vs position=rope" in (report / "index.html").read_text()
+    assert not math.isnan(float(rows[-1]["delta"]))
+
+
+def test_a_variant_beyond_the_baselines_curves_has_bounds_and_no_trend_test(
+    mlflow_uri: str,
+) -> None:
+    """A variant worth 1.5× its compute ends below each baseline curve: every rung gives a
+    bound, so no trend is tested (said so, not "no trend detected"); the fits still give the
+    extrapolated 1.5×."""
+    ladder = _ladder(mlflow_uri, lambda c: 1.5)
+    (result,) = ladder.results
+    assert list(result.rungs["compute_x_where"]) == ["beyond"] * 4
+    r = result.result
+    assert r is not None and r.trend_slope.n == 0
+    assert r.extrapolated_multiplier.value == pytest.approx(1.5, rel=1e-3)
+    text = to_plain(ladder)
+    assert "no seed has readings at 2 rungs (bounds only)" in text and "not tested" in text
