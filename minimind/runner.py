@@ -64,7 +64,11 @@ def run_spec(spec: Spec, *, dry_run: bool = False, resume: bool = False) -> int:
         return fail(str(err))
     from minimind.tracking import run_until_stopped
 
-    return run_until_stopped(lambda: execute(plan, data, resume), "continue with --resume")
+    return run_until_stopped(
+        lambda: execute(plan, data, resume),
+        "continue with --resume",
+        announce=distributed.is_main_process(),  # one line, not one per rank
+    )
 
 
 def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:

@@ -66,7 +66,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _relaunch(args: argparse.Namespace, spec: Spec) -> int:
-    """Check the plan here (a bad one exits 2 before any process starts), then become torchrun."""
+    """Check the plan here (a bad one exits 2 before any process starts), then launch the ranks."""
     from minimind import distributed
     from minimind.plan import plan_run
     from minimind.spec import SpecError
@@ -78,4 +78,4 @@ def _relaunch(args: argparse.Namespace, spec: Spec) -> int:
     argv = ["run", args.spec, *(f"--override={o}" for o in args.override)]
     flags = {"--resume": args.resume, "--verbose": args.verbose}
     argv += [flag for flag, given in flags.items() if given]
-    return distributed.relaunch(args.nproc, argv)
+    return distributed.launch(args.nproc, argv, verbose=args.verbose)
