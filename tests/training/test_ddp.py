@@ -192,3 +192,30 @@ def test_ctrl_c_on_two_ranks_exits_130_with_one_line_and_the_run_killed(write_sp
     assert "Traceback" not in output and "torch.distributed" not in output, output
     parents, children, _ = history(f"sqlite:///{tmp_path}/interrupted.db", "tiny", "train/loss")
     assert [run.info.status for run in parents + children] == ["KILLED", "KILLED"], output
+
+
+@pytest.mark.parametrize(
+    ("failure", "code", "said"),
+    [
+        ("signal", 130, ""),  # Ctrl-C to the launcher: the ranks said it
+        (2, 2, ""),  # a rank's own error, which it printed
+        (-signal.SIGKILL, 137, "error: rank 1 was killed by SIGKILL\n"),
+    ],
+)
+def test_the_launcher_exits_as_one_process_would(monkeypatch, capsys, failure, code, said):
+    import torch.distributed.run as torchrun
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+    from minimind import distributed
+
+    def run(args):
+        assert args.nproc_per_node == "2" and args.standalone
+        if failure == "signal":
+            raise SignalException("got signal: 2", sigval=signal.SIGINT)
+        error = ProcessFailure(local_rank=1, pid=123, exitcode=failure, error_file="")
+        raise ChildFailedError("minimind", {1: error})
+
+    monkeypatch.setattr(torchrun, "run", run)
+    assert distributed.launch(2, ["run", "s.yaml"]) == code
+    assert capsys.readouterr().err == said
