@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from minimind.allocator import keep_freed_memory
 from minimind.commands import COMMANDS
-from minimind.foundations.redact import redact_uncaught_exceptions
+from minimind.foundations.redact import redact_log_records, redact_uncaught_exceptions
 from minimind.foundations.verbosity import quiet_libraries
 
 VERBOSE_HELP = (
@@ -43,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     quiet_libraries(args.verbose)  # before any command imports MLflow or torch's profiler
-    redact_uncaught_exceptions()  # a database URL's password never reaches the terminal
+    redact_uncaught_exceptions()  # a database URL's password never reaches the terminal,
+    redact_log_records()  # neither in a traceback nor in a library's log line
     keep_freed_memory()  # before any tensor is allocated: see minimind/allocator.py
     return int(args.func(args) or 0)
 

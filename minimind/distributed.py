@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -286,26 +287,52 @@ def main_answer(call: Callable[[], T]) -> T:
 # Launching ---------------------------------------------------------------------------------
 
 
-def torchrun_command(nproc: int, minimind_args: Sequence[str]) -> list[str]:
-    """The command that runs `minimind <minimind_args>` as `nproc` ranks on this host."""
-    return [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc_per_node={nproc}",
-        "-m",
-        "minimind",
-        *minimind_args,
-    ]
+def torchrun_arguments(nproc: int, minimind_args: Sequence[str]) -> list[str]:
+    """torchrun's arguments that run `minimind <minimind_args>` as `nproc` ranks on this host."""
+    return ["--standalone", f"--nproc_per_node={nproc}", "-m", "minimind", *minimind_args]
 
 
-def relaunch(nproc: int, minimind_args: Sequence[str]) -> NoReturn:
-    """Become torchrun running `minimind <minimind_args>` as `nproc` ranks: this process is
-    replaced, so signals (Ctrl-C, SIGTERM) reach torchrun, which passes them to the ranks."""
+# The launcher's own log lines ("Received 2 death signal, shutting down workers", a rank's
+# "failed (exitcode: 2)") repeat what the ranks already said; `launch` hides them unless -v.
+_LAUNCHER_LOGGERS = (
+    "torch.distributed.run",
+    "torch.distributed.launcher",
+    "torch.distributed.elastic",
+)
+
+
+def launch(nproc: int, minimind_args: Sequence[str], verbose: bool = False) -> int:
+    """Run `minimind <minimind_args>` as `nproc` ranks on this host under torchrun's launcher,
+    in this process, and wait for them; the exit code, as one process would give it.
+
+    torchrun starts each rank in a session of its own, so a terminal's Ctrl-C reaches this
+    process alone, which passes one SIGINT (or the SIGTERM it got) on to every rank: the ranks
+    end their runs KILLED and rank 0 says so in one line, and this process exits with the shell's
+    code for the signal (130 for Ctrl-C), where torchrun's command prints a traceback and exits
+    1. A rank that failed said why itself: its exit code is returned (128 + N for signal N).
+    """
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import parse_args, run
+
+    from minimind.foundations.exit_codes import exit_code_for_signal
+
+    if not verbose:
+        for name in list(logging.root.manager.loggerDict):
+            if name.startswith(_LAUNCHER_LOGGERS):
+                logging.getLogger(name).setLevel(logging.CRITICAL)
     sys.stdout.flush()
     sys.stderr.flush()
     # torchrun sets 1 itself when it is unset, with a banner saying so; the same, without it.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    command = torchrun_command(nproc, minimind_args)
-    os.execv(command[0], command)
+    try:
+        run(parse_args(torchrun_arguments(nproc, minimind_args)))
+    except SignalException as exc:
+        return exit_code_for_signal(exc.sigval)
+    except ChildFailedError as exc:
+        rank, failure = exc.get_first_failure()
+        if failure.exitcode >= 0:
+            return failure.exitcode
+        print(f"error: rank {rank} was killed by {failure.signal_name()}", file=sys.stderr)
+        return exit_code_for_signal(-failure.exitcode)
+    return 0

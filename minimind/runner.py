@@ -88,8 +88,16 @@ def run_spec(
     from minimind.tracking import run_until_stopped
 
     if job is not None:
-        return run_until_stopped(lambda: train_in_job(plan, data, job), "the job ended")
-    return run_until_stopped(lambda: execute(plan, data, resume), "continue with --resume")
+        return run_until_stopped(
+            lambda: train_in_job(plan, data, job),
+            "the job ended",
+            announce=distributed.is_main_process(),  # one line, not one per rank
+        )
+    return run_until_stopped(
+        lambda: execute(plan, data, resume),
+        "continue with --resume",
+        announce=distributed.is_main_process(),
+    )
 
 
 def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:

@@ -74,8 +74,10 @@ def run(ctx: BenchContext) -> list[Row]:
         for n_cores in dict.fromkeys((1, cores) if pinnable else (cores,)):
             # Each in a fresh process limited to `n_cores` cores (its children too), so that the
             # tokenizer sizes its thread pool and prepare_data its processes to them.
-            loop_s = _time_on_cores(n_cores, "loop", small, tokenizer_path, root)
-            pipeline_s = _time_on_cores(n_cores, "pipeline", small, tokenizer_path, root)
+            loop_s, loop_cpu_s = _time_on_cores(n_cores, "loop", small, tokenizer_path, root)
+            pipeline_s, pipeline_cpu_s = _time_on_cores(
+                n_cores, "pipeline", small, tokenizer_path, root
+            )
             loop_rate, pipeline_rate = n_bytes / 1e6 / loop_s, n_bytes / 1e6 / pipeline_s
             rows.append(
                 Row(
@@ -85,7 +87,8 @@ def run(ctx: BenchContext) -> list[Row]:
                     pipeline_rate / loop_rate,
                     "x",
                     Target(">=", 1.0),
-                    f"prepare_data {pipeline_rate:.2f} MB/s, loop {loop_rate:.2f} MB/s, 1 run each",
+                    f"prepare_data {pipeline_rate:.2f} MB/s, loop {loop_rate:.2f} MB/s, 1 run each; "
+                    f"CPU s prepare_data {pipeline_cpu_s:.1f}, loop {loop_cpu_s:.1f}",
                 )
             )
 
@@ -176,18 +179,22 @@ import datasets, pyarrow.json  # imported by both before the clock: imports are 
 from minimind.bench import corpus_scale
 from minimind.data import DataConfig, prepare_data
 what, corpus, tokenizer, cache = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 if what == "loop":
     corpus_scale.plain_encode_loop(corpus, tokenizer)
 else:
     prepare_data(corpus_scale._config(corpus, Path(cache), tokenizer, None))
-print(time.perf_counter() - start)
+print(time.perf_counter() - start, time.process_time() - cpu)
 """
 
 
-def _time_on_cores(n_cores: int, what: str, corpus: Path, tokenizer: Path, root: Path) -> float:
-    """Seconds of the plain loop or of prepare_data (its default processes and threads) in a
-    fresh process bound to the first `n_cores` of this process's cores."""
+def _time_on_cores(
+    n_cores: int, what: str, corpus: Path, tokenizer: Path, root: Path
+) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process's threads) of the plain loop or of prepare_data
+    (its default processes and threads) in a fresh process bound to the first `n_cores` of this
+    process's cores. CPU seconds are the work done, which other jobs on the cores do not
+    inflate as they do wall seconds (with one process; a pool's workers are not counted)."""
     bind = None
     if hasattr(os, "sched_setaffinity"):
         cpus = sorted(os.sched_getaffinity(0))[:n_cores]
@@ -200,7 +207,8 @@ def _time_on_cores(n_cores: int, what: str, corpus: Path, tokenizer: Path, root:
         check=True,
         preexec_fn=bind,
     )
-    return float(result.stdout.split()[-1])
+    wall_s, cpu_s = map(float, result.stdout.split()[-2:])
+    return wall_s, cpu_s
 
 
 def plain_encode_loop(directory: Path, tokenizer_path: Path) -> None:

@@ -95,7 +95,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _relaunch(args: argparse.Namespace, spec: Spec) -> int:
-    """Check the plan here (a bad one exits 2 before any process starts), then become torchrun."""
+    """Check the plan here (a bad one exits 2 before any process starts), then launch the ranks."""
     from minimind import distributed
     from minimind.plan import plan_run
     from minimind.spec import SpecError
@@ -110,4 +110,4 @@ def _relaunch(args: argparse.Namespace, spec: Spec) -> int:
     argv += [f"--variant={name}" for name in args.variant]
     if args.parent_run is not None:
         argv += [f"--parent-run={args.parent_run}", f"--only={args.only}"]
-    return distributed.relaunch(args.nproc, argv)
+    return distributed.launch(args.nproc, argv, verbose=args.verbose)

@@ -8,7 +8,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -132,20 +132,34 @@ def fmt_multiplier(row: pd.Series) -> str:
     return f"{value:.3g}×" if _nan(low) else f"{value:.3g}× [{low:.3g}, {high:.3g}]"
 
 
-def verdict(row: pd.Series, metric: str, maximize: bool) -> str:
-    """'baseline', 'within noise (MDE <smallest detectable difference>)', 'better', 'worse', or
-    why no interval could be given."""
+VerdictKind = Literal["baseline", "better", "worse", "within-noise", "untested"]
+
+
+def verdict_kind(row: pd.Series, metric: str, maximize: bool) -> VerdictKind:
+    """What a row's verdict says, for styling it: the baseline, better, worse, within noise, or
+    untested (fewer than 2 seeds, or no test possible)."""
     method = row[f"{metric}_delta_method"]
     if method == "baseline":
         return "baseline"
-    if method == "none":
-        return "n/a (<2 seeds)" if not _nan(row[f"{metric}_delta"]) else MISSING
-    if _nan(row[f"{metric}_within_noise"]):
-        return "n/a (no test)"  # e.g. an infinite value: no t-test, no verdict
+    if method == "none" or _nan(row[f"{metric}_within_noise"]):
+        return "untested"
     if row[f"{metric}_within_noise"]:
+        return "within-noise"
+    return "better" if (row[f"{metric}_delta"] > 0) == maximize else "worse"
+
+
+def verdict(row: pd.Series, metric: str, maximize: bool) -> str:
+    """'baseline', 'within noise (MDE <smallest detectable difference>)', 'better', 'worse', or
+    why no interval could be given."""
+    kind = verdict_kind(row, metric, maximize)
+    if kind == "untested":
+        if row[f"{metric}_delta_method"] != "none":
+            return "n/a (no test)"  # e.g. an infinite value: no t-test, no verdict
+        return "n/a (<2 seeds)" if not _nan(row[f"{metric}_delta"]) else MISSING
+    if kind == "within-noise":
         mde = row.get(f"{metric}_mde", np.nan)
         return "within noise" if _nan(mde) else f"within noise (MDE {mde:.2g})"
-    return "better" if (row[f"{metric}_delta"] > 0) == maximize else "worse"
+    return kind
 
 
 def split_shared_key(labels: list[str]) -> tuple[str | None, list[str]]:
@@ -167,27 +181,25 @@ def group_header(comparison: Comparison) -> str:
     return key or comparison.by
 
 
+# What a variant costs, beside what it scores: the columns the report shows in a table of their own.
+SIZE_HEADERS = ["params", "non-emb", "active", "FLOPs/tok"]
+COST_HEADERS = ["compute ×", "tok/s", "peak mem", "MFU", "wall"]
+
+
 def display_headers(comparison: Comparison) -> list[str]:
     m = comparison.metric
     extra = [] if m in SPREAD_METRICS else [m]
     return [
         group_header(comparison),
         "seeds",
-        "params",
-        "non-emb",
-        "active",
-        "FLOPs/tok",
+        *SIZE_HEADERS,
         *SPREAD_METRICS,
         *extra,
         f"best {comparison.best_of or m}",
         delta_header(comparison),
         "p (adj)",
         "verdict",
-        "compute ×",
-        "tok/s",
-        "peak mem",
-        "MFU",
-        "wall",
+        *COST_HEADERS,
     ]
 
 
@@ -232,6 +244,12 @@ def display_rows(comparison: Comparison) -> list[list[str]]:
             ]
         )
     return rows
+
+
+def verdict_kinds(comparison: Comparison) -> list[VerdictKind]:
+    """Each row's `verdict_kind`, in `display_rows` order."""
+    m = comparison.metric
+    return [verdict_kind(r, m, comparison.maximize) for _, r in comparison.table.iterrows()]
 
 
 def problem_rows(comparison: Comparison) -> list[list[str]]:
@@ -482,16 +500,16 @@ def print_rich(comparison: Comparison, show_noise: bool = False) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    styles = {"better": "green", "worse": "red", "within": "dim", "baseline": "bold"}
+    styles = {"better": "green", "worse": "red", "within-noise": "dim", "baseline": "bold"}
     table = Table(box=box.SIMPLE_HEAVY, padding=(0, 1))
     headers = display_headers(comparison)
     for i, h in enumerate(headers):
         table.add_column(h, justify="left" if i == 0 or h == "verdict" else "right", no_wrap=True)
     verdict_at = headers.index("verdict")
-    for row in display_rows(comparison):
+    for row, kind in zip(display_rows(comparison), verdict_kinds(comparison), strict=True):
         table.add_row(
             *(
-                Text(c, style=styles.get(c.split(" ")[0], "")) if i == verdict_at else c
+                Text(c, style=styles.get(kind, "")) if i == verdict_at else c
                 for i, c in enumerate(row)
             )
         )

@@ -121,16 +121,15 @@ def common_params(comparison: Comparison) -> dict[str, str]:
     return out
 
 
-def _row_class(verdict: str) -> str:
-    if verdict.startswith("within noise"):  # 'within noise (MDE ...)'
-        return "within-noise"
-    return verdict if verdict in ("better", "worse") else ""
-
-
 def _comparison_html(comparison: Comparison) -> str:
+    """Two tables, one row per group in each: what the groups score (seeds, metrics, delta,
+    verdict), then what they cost (size, compute multiplier, speed, memory, wall). As one table
+    it is 1,600 px wide, and a 1,400 px window showed its cost only after scrolling sideways."""
     headers = render.display_headers(comparison)
+    cost = set(render.SIZE_HEADERS + render.COST_HEADERS)
+    scored = [i for i, h in enumerate(headers) if h not in cost]
+    costs = [0, *(i for i, h in enumerate(headers) if h in cost)]  # the group column in both
     at, delta_at = headers.index("verdict"), headers.index(render.delta_header(comparison))
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
 
     def cell(i: int, text: str, numbers: pd.Series) -> str:
         if i == at:
@@ -144,15 +143,29 @@ def _comparison_html(comparison: Comparison) -> str:
                 )
         return f"<td>{html.escape(text)}</td>"
 
-    rows = []
-    numbers = (r for _, r in comparison.table.iterrows())  # the rows `display_rows` formats
-    for row, r in zip(render.display_rows(comparison), numbers, strict=True):
-        cells = "".join(cell(i, c, r) for i, c in enumerate(row))
-        rows.append(f'<tr class="{_row_class(row[at])}">{cells}</tr>')
-    return (
-        f'<div class="scroll"><table class="comparison"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    rows = list(
+        zip(
+            render.display_rows(comparison),
+            (r for _, r in comparison.table.iterrows()),  # the rows `display_rows` formats
+            render.verdict_kinds(comparison),
+            strict=True,
+        )
     )
+
+    def table(css_class: str, columns: list[int], styled: bool) -> str:
+        head = "".join(f"<th>{html.escape(headers[i])}</th>" for i in columns)
+        body = "".join(
+            (f'<tr class="{kind}">' if styled else "<tr>")
+            + "".join(cell(i, row[i], numbers) for i in columns)
+            + "</tr>"
+            for row, numbers, kind in rows
+        )
+        return (
+            f'<div class="scroll"><table class="{css_class}"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>"
+        )
+
+    return table("comparison", scored, styled=True) + table("comparison cost", costs, styled=False)
 
 
 def _runs_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:

@@ -159,15 +159,33 @@ def _stream_batches(stream: Any, text_field: str, name: str) -> Iterator[tuple[i
         raise DataError(f"cannot read {name}: {_reason(e)}") from e
 
 
+def _check_val_docs(cfg: DataConfig, documents: int) -> None:
+    """`data.val_docs` leaves training documents of the `documents`; raises `DataError`."""
+    if cfg.val_docs is not None and cfg.val_docs >= documents:
+        raise DataError(
+            f"must be < the corpus's {documents} documents, got {cfg.val_docs}", "data.val_docs"
+        )
+
+
+def _check_val_docs_from_metadata(cfg: DataConfig, datasets: Any, args: tuple) -> None:
+    """`_check_val_docs` before a hub dataset is downloaded, from the document count its card
+    declares (`dataset_info`); without one, `_threshold` checks once it is loaded. A corpus with
+    its own validation split holds out none of the training split's documents."""
+    try:
+        splits = datasets.load_dataset_builder(*args).info.splits or {}
+    except Exception:  # no card, offline, not found: load_dataset says what is wrong
+        return
+    declared = splits.get(cfg.split)
+    if declared is not None and declared.num_examples and cfg.val_split not in splits:
+        _check_val_docs(cfg, declared.num_examples)
+
+
 def _threshold(cfg: DataConfig, train: Any) -> int:
     """The hash below which a document is held out (see the module docstring)."""
     if cfg.val_docs is None:
         return int(cfg.val_fraction * (1 << 64))
     n = train.num_rows
-    if cfg.val_docs >= n:
-        raise DataError(
-            f"must be < the corpus's {n} documents, got {cfg.val_docs}", "data.val_docs"
-        )
+    _check_val_docs(cfg, n)
     smallest = np.empty(0, dtype=np.uint64)
     for start in range(0, n, 1 << 20):  # the val_docs smallest hashes, a million rows at a time
         ids = np.arange(start, min(start + (1 << 20), n), dtype=np.uint64)
@@ -221,6 +239,8 @@ def _load(cfg: DataConfig) -> Any:
         if builder == "text":
             kwargs["sample_by"] = "document"  # a .txt file is one document
     offline = cfg.corpus.startswith(HUB_PREFIX) and _go_offline_unless_the_hub_answers(datasets)
+    if cfg.corpus.startswith(HUB_PREFIX) and cfg.val_docs is not None:
+        _check_val_docs_from_metadata(cfg, datasets, args)
     try:
         return datasets.load_dataset(*args, streaming=cfg.streaming, **kwargs)
     except Exception as e:  # datasets raises many types: not found, offline, a bad file

@@ -9,9 +9,12 @@ preparation redoes only the pieces without it. Every file is written atomically.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
-from array import array
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,32 +61,77 @@ def tokenize_piece(job: ShardJob) -> dict:
     """Write piece `job.index`'s shards and its done marker; return the marker's counts:
     {split: {"tokens", "bytes", "docs"}}."""
     tokenizer = with_specials(Tokenizer.from_str(job.tokenizer_json))
-    dtype, eos = np.dtype(job.dtype), np.array([job.eos_id], dtype=np.int64)
+    dtype = np.dtype(job.dtype)
     counts = {split: {"tokens": 0, "bytes": 0, "docs": 0} for split in SPLITS}
-    starts = {split: array("Q") for split in SPLITS}  # 8 bytes a document, not a Python int
-    paths = {split: shard_paths(job.directory, job.index, split) for split in SPLITS}
-    with atomic_open(paths["train"][0]) as train_file, atomic_open(paths["val"][0]) as val_file:
-        files = {"train": train_file, "val": val_file}
-        for texts, held in documents(job.corpus, job.piece):
-            chunks = [list(text_chunks(text)) for text in texts]
-            flat = [chunk for doc in chunks for chunk in doc]
-            encodings = iter(tokenizer.encode_batch(flat, add_special_tokens=False))
-            for text, doc_chunks, is_val in zip(texts, chunks, held, strict=True):
-                if not text:  # an empty document adds nothing, not even EOS
+    with contextlib.ExitStack() as stack:
+        files = {
+            split: [
+                stack.enter_context(atomic_open(path))
+                for path in shard_paths(job.directory, job.index, split)
+            ]
+            for split in SPLITS
+        }
+        batches = documents(job.corpus, job.piece)
+        for texts, held, (tokens, lengths) in _encoded(tokenizer, batches, job.eos_id):
+            for split, in_split in (("train", ~held), ("val", held)):
+                docs = in_split & (lengths > 0)  # an empty document adds nothing, not even EOS
+                if not docs.any():
                     continue
-                split = "val" if is_val else "train"
-                ids = [np.asarray(next(encodings).ids, dtype=np.int64) for _ in doc_chunks]
-                tokens = np.concatenate([*ids, eos])
-                files[split].write(tokens.astype(dtype, copy=False).tobytes())
-                starts[split].append(counts[split]["tokens"])
-                counts[split]["tokens"] += len(tokens)
-                counts[split]["bytes"] += len(text.encode("utf-8"))
-                counts[split]["docs"] += 1
-    for split in SPLITS:
-        with atomic_open(paths[split][1]) as f:
-            f.write(starts[split].tobytes())
+                doc_lengths = lengths[docs]
+                starts = counts[split]["tokens"] + np.cumsum(doc_lengths) - doc_lengths
+                bins, idx = files[split]
+                bins.write(tokens[np.repeat(in_split, lengths)].astype(dtype).tobytes())
+                idx.write(starts.astype(np.uint64).tobytes())
+                counts[split]["tokens"] += int(doc_lengths.sum())
+                counts[split]["bytes"] += len("".join(itertools.compress(texts, docs)).encode())
+                counts[split]["docs"] += int(docs.sum())
     atomic_write_text(done_path(job.directory, job.index), json.dumps(counts))
     return counts
+
+
+def _encoded(
+    tokenizer: Tokenizer, batches: Iterator[tuple[list[str], np.ndarray]], eos_id: int
+) -> Iterator[tuple[list[str], np.ndarray, tuple[np.ndarray, np.ndarray]]]:
+    """Each batch (texts, held_out) with its `encode_documents`, the next batch encoding in a
+    thread while this one is written and the one after is read: the tokenizer runs in Rust
+    without the GIL, so reading and writing overlap it instead of waiting between batches."""
+    with ThreadPoolExecutor(1, thread_name_prefix="minimind-encode") as encoder:
+        ahead: tuple[list[str], np.ndarray, Future] | None = None
+        for texts, held in batches:
+            future = encoder.submit(encode_documents, tokenizer, texts, eos_id)
+            if ahead is not None:
+                yield ahead[0], ahead[1], ahead[2].result()
+            ahead = (texts, held, future)
+        if ahead is not None:
+            yield ahead[0], ahead[1], ahead[2].result()
+
+
+def encode_documents(
+    tokenizer: Tokenizer, texts: list[str], eos_id: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens [n_tokens] int64: every non-empty document's ids followed by `eos_id`, in order;
+    lengths [len(texts)] int64: each document's share of them, 0 for an empty one). Documents
+    are cut into `text_chunks` and encoded in one `encode_batch` call; the ids are gathered with
+    numpy, not document by document."""
+    chunks, owners = [], []
+    for k, text in enumerate(texts):
+        for chunk in text_chunks(text):
+            chunks.append(chunk)
+            owners.append(k)
+    ids = [encoding.ids for encoding in tokenizer.encode_batch(chunks, add_special_tokens=False)]
+    chunk_lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    has_text = np.bincount(owners, minlength=len(texts)) > 0
+    # Exact: bincount sums its weights in float64, and a batch holds far fewer than 2^53 ids.
+    lengths = np.bincount(owners, weights=chunk_lengths, minlength=len(texts)).astype(np.int64)
+    lengths += has_text  # the EOS
+    is_eos = np.zeros(int(lengths.sum()), dtype=bool)
+    is_eos[np.cumsum(lengths)[has_text] - 1] = True
+    tokens = np.empty(is_eos.size, dtype=np.int64)
+    tokens[is_eos] = eos_id
+    tokens[~is_eos] = np.fromiter(
+        itertools.chain.from_iterable(ids), dtype=np.int64, count=int(chunk_lengths.sum())
+    )
+    return tokens, lengths
 
 
 def worker_init(threads: int = 1) -> None:

@@ -31,6 +31,7 @@ from optuna.trial import FrozenTrial, TrialState
 from minimind.data import PreparedData
 from minimind.foundations.exit_codes import exit_code_for_signal
 from minimind.foundations.processes import stop_when_orphaned
+from minimind.foundations.redact import redact_log_records, redact_uncaught_exceptions
 from minimind.foundations.verbosity import quiet_optuna
 from minimind.spec import validate_spec
 from minimind.sweep.algorithms import build_pruner, build_sampler, worker_seed
@@ -188,6 +189,8 @@ def worker_main(job: WorkerJob, spawned: bool = True) -> None:
         # one SIGINT on to each worker (`_stop`), as it does for a `kill -INT` of its pid.
         os.setpgid(0, 0)
     keep_freed_memory()  # a spawned process starts with glibc's defaults again
+    redact_uncaught_exceptions()  # nor with the CLI's masking of credentials
+    redact_log_records()
     quiet_optuna()  # a spawned process starts with Optuna's INFO level again
     install_termination_handlers()
     if spawned:

@@ -40,12 +40,13 @@ def install_termination_handlers(
         signal.signal(sig, _raise_terminated)
 
 
-def run_until_stopped(work: Callable[[], int], how_to_continue: str) -> int:
+def run_until_stopped(work: Callable[[], int], how_to_continue: str, announce: bool = True) -> int:
     """`work()`'s exit code, with SIGTERM/SIGHUP turned into `Terminated` while it runs.
 
     A stop (Ctrl-C or a signal) prints one line saying `how_to_continue` and exits with the
     shell's code for it (130 for Ctrl-C, 128 + signal number otherwise); the runs it leaves were
-    already ended KILLED by their context managers. The previous handlers are put back.
+    already ended KILLED by their context managers; `announce=False` prints nothing (a DDP rank
+    other than 0). The previous handlers are put back.
     """
     watched = (signal.SIGTERM, signal.SIGHUP)
     previous = {sig: signal.getsignal(sig) for sig in watched}
@@ -53,10 +54,12 @@ def run_until_stopped(work: Callable[[], int], how_to_continue: str) -> int:
     try:
         return work()
     except Terminated as exc:
-        print(f"\nstopped by {exc}; {how_to_continue}", file=sys.stderr)
+        if announce:
+            print(f"\nstopped by {exc}; {how_to_continue}", file=sys.stderr)
         return exit_code_for_signal(exc.signum)
     except KeyboardInterrupt:
-        print(f"\ninterrupted; {how_to_continue}", file=sys.stderr)
+        if announce:
+            print(f"\ninterrupted; {how_to_continue}", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
         for sig, handler in previous.items():

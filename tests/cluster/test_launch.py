@@ -265,7 +265,9 @@ def test_a_multi_process_job_becomes_torchrun_with_its_run_and_parent(write_spec
     from minimind import distributed
 
     relaunched = []
-    monkeypatch.setattr(distributed, "relaunch", lambda n, argv: relaunched.append((n, argv)))
+    monkeypatch.setattr(
+        distributed, "launch", lambda n, argv, verbose=False: relaunched.append((n, argv))
+    )
     spec = str(write_spec())
     main(["run", spec, "--parent-run", "p1", "--only", "base/seed0", "--nproc", "2"])
     ((nproc, argv),) = relaunched

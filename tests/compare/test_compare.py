@@ -521,6 +521,21 @@ def test_index_html_inlines_every_figure(report: Path) -> None:
         assert field in page
 
 
+def test_report_rows_are_styled_by_their_verdict_kind(report: Path) -> None:
+    """The class of a row comes from what its verdict is, not from parsing its text."""
+    scored = re.search(r'<table class="comparison">(.*?)</table>', report.read_text(), re.S)
+    rows = re.findall(r'<tr class="([a-z-]+)"><td>([^<]+)</td>', scored.group(1))
+    assert rows == [
+        ("within-noise", RMS),
+        ("untested", "model.norm=oldvariant"),
+        ("baseline", LN),
+        ("within-noise", "model.mlp=swiglu"),
+        ("within-noise", "model.mlp=moe"),
+    ]
+    cost = re.search(r'<table class="comparison cost">(.*?)</table>', report.read_text(), re.S)
+    assert "compute ×" in cost.group(1) and "verdict" not in cost.group(1)
+
+
 def test_report_is_logged_to_the_parent_run(store, tmp_path) -> None:
     from minimind.compare.report import ARTIFACT_PATH, write_report
 
@@ -555,6 +570,10 @@ IMAGE_PROBE = """<script>window.addEventListener("load", () => {
   const imgs = [...document.images];
   document.body.dataset.images = imgs.length;
   document.body.dataset.decoded = imgs.filter(i => i.complete && i.naturalWidth > 0).length;
+  const tables = [...document.querySelectorAll("table.comparison")];
+  document.body.dataset.tableWidths = tables.map(t => t.scrollWidth).join(",");
+  document.body.dataset.viewport = document.documentElement.clientWidth;
+  document.body.dataset.pageWidth = document.documentElement.scrollWidth;
 });</script>"""
 
 
@@ -576,14 +595,29 @@ def _console_messages(stderr: str) -> list[str]:
 def test_report_in_a_headless_browser(report: Path, tmp_path: Path) -> None:
     probe = tmp_path / "probe.html"
     probe.write_text(report.read_text().replace("</body>", IMAGE_PROBE + "</body>"))
-    dump = _chromium(tmp_path, "--virtual-time-budget=10000", "--dump-dom", probe.as_uri())
+    dump = _chromium(
+        tmp_path,
+        "--virtual-time-budget=10000",
+        "--window-size=1400,900",
+        "--dump-dom",
+        probe.as_uri(),
+    )
     assert dump.returncode == 0, dump.stderr[-2000:]
     assert _console_messages(dump.stderr) == []
     images = int(re.search(r'data-images="(\d+)"', dump.stdout).group(1))
     decoded = int(re.search(r'data-decoded="(\d+)"', dump.stdout).group(1))
     assert images == decoded == len(FIGURES)
-    body = re.search(r'<table class="comparison">.*?<tbody>(.*?)</tbody>', dump.stdout, re.S)
-    assert body.group(1).count("<tr") == 5  # layernorm, rmsnorm, oldvariant, swiglu, moe
+    bodies = re.findall(
+        r'<table class="comparison[^"]*">.*?<tbody>(.*?)</tbody>', dump.stdout, re.S
+    )
+    # layernorm, rmsnorm, oldvariant, swiglu, moe: in each table
+    assert [body.count("<tr") for body in bodies] == [5] * len(bodies) and bodies
+    # Every column is in view at 1,400 px: no table, and not the page, scrolls sideways.
+    viewport = int(re.search(r'data-viewport="(\d+)"', dump.stdout).group(1))
+    widths = re.search(r'data-table-widths="([\d,]+)"', dump.stdout).group(1).split(",")
+    page_width = int(re.search(r'data-page-width="(\d+)"', dump.stdout).group(1))
+    assert viewport <= 1400 and page_width <= viewport, (viewport, page_width)
+    assert max(int(w) for w in widths) <= viewport, (widths, viewport)
     screenshot = tmp_path / "report.png"
     shot = _chromium(
         tmp_path, f"--screenshot={screenshot}", "--window-size=1400,3000", report.as_uri()

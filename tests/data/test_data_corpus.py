@@ -209,6 +209,40 @@ def test_streaming_holds_out_without_knowing_the_size(tmp_path):
     assert splits(cfg) == (train, val)
 
 
+HUB_CARD = """---
+dataset_info:
+  features:
+  - name: text
+    dtype: string
+  splits:
+  - name: train
+    num_examples: 300
+---
+"""
+
+
+def test_a_val_docs_past_a_hub_datasets_declared_size_fails_before_downloading(
+    tmp_path, monkeypatch
+):
+    # A hub dataset's card declares its document count; `hf:<folder>` reads a local card.
+    directory = tmp_path / "hub"
+    directory.mkdir()
+    pd.DataFrame({"text": TEXTS}).to_parquet(directory / "train-00000.parquet")
+    (directory / "README.md").write_text(HUB_CARD)
+    cfg = DataConfig(corpus=f"hf:{directory}", val_docs=25, cache_dir=str(tmp_path))
+    assert [len(split) for split in splits(cfg)] == [275, 25]  # the card lets a fitting one by
+
+    import datasets
+
+    def download(*args, **kwargs):
+        raise AssertionError("downloaded the corpus before checking val_docs")
+
+    monkeypatch.setattr(datasets, "load_dataset", download)
+    with pytest.raises(DataError) as err:
+        open_corpus(cfg.model_copy(update={"val_docs": 300}))
+    assert str(err.value) == "data.val_docs: must be < the corpus's 300 documents, got 300"
+
+
 def bad_input(tmp_path, corpus: str, **fields) -> str:
     """The one-line error of a bad corpus: from the spec's validation or from opening it."""
     try:

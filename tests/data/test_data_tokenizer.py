@@ -11,7 +11,7 @@ from tokenizers import Tokenizer
 from minimind.data.chunking import text_chunks
 from minimind.data.sources import read_text_corpus
 from minimind.data.tokenizer import BOS, EOS, PAD, load_tokenizer, special_ids, train_bpe
-from minimind.data.tokens import token_dtype
+from minimind.data.tokens import encode_documents, token_dtype
 
 TRICKY = [
     "",
@@ -123,6 +123,21 @@ def test_chunked_shakespeare_equals_whole_text(tokenizer, shakespeare_text):
     assert len(chunks) > 10 and "".join(chunks) == text
     chunked = [i for enc in tokenizer.encode_batch(chunks) for i in enc.ids]
     assert chunked == tokenizer.encode(text).ids
+
+
+def test_encoded_documents_are_each_documents_ids_then_eos(tokenizer, shakespeare_text):
+    """The batch's ids gathered with numpy equal each document encoded alone, then EOS; an
+    empty document adds nothing, and a long one is encoded in chunks."""
+    eos = special_ids(tokenizer).eos
+    texts = ["Hello there.", "", shakespeare_text[:200_000], *TRICKY]
+    tokens, lengths = encode_documents(tokenizer, texts, eos)
+    expected = [
+        [*tokenizer.encode(text, add_special_tokens=False).ids, eos] if text else []
+        for text in texts
+    ]
+    assert lengths.tolist() == [len(ids) for ids in expected]
+    assert tokens.tolist() == [i for ids in expected for i in ids]
+    assert len(list(text_chunks(texts[2]))) > 1  # the long one was cut
 
 
 def test_token_dtype_fits_the_vocab():

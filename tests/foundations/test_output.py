@@ -155,7 +155,9 @@ def test_verbose_before_or_after_the_command_reaches_quiet_libraries(
 
 def test_nproc_passes_verbose_on_to_the_ranks(write_spec, monkeypatch):
     launched = []
-    monkeypatch.setattr(distributed, "relaunch", lambda nproc, argv: launched.append(argv) or 0)
+    monkeypatch.setattr(
+        distributed, "launch", lambda nproc, argv, verbose: launched.append(argv) or 0
+    )
     assert main(["run", str(write_spec()), "--nproc", "2", "-v"]) == 0
     assert launched[0][-1] == "--verbose"
 

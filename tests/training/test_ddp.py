@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 
 from minimind.cli import main
 from minimind.data.batches import TrainBatches
-from minimind.distributed import local_batch_size, torchrun_command
+from minimind.distributed import local_batch_size, torchrun_arguments
 from minimind.plan import plan_run
 from minimind.spec import SpecError, load_spec
 
@@ -63,10 +63,7 @@ def test_nproc_with_an_unsplittable_batch_exits_2_before_launching(write_spec, c
 
 
 def test_the_launcher_is_torchrun_standalone():
-    command = torchrun_command(4, ["run", "s.yaml"])
-    assert command[1:] == [
-        "-m",
-        "torch.distributed.run",
+    assert torchrun_arguments(4, ["run", "s.yaml"]) == [
         "--standalone",
         "--nproc_per_node=4",
         "-m",
@@ -175,3 +172,50 @@ def test_a_stopped_two_rank_run_resumes_to_the_uninterrupted_curve(write_spec, t
     _, _, reference = history(f"sqlite:///{tmp_path}/whole.db", "tiny", "train/loss")
     assert [s for s, _ in after] == list(range(1, steps + 1))  # none lost, none twice
     assert after == reference  # bit for bit: the same ranks, data and reduction order
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_two_ranks_exits_130_with_one_line_and_the_run_killed(write_spec, tmp_path):
+    """Ctrl-C reaches the whole process group (torchrun and both ranks), as from a terminal."""
+    train = {"steps": 100_000, "log_every": 1, "eval_every": 100_000, "checkpoint_every": 20}
+    path = write_spec(train={**train, "sample_tokens": 0})
+    args = ddp_args(tmp_path, "interrupted")
+    process = start_ddp(path, tmp_path, *args)
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while not list((tmp_path / "interrupted").rglob("last.pt")) and time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()[0]
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGINT)
+    output, _ = process.communicate(timeout=RUN_TIMEOUT_S)
+    assert process.returncode == 130, output
+    assert output.count("interrupted") == 1, output
+    assert "Traceback" not in output and "torch.distributed" not in output, output
+    parents, children, _ = history(f"sqlite:///{tmp_path}/interrupted.db", "tiny", "train/loss")
+    assert [run.info.status for run in parents + children] == ["KILLED", "KILLED"], output
+
+
+@pytest.mark.parametrize(
+    ("failure", "code", "said"),
+    [
+        ("signal", 130, ""),  # Ctrl-C to the launcher: the ranks said it
+        (2, 2, ""),  # a rank's own error, which it printed
+        (-signal.SIGKILL, 137, "error: rank 1 was killed by SIGKILL\n"),
+    ],
+)
+def test_the_launcher_exits_as_one_process_would(monkeypatch, capsys, failure, code, said):
+    import torch.distributed.run as torchrun
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+    from minimind import distributed
+
+    def run(args):
+        assert args.nproc_per_node == "2" and args.standalone
+        if failure == "signal":
+            raise SignalException("got signal: 2", sigval=signal.SIGINT)
+        error = ProcessFailure(local_rank=1, pid=123, exitcode=failure, error_file="")
+        raise ChildFailedError("minimind", {1: error})
+
+    monkeypatch.setattr(torchrun, "run", run)
+    assert distributed.launch(2, ["run", "s.yaml"]) == code
+    assert capsys.readouterr().err == said
