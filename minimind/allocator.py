@@ -13,6 +13,13 @@ steps, which a training process reaches again on the next step anyway. Between r
 back with `release_freed_memory`, so that one run's peak RSS does not include the memory the
 previous run in the same process left behind. A user who has set glibc's own
 `MALLOC_MMAP_THRESHOLD_` or `MALLOC_TRIM_THRESHOLD_` keeps that choice.
+
+It does not help every process alike: the heap layout glibc starts from depends on the
+randomised address-space layout and on what the imports allocated (which Python's hash seed
+reorders). In a probe of ten 48 MiB alloc/free cycles after importing `minimind.train`, some
+processes fault in two cycles and others six to nine of ten, close to the default's ten
+(`tests/training/test_allocator.py` fixes one layout of the first kind with `setarch -R` and a
+hash seed); why the second kind is not reused is not yet traced.
 """
 
 from __future__ import annotations
