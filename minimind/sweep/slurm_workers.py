@@ -33,12 +33,17 @@ class SlurmWorker:
         return DelayedSubmission(SlurmWorker(self.job))
 
 
+def worker_names(n: int) -> list[str]:
+    """The names of a study's `n` worker jobs, as the dry run and the submission lines show them."""
+    return [f"worker {i}" for i in range(n)]
+
+
 def run_worker_jobs(job: WorkerJob, n: int, launcher: LauncherConfig) -> list[str]:
     """Run `n` workers of `job` as Slurm jobs and wait for them; the lines describing those
     that did not complete (job id, state, log)."""
     work = [
-        (f"worker {i}", SlurmWorker(replace(job, index=i, threads=launcher.cpus_per_task)))
-        for i in range(n)
+        (name, SlurmWorker(replace(job, index=i, threads=launcher.cpus_per_task)))
+        for i, name in enumerate(worker_names(n))
     ]
     submitted = slurm.submit(launcher, f"{job.study}-workers", work)
     for name, job_id in submitted.items():
