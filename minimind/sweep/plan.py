@@ -113,12 +113,16 @@ def target_trials(sweep: SweepConfig) -> int:
     return sweep.trials
 
 
+def worker_names(n: int) -> list[str]:
+    """The names of a study's `n` worker jobs, as the dry run and the submission lines show them."""
+    return [f"worker {i}" for i in range(n)]
+
+
 def describe_sweep(plan: SweepPlan) -> str:
     """The `--dry-run` listing: per study its target, sampler, pruner, storage and search space,
     and under the Slurm launcher its worker jobs with their resources. The workers are at most
     the target: a study an earlier invocation began runs fewer (its storage is not opened here)."""
     from minimind.cluster import slurm
-    from minimind.sweep.slurm_workers import worker_names
 
     launcher = plan.spec.launcher
     lines = []

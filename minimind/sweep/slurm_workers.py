@@ -15,6 +15,7 @@ from typing import Any
 
 from minimind.cluster import slurm
 from minimind.spec.launcher import LauncherConfig
+from minimind.sweep.plan import worker_names
 from minimind.sweep.worker import WorkerJob, worker_main
 
 
@@ -31,11 +32,6 @@ class SlurmWorker:
         from submitit.helpers import DelayedSubmission
 
         return DelayedSubmission(SlurmWorker(self.job))
-
-
-def worker_names(n: int) -> list[str]:
-    """The names of a study's `n` worker jobs, as the dry run and the submission lines show them."""
-    return [f"worker {i}" for i in range(n)]
 
 
 def run_worker_jobs(job: WorkerJob, n: int, launcher: LauncherConfig) -> list[str]:
