@@ -41,18 +41,6 @@ def run_names(plan: Plan) -> list[str]:
     return [child_run_name(v.name, seed) for v in plan.variants for seed in plan.spec.seeds]
 
 
-def describe_jobs(plan: Plan, nproc: int = 1) -> str:
-    """The dry run's job list: one line per job (its run and resources)."""
-    launcher = plan.spec.launcher
-    names = run_names(plan)
-    lines = [
-        f"{len(names)} Slurm job(s), one array of at most {launcher.array_parallelism} at once; "
-        f"logs under {launcher.folder}"
-    ]
-    lines += [f"  job {name}: {slurm.resources(launcher, nproc)}" for name in names]
-    return "\n".join(lines)
-
-
 def job_argv(spec_file: Path, parent_run_id: str, name: str, nproc: int) -> list[str]:
     """The `minimind` command a job runs to train `name`."""
     argv = ["run", str(spec_file), f"--parent-run={parent_run_id}", f"--only={name}"]
@@ -75,7 +63,7 @@ def submit_spec(
         return fail(str(err))
     if dry_run:
         print(describe_plan(plan))
-        print(describe_jobs(plan, nproc))
+        print(slurm.describe_jobs(plan.spec.launcher, run_names(plan), nproc))
         return EXIT_OK
     try:
         slurm.require_submitit()

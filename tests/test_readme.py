@@ -108,6 +108,13 @@ RUNS: dict[str, Run] = {
     "-o launcher.gpus_per_node=1 --dry-run": Run(
         "job norm=rmsnorm/seed0: partition gpu, 1 CPU(s), 1 GPU(s)"
     ),
+    "minimind sweep experiments/lr_sweep.yaml --launcher slurm --workers 8 --dry-run": Run(
+        "job worker 7: partition (default), 1 CPU(s)"
+    ),
+    "minimind study experiments/study/study.yaml --train --launcher slurm "
+    "-o launcher.partition=gpu --dry-run": Run(
+        "run experiments/study/arms.yaml --launcher slurm --override=launcher.partition=gpu --resume"
+    ),
     "minimind run experiments/norm.yaml --resume": Run(
         "norm=rmsnorm/seed1: already FINISHED, skipped", NORM
     ),

@@ -78,6 +78,16 @@ def resources(launcher: LauncherConfig, processes: int = 1) -> str:
     return ", ".join(parts)
 
 
+def describe_jobs(launcher: LauncherConfig, names: Sequence[str], processes: int = 1) -> str:
+    """A dry run's job list: a heading, then one line per job (its name and resources)."""
+    lines = [
+        f"{len(names)} Slurm job(s), one array of at most {launcher.array_parallelism} at once; "
+        f"logs under {launcher.folder}"
+    ]
+    lines += [f"  job {name}: {resources(launcher, processes)}" for name in names]
+    return "\n".join(lines)
+
+
 def executor_parameters(launcher: LauncherConfig, job_name: str) -> dict[str, Any]:
     """`SlurmExecutor.update_parameters` arguments (submitit's sbatch names)."""
     parameters: dict[str, Any] = {

@@ -44,6 +44,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="with --train: print each stream's training commands as they would be launched "
+        "(--launcher and -o included); trains, submits and writes nothing",
+    )
+    p.add_argument(
         "--report-dir", type=Path, help="report folder (default: the manifest's report_dir)"
     )
     p.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="MLflow tracking URI")
@@ -67,10 +73,17 @@ def run_study(args: argparse.Namespace) -> int:
     for override in args.override:
         if not override.startswith("launcher."):
             return fail(f"-o: a study passes launcher settings only, got {override}")
+    if args.dry_run and not args.train:
+        return fail("--dry-run: lists what --train would launch; add --train")
     try:
         study = load_study(args.manifest)
     except SpecError as e:
         return fail(f"{args.manifest}: {e}")
+    if args.dry_run:
+        from minimind.study.streams import Launch, describe_streams
+
+        print(describe_streams(study, Launch(args.launcher, tuple(args.override))))
+        return EXIT_OK
     from minimind.compare import CompareError
 
     if args.plan:

@@ -1,4 +1,5 @@
-"""`minimind sweep SPEC [-o KEY=VALUE]... [--workers N] [--trials N] [--best]`: Optuna studies."""
+"""`minimind sweep SPEC [-o KEY=VALUE]... [--workers N] [--trials N] [--best] [--dry-run]`: Optuna
+studies."""
 
 from __future__ import annotations
 
@@ -42,6 +43,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="train nothing: print the best trial(s) and write best.yaml, a runnable spec",
     )
     parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check the spec and print each study's target, search space and workers (their "
+        "Slurm jobs with --launcher slurm); opens no storage, trains and writes nothing",
+    )
+    parser.add_argument(
         "--tracking-uri", metavar="URI", help="MLflow tracking URI (default: tracking.uri)"
     )
     add_launcher_argument(parser)
@@ -65,4 +72,5 @@ def _sweep(args: argparse.Namespace) -> int:
         trials=args.trials,
         tracking_uri=args.tracking_uri,
         best=args.best,
+        dry_run=args.dry_run,
     )

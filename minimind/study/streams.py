@@ -65,6 +65,16 @@ def _argv(command: str, launch: Launch = Launch()) -> list[str]:
     return [sys.executable, "-m", "minimind", *words]
 
 
+def describe_streams(study: Study, launch: Launch = Launch()) -> str:
+    """`--train --dry-run`: each stream's commands as they would be launched (the argv `train`
+    runs, its interpreter shown as `python`), one a line under its stream."""
+    lines = []
+    for k, commands in enumerate(study.streams, 1):
+        lines.append(f"stream {k}: {len(commands)} command(s)")
+        lines += [f"  {shlex.join(['python', *_argv(c, launch)[1:]])}" for c in commands]
+    return "\n".join(lines)
+
+
 def _run_stream(
     k: int,
     commands: list[str],

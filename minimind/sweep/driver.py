@@ -27,7 +27,7 @@ from minimind.spec import SpecError, SweepConfig
 from minimind.sweep.best import best_trial, describe_front, write_best
 from minimind.sweep.liveness import release_orphans
 from minimind.sweep.optuna_study import open_parent, open_study, progress
-from minimind.sweep.plan import StudyCell, SweepPlan, plan_sweep, target_trials
+from minimind.sweep.plan import StudyCell, SweepPlan, describe_sweep, plan_sweep, target_trials
 from minimind.sweep.report import StudyReport, describe, log_report, write_report
 from minimind.sweep.space import edge_warnings
 from minimind.sweep.storage import open_storage
@@ -47,15 +47,19 @@ def run_sweep(
     trials: int | None = None,
     tracking_uri: str | None = None,
     best: bool = False,
+    dry_run: bool = False,
     reports_dir: Path = REPORTS_DIR,
 ) -> int:
-    """The `minimind sweep` command (`best`: only print the best trials and write best.yaml);
-    returns its exit code."""
+    """The `minimind sweep` command (`best`: only print the best trials and write best.yaml;
+    `dry_run`: only print what it would run, opening no storage); returns its exit code."""
     quiet_optuna()
     try:
         plan = plan_sweep(
             path, overrides, workers=workers, trials=trials, tracking_uri=tracking_uri
         )
+        if dry_run:
+            print(describe_sweep(plan))
+            return EXIT_OK
         if not best and plan.spec.launcher.name == "slurm":
             _check_slurm_launch(plan)  # before the storage is opened: nothing written
         storage = open_storage(plan.sweep, create=not best)

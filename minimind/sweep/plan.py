@@ -21,7 +21,7 @@ from minimind.spec import (
     spec_hash,
 )
 from minimind.sweep.algorithms import build_pruner, build_sampler
-from minimind.sweep.space import grid_size
+from minimind.sweep.space import describe_param, grid_size
 from minimind.sweep.storage import check_storage_url
 
 
@@ -111,3 +111,34 @@ def target_trials(sweep: SweepConfig) -> int:
     if sweep.sampler.name in ("grid", "bruteforce"):
         return min(sweep.trials, grid_size(sweep.params))
     return sweep.trials
+
+
+def worker_names(n: int) -> list[str]:
+    """The names of a study's `n` worker jobs, as the dry run and the submission lines show them."""
+    return [f"worker {i}" for i in range(n)]
+
+
+def describe_sweep(plan: SweepPlan) -> str:
+    """The `--dry-run` listing: per study its target, sampler, pruner, storage and search space,
+    and under the Slurm launcher its worker jobs with their resources. The workers are at most
+    the target: a study an earlier invocation began runs fewer (its storage is not opened here)."""
+    from minimind.cluster import slurm
+
+    launcher = plan.spec.launcher
+    lines = []
+    for cell in plan.cells:
+        sweep = cell.sweep
+        target = target_trials(sweep)
+        workers = min(sweep.workers, target)
+        where = "Slurm job(s)" if launcher.name == "slurm" else "worker process(es)"
+        scored = ", ".join(f"{o.metric} ({o.direction})" for o in sweep.objective)
+        lines.append(
+            f"study {cell.name}: {target} finished trials scored by {scored}, "
+            f"{sweep.sampler.name} sampler, {sweep.pruner.name} pruner, "
+            f"at most {workers} {where}; storage {sweep.storage}"
+        )
+        lines += [f"  {key}: {describe_param(p)}" for key, p in sweep.params.items()]
+        if launcher.name == "slurm":
+            jobs = slurm.describe_jobs(launcher, worker_names(workers))
+            lines += [f"  {line}" for line in jobs.splitlines()]
+    return "\n".join(lines)

@@ -15,6 +15,7 @@ from typing import Any
 
 from minimind.cluster import slurm
 from minimind.spec.launcher import LauncherConfig
+from minimind.sweep.plan import worker_names
 from minimind.sweep.worker import WorkerJob, worker_main
 
 
@@ -37,8 +38,8 @@ def run_worker_jobs(job: WorkerJob, n: int, launcher: LauncherConfig) -> list[st
     """Run `n` workers of `job` as Slurm jobs and wait for them; the lines describing those
     that did not complete (job id, state, log)."""
     work = [
-        (f"worker {i}", SlurmWorker(replace(job, index=i, threads=launcher.cpus_per_task)))
-        for i in range(n)
+        (name, SlurmWorker(replace(job, index=i, threads=launcher.cpus_per_task)))
+        for i, name in enumerate(worker_names(n))
     ]
     submitted = slurm.submit(launcher, f"{job.study}-workers", work)
     for name, job_id in submitted.items():

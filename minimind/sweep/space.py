@@ -69,6 +69,18 @@ def grid_size(params: Mapping[str, ParamSpec]) -> int:
     return math.prod(len(values) for values in grid_space(params).values())
 
 
+def describe_param(param: ParamSpec) -> str:
+    """One dimension as the dry run shows it: `float in [0.0003, 0.03], log scale`,
+    `int in [0, 40] by 10`, `one of [a, b]`."""
+    if param.type == "categorical":
+        return f"one of {_choices(param)}"
+    low, high = _numeric_range(param)
+    text = f"{param.type} in [{low:g}, {high:g}]"
+    if param.step is not None:
+        text += f" by {param.step:g}"
+    return text + (", log scale" if param.log else "")
+
+
 EDGE_SHARE = 0.05
 """A continuous range's best value this close to an end (a share of the range, of its logarithm
 for `log` params) counts as on the edge."""

@@ -273,3 +273,70 @@ def test_a_multi_process_job_becomes_torchrun_with_its_run_and_parent(write_spec
     ((nproc, argv),) = relaunched
     assert nproc == 2 and argv[:2] == ["run", spec]
     assert argv[-2:] == ["--parent-run=p1", "--only=base/seed0"]
+
+
+LR = {"type": "float", "low": 1e-3, "high": 1e-2, "log": True}
+WARMUP = {"type": "int", "low": 0, "high": 4, "step": 2}
+
+
+def test_the_sweep_dry_run_lists_the_space_and_one_job_per_worker_and_writes_nothing(
+    write_spec, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)  # the default reports and Slurm folders are relative
+    sweep = {"trials": 5, "params": {"train.optimizer.lr": LR, "train.schedule.warmup": WARMUP}}
+    sweep["storage"] = f"sqlite:///{tmp_path}/optuna.db"
+    spec = write_spec(sweep=sweep, ablate=ARMS)
+    argv = ["sweep", str(spec), "--launcher", "slurm", "--workers", "3", "--dry-run"]
+    assert main([*argv, "-o", "launcher.partition=gpu", "-o", "launcher.mem_gb=8"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    studies = [line for line in out if line.startswith("study ")]
+    assert [line.split()[1].rstrip(":") for line in studies] == [
+        f"{spec.stem}/norm={n}" for n in ("rmsnorm", "layernorm")
+    ]
+    assert all("5 finished trials" in line and "at most 3 Slurm job(s)" in line for line in studies)
+    assert "  train.optimizer.lr: float in [0.001, 0.01], log scale" in out
+    assert "  train.schedule.warmup: int in [0, 4] by 2" in out
+    jobs = [line.strip() for line in out if line.strip().startswith("job ")]
+    resources = "partition gpu, 1 CPU(s), 0 GPU(s), 8 GB, 60 min"
+    assert jobs == 2 * [f"job worker {i}: {resources}" for i in range(3)], out
+    assert sorted(p.name for p in tmp_path.iterdir()) == [spec.name]  # no optuna.db, mlflow.db
+
+
+def test_a_local_sweep_dry_run_lists_worker_processes_and_no_jobs(write_spec, tmp_path, capsys):
+    sweep = {"trials": 2, "params": {"train.optimizer.lr": LR}}
+    sweep["storage"] = f"sqlite:///{tmp_path}/optuna.db"
+    spec = write_spec(sweep=sweep)
+    assert main(["sweep", str(spec), "--workers", "4", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "at most 2 worker process(es)" in out and "Slurm" not in out  # no more than trials
+    assert not (tmp_path / "optuna.db").exists() and not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_sweep_dry_run_still_refuses_a_bad_spec(write_spec, tmp_path, capsys):
+    spec = write_spec(sweep={"params": {"train.optimizer.lr": LR}})
+    assert main(["sweep", str(spec), "--workers", "0", "--dry-run"]) == 2
+    assert capsys.readouterr().err.startswith("error: sweep.workers: must be > 0")
+
+
+STUDY_MANIFEST = Path(__file__).resolve().parents[2] / "experiments" / "study" / "study.yaml"
+
+
+def test_the_study_dry_run_lists_each_streams_commands_as_launched(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the stream logs would go under results/ here
+    argv = ["study", str(STUDY_MANIFEST), "--train", "--dry-run", "--launcher", "slurm"]
+    assert main([*argv, "-o", "launcher.partition=gpu"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    launched = "--launcher slurm --override=launcher.partition=gpu"
+    assert out[0].startswith("stream 1: ")
+    commands = [line.strip() for line in out if line.startswith("  ")]
+    runs = [c for c in commands if c.startswith("python -m minimind run ")]
+    assert runs and all(c.endswith(f"{launched} --resume") for c in runs), runs
+    best = [c for c in commands if c.endswith("--best")]
+    assert best and all("--launcher" not in c for c in best)  # reads the storage, trains nothing
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_study_dry_run_without_train_is_one_line(capsys):
+    assert main(["study", str(STUDY_MANIFEST), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --dry-run:") and err.count("\n") == 1
