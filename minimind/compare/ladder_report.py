@@ -13,7 +13,13 @@ import matplotlib.pyplot as plt
 from minimind.compare import ladder_render, render
 from minimind.compare.ladder import Ladder
 from minimind.compare.ladder_plots import ladder_figure
-from minimind.compare.report import CSS, log_to_parent_run, runset_fields, write_report
+from minimind.compare.report import (
+    CSS,
+    comparison_html,
+    log_to_parent_run,
+    runset_fields,
+    write_report,
+)
 
 FIGURE_CAPTION = (
     "Left: each arm's final objective against its training compute, seeds as points, the law "
@@ -44,7 +50,7 @@ def to_html(ladder: Ladder, png: bytes, fields: dict[str, str]) -> str:
         f"{ladder_render.fmt_compute(r.compute, ladder.compute_unit)} "
         f'(<a href="{rung_folder(r.name)}/index.html">its report</a>)</h3>'
         f'<p class="caption">{html.escape(render.caption(r.comparison))}</p>'
-        f'<div class="scroll">{render.html_table(render.display_headers(r.comparison), render.display_rows(r.comparison), "comparison")}</div>'  # fmt: skip
+        f"{comparison_html(r.comparison)}"
         for r in ladder.rungs
     )
     image = base64.b64encode(png).decode("ascii")

@@ -121,7 +121,7 @@ def common_params(comparison: Comparison) -> dict[str, str]:
     return out
 
 
-def _comparison_html(comparison: Comparison) -> str:
+def comparison_html(comparison: Comparison) -> str:
     """Two tables, one row per group in each: what the groups score (seeds, metrics, delta,
     verdict), then what they cost (size, compute multiplier, speed, memory, wall). As one table
     it is 1,600 px wide, and a 1,400 px window showed its cost only after scrolling sideways."""
@@ -216,7 +216,7 @@ def to_html(comparison: Comparison, figures: dict[str, bytes], fields: dict[str,
 <dl class="meta">{meta}</dl>
 <h2>Comparison</h2>
 <p class="caption">{html.escape(render.caption(comparison))}</p>
-{_comparison_html(comparison)}
+{comparison_html(comparison)}
 {"".join(f'<p class="caption">{html.escape(line)}</p>' for line in render.noise_lines(comparison))}
 <h2>Failed or incomplete runs</h2>
 {problems}
