@@ -271,3 +271,29 @@ def test_a_multi_process_job_becomes_torchrun_with_its_run_and_parent(write_spec
     ((nproc, argv),) = relaunched
     assert nproc == 2 and argv[:2] == ["run", spec]
     assert argv[-2:] == ["--parent-run=p1", "--only=base/seed0"]
+
+
+def test_a_run_its_ended_job_left_running_is_ended_killed_with_the_job_and_state(
+    write_spec, mlflow_uri, capsys
+):
+    from minimind.plan import plan_run
+    from minimind.record import FAILURE_REASON_TAG
+    from minimind.slurm_run import _report_failures
+    from minimind.tracking import Tracker
+
+    plan = plan_run(load_spec(str(write_spec())))
+    tracker = Tracker(mlflow_uri, "onslurm")
+    parent = tracker.start_parent("tiny")
+    child = tracker.start_child(parent, "base/seed0")  # its job's process was SIGKILLed
+    failed = _report_failures(
+        tracker, plan, parent.run_id, {"base/seed0": "7_0"}, {"7_0": "OUT_OF_MEMORY"}
+    )
+    assert failed == ["base/seed0"]
+    run = tracker.client.get_run(child.run_id)
+    assert run.info.status == "KILLED"
+    assert run.data.tags[FAILURE_REASON_TAG] == (
+        "its Slurm job 7_0 ended OUT_OF_MEMORY while the run was RUNNING"
+    )
+    assert "base/seed0: job 7_0 ended OUT_OF_MEMORY, run KILLED (its Slurm job" in (
+        capsys.readouterr().out
+    )
