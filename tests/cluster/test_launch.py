@@ -297,3 +297,20 @@ def test_a_run_its_ended_job_left_running_is_ended_killed_with_the_job_and_state
     assert "base/seed0: job 7_0 ended OUT_OF_MEMORY, run KILLED (its Slurm job" in (
         capsys.readouterr().out
     )
+
+
+def test_a_local_multi_process_run_of_a_slurm_spec_keeps_its_launcher_in_the_ranks(
+    write_spec, monkeypatch
+):
+    from minimind import distributed
+
+    relaunched = []
+    monkeypatch.setattr(distributed, "relaunch", lambda n, argv: relaunched.append((n, argv)))
+    spec = str(write_spec(launcher={"name": "slurm"}))
+    main(["run", spec, "--launcher", "local", "--nproc", "2"])
+    ((_, argv),) = relaunched
+    assert "--override=launcher.name=local" in argv
+    ranks_spec = load_spec(
+        argv[1], [a.removeprefix("--override=") for a in argv[2:] if a.startswith("--override=")]
+    )
+    assert ranks_spec.launcher.name == "local"  # the ranks train, none submits
