@@ -223,6 +223,21 @@ def test_a_look_command_adds_seeds_and_variants_to_the_stream_command(
         look_commands(study, [LookRuns("tiny", ("gelu",), (3,))])
 
 
+def test_a_look_of_an_experiment_two_specs_train_gets_a_command_per_spec(
+    tmp_path: Path, write_spec
+) -> None:
+    norms = write_spec(ablate={"model.norm": ["rmsnorm", "layernorm"]})
+    mlps = tmp_path / "mlps.yaml"
+    tree = yaml.safe_load(norms.read_text())
+    mlps.write_text(yaml.safe_dump({**tree, "ablate": {"model.mlp": ["swiglu", "gelu"]}}))
+    path = manifest(tmp_path, streams=[[f"minimind run {norms}"], [f"minimind run {mlps}"]])
+    look = LookRuns("tiny", ("norm=layernorm", "mlp=gelu"), (3,))
+    assert look_commands(load_study(path), [look]) == [
+        f"minimind run {norms} -o 'seeds=[3]' --variant norm=layernorm --resume",
+        f"minimind run {mlps} -o 'seeds=[3]' --variant mlp=gelu --resume",
+    ]
+
+
 def test_a_stream_s_run_resumes_so_that_a_rerun_skips_finished_runs() -> None:
     assert _argv("minimind run a.yaml -o seeds=[0]")[-1] == "--resume"
     assert _argv("minimind run a.yaml --resume").count("--resume") == 1
