@@ -176,6 +176,27 @@ def test_waiting_ends_when_every_job_has_left_the_live_states(monkeypatch):
     assert states == {"1": slurm.GONE, "2": "COMPLETED"} and ended == ["2", "1"]
 
 
+def test_waiting_asks_again_when_squeue_fails_and_gives_up_after_its_patience(monkeypatch):
+    timed_out = subprocess.CalledProcessError(1, ["squeue"], stderr="Socket timed out\n")
+    answers = iter([timed_out, timed_out, {"1": "COMPLETED"}])
+
+    def queue_states(ids):
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(slurm, "queue_states", queue_states)
+    assert slurm.wait(["1"], poll_s=0) == {"1": "COMPLETED"}
+
+    def never(ids):
+        raise timed_out
+
+    monkeypatch.setattr(slurm, "queue_states", never)
+    with pytest.raises(subprocess.CalledProcessError):
+        slurm.wait(["1"], poll_s=0, patience_s=0)
+
+
 def test_the_ledger_keeps_job_ids_and_tells_the_live_ones(tmp_path, monkeypatch):
     ledger = slurm.Ledger.open(tmp_path, "parent1")
     ledger.record({"a/seed0": "5_0", "a/seed1": "5_1", "b/seed0": "5_2"})
