@@ -13,7 +13,7 @@ equivalence, or the cap):
 3. those runs are trained: per experiment, set of seeds and stream command that trains the
    variants one `minimind run SPEC [its overrides] -o seeds=[...] --variant V ... --resume`,
    SPEC and its overrides those of that stream command, the commands side by side in as many
-   streams as the manifest has.
+   streams as the manifest has, those of one spec in one stream (`spread`).
 
 Nothing is remembered between invocations: what a look trains is read from the store, so a study
 stopped anywhere and run again continues where it stopped.
@@ -192,10 +192,23 @@ def _trainer(
     looks = iter(range(1, 10_000))
 
     def train(runs: list[LookRuns]) -> list[Failure]:
-        commands = look_commands(study, runs)
-        width = len(study.streams)
-        streams = [commands[k::width] for k in range(width)]
+        streams = spread(look_commands(study, runs), len(study.streams))
         look = f"look{next(looks)}-stream"
         return run_streams(streams, study.threads_per_stream, log_dir, look, launch)
 
     return train
+
+
+def spread(commands: list[str], width: int) -> list[list[str]]:
+    """`commands` in `width` streams, those of one spec file in one stream, one after another.
+
+    Two look commands of one spec (other seeds, other variants) hash alike, since a spec's hash
+    leaves its seeds out: at once, each `--resume` would reopen the same parent run and end the
+    other's runs as stale, and under Slurm rewrite the spec file the other's jobs read."""
+    by_spec: dict[str, list[str]] = {}
+    for command in commands:
+        by_spec.setdefault(shlex.split(command)[2], []).append(command)
+    streams: list[list[str]] = [[] for _ in range(width)]
+    for k, group in enumerate(by_spec.values()):
+        streams[k % width].extend(group)
+    return streams
