@@ -162,6 +162,8 @@ def _report_failures(
     newest: dict[str, Run] = {}
     for child in tracker.children(parent_run_id):  # newest first
         newest.setdefault(child.info.run_name, child)
+    # as on disk now: a later `--resume` may have given a run another job, which trains it
+    ledger = slurm.Ledger.open(plan.spec.launcher.folder, parent_run_id)
     failed = []
     for name, job_id in jobs.items():
         run = newest.get(name)
@@ -171,7 +173,7 @@ def _report_failures(
         state = states.get(job_id, GONE)
         status = "never started" if run is None else f"run {run.info.status}"
         reason = None if run is None else run.data.tags.get(FAILURE_REASON_TAG)
-        if run is not None and run.info.status == "RUNNING":
+        if run is not None and run.info.status == "RUNNING" and ledger.jobs.get(name) == job_id:
             reason = f"its Slurm job {job_id} ended {state} while the run was RUNNING"
             tracker.end_run(run.info.run_id, "KILLED", reason)
             status = "run KILLED"

@@ -295,17 +295,23 @@ def test_a_multi_process_job_becomes_torchrun_with_its_run_and_parent(write_spec
 
 
 def test_a_run_its_ended_job_left_running_is_ended_killed_with_the_job_and_state(
-    write_spec, mlflow_uri, capsys
+    write_spec, mlflow_uri, tmp_path, capsys
 ):
     from minimind.plan import plan_run
     from minimind.record import FAILURE_REASON_TAG
     from minimind.slurm_run import _report_failures
     from minimind.tracking import Tracker
 
-    plan = plan_run(load_spec(str(write_spec())))
+    plan = plan_run(load_spec(str(write_spec(launcher={"folder": str(tmp_path / "slurm")}))))
     tracker = Tracker(mlflow_uri, "onslurm")
     parent = tracker.start_parent("tiny")
     child = tracker.start_child(parent, "base/seed0")  # its job's process was SIGKILLed
+    ledger = slurm.Ledger.open(plan.spec.launcher.folder, parent.run_id)
+    ledger.record({"base/seed0": "8_0"})  # a later --resume gave it another job: left alone
+    _report_failures(tracker, plan, parent.run_id, {"base/seed0": "7_0"}, {"7_0": "FAILED"})
+    assert tracker.client.get_run(child.run_id).info.status == "RUNNING"
+    ledger.record({"base/seed0": "7_0"})
+    capsys.readouterr()
     failed = _report_failures(
         tracker, plan, parent.run_id, {"base/seed0": "7_0"}, {"7_0": "OUT_OF_MEMORY"}
     )
