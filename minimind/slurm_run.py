@@ -128,7 +128,11 @@ def _submit_and_collect(plan: Plan, resume: bool, nproc: int) -> int:
             for name in todo
             if name not in live
         ]
-        submitted = slurm.submit(launcher, spec.name, work)
+        try:
+            submitted = slurm.submit(launcher, spec.name, work)
+        except SpecError as err:
+            parent.end("FAILED", str(err))
+            return fail(str(err))
         ledger.record(submitted)
         for name, job_id in submitted.items():
             print(f"{name}: submitted as job {job_id} ({slurm.resources(launcher, nproc)})")

@@ -105,8 +105,11 @@ def executor_parameters(launcher: LauncherConfig, job_name: str) -> dict[str, An
 def submit(
     launcher: LauncherConfig, job_name: str, work: Sequence[tuple[str, Callable[[], Any]]]
 ) -> dict[str, str]:
-    """Submit each (name, callable) as one task of one job array; the job id of each name."""
+    """Submit each (name, callable) as one task of one job array; the job id of each name.
+    `sbatch` refusing the array (a partition, account or resource it does not grant) is a
+    `launcher` `SpecError` with its answer: nothing was submitted."""
     import submitit
+    from submitit.core.utils import FailedJobError
 
     if not work:
         return {}
@@ -114,8 +117,14 @@ def submit(
         folder=Path(launcher.folder) / "%j", max_num_timeout=launcher.max_requeues
     )
     executor.update_parameters(**executor_parameters(launcher, job_name))
-    with executor.batch():
-        jobs = [executor.submit(function) for _, function in work]
+    try:
+        with executor.batch():
+            jobs = [executor.submit(function) for _, function in work]
+    except FailedJobError as err:
+        answer = str(err).strip().splitlines()
+        raise SpecError(
+            "launcher", f"sbatch refused the jobs: {answer[-1] if answer else err}"
+        ) from None
     return {name: job.job_id for (name, _), job in zip(work, jobs, strict=True)}
 
 

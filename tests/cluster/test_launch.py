@@ -147,6 +147,39 @@ def test_the_launcher_settings_become_submitits_sbatch_parameters(tmp_path, monk
     assert executor.parameters["additional_parameters"] == {"account": "lab"}
 
 
+def test_jobs_sbatch_refuses_are_one_line_naming_the_launcher_and_exit_2(
+    write_spec, mlflow_uri, tmp_path, monkeypatch, capsys
+):
+    pytest.importorskip("submitit")
+    bin_dir = tmp_path / "bin"  # a Slurm that refuses the partition
+    bin_dir.mkdir()
+    scripts = {
+        "srun": "#!/bin/sh\n",
+        "sinfo": f"#!/bin/sh\necho {socket.gethostname()}\n",
+        "sbatch": "#!/bin/sh\necho 'sbatch: error: invalid partition specified: gpuu' >&2\nexit 1\n",
+    }
+    for name, text in scripts.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    spec = write_spec(launcher={"partition": "gpuu", "folder": str(tmp_path / "slurm")})
+    assert main(["run", str(spec), "--launcher", "slurm"]) == 2
+    err = capsys.readouterr().err
+    refused = (
+        "error: launcher: sbatch refused the jobs: sbatch: error: invalid partition specified: "
+        "gpuu\n"
+    )
+    assert err.endswith(refused)
+    sweep = {
+        "trials": 1,
+        "storage": f"sqlite:///{tmp_path}/optuna.db",
+        "params": {"train.optimizer.lr": {"type": "float", "low": 1e-3, "high": 2e-2}},
+    }
+    spec = write_spec(sweep=sweep, launcher={"partition": "gpuu", "folder": str(tmp_path / "s")})
+    assert main(["sweep", str(spec), "--launcher", "slurm"]) == 2  # its worker jobs alike
+    assert capsys.readouterr().err.endswith(refused)
+
+
 def test_the_queue_reads_squeue_and_a_job_gone_from_it_has_ended(monkeypatch):
     listed = "12_0|RUNNING\n12_1|PENDING\n13|CANCELLED\n"
     calls = []
