@@ -116,7 +116,11 @@ def _submit_and_collect(plan: Plan, resume: bool, nproc: int) -> int:
             for name in todo
             if name not in live
         ]
-        submitted = slurm.submit(launcher, spec.name, work)
+        try:
+            submitted = slurm.submit(launcher, spec.name, work)
+        except SpecError as err:
+            parent.end("FAILED", str(err))
+            return fail(str(err))
         ledger.record(submitted)
         for name, job_id in submitted.items():
             print(f"{name}: submitted as job {job_id} ({slurm.resources(launcher, nproc)})")
@@ -142,20 +146,31 @@ def _submit_and_collect(plan: Plan, resume: bool, nproc: int) -> int:
 def _report_failures(
     tracker: Tracker, plan: Plan, parent_run_id: str, jobs: dict[str, str], states: dict[str, str]
 ) -> list[str]:
-    """Print each job whose run did not finish (its job id, last state and log); their names."""
+    """Print each job whose run did not finish (its job id, last state and log); their names.
+
+    A run still RUNNING after its job ended was left so by a process that could not end it (an
+    OOM kill, the time limit's SIGKILL, a lost node): no job trains it any more, so it is ended
+    KILLED here, as a local invocation's stale runs are; `--resume` continues it."""
     newest: dict[str, Run] = {}
     for child in tracker.children(parent_run_id):  # newest first
         newest.setdefault(child.info.run_name, child)
+    # as on disk now: a later `--resume` may have given a run another job, which trains it
+    ledger = slurm.Ledger.open(plan.spec.launcher.folder, parent_run_id)
     failed = []
     for name, job_id in jobs.items():
         run = newest.get(name)
         if run is not None and run.info.status == "FINISHED":
             continue
         failed.append(name)
+        state = states.get(job_id, GONE)
         status = "never started" if run is None else f"run {run.info.status}"
         reason = None if run is None else run.data.tags.get(FAILURE_REASON_TAG)
+        if run is not None and run.info.status == "RUNNING" and ledger.jobs.get(name) == job_id:
+            reason = f"its Slurm job {job_id} ended {state} while the run was RUNNING"
+            tracker.end_run(run.info.run_id, "KILLED", reason)
+            status = "run KILLED"
         print(
-            f"{name}: job {job_id} ended {states.get(job_id, GONE)}, {status}"
+            f"{name}: job {job_id} ended {state}, {status}"
             + (f" ({reason})" if reason else "")
             + f"; log: {slurm.log_path(plan.spec.launcher, job_id)}"
         )

@@ -100,7 +100,7 @@ RUNS: dict[str, Run] = {
         "norm=rmsnorm/seed1: FINISHED at step 20", NORM
     ),
     "minimind run experiments/norm.yaml --dry-run": Run("bf16 (auto)"),
-    "minimind run experiments/norm.yaml --variant norm=layernorm -o 'seeds=[2]'": Run(
+    "minimind run experiments/norm.yaml --variant norm=layernorm -o 'seeds=[2]' --resume": Run(
         "norm=layernorm/seed2: FINISHED at step 20", ("-o", "train.steps=20", "-o", "model.dim=64")
     ),
     # The dry run lists the jobs and submits nothing: no Slurm needed.

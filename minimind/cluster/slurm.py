@@ -18,6 +18,7 @@ import json
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,9 @@ from minimind.spec import SpecError
 from minimind.spec.launcher import LauncherConfig
 
 POLL_S = 5.0
+QUEUE_PATIENCE_S = 600.0
+"""How long `wait` bears `squeue` failing in a row (a busy or restarting slurmctld answers
+'Socket timed out' for a while) before it gives up with the error."""
 # Not over: waiting, running, or stopped to be requeued (squeue's long state names).
 LIVE_STATES = frozenset(
     {
@@ -111,8 +115,11 @@ def executor_parameters(launcher: LauncherConfig, job_name: str) -> dict[str, An
 def submit(
     launcher: LauncherConfig, job_name: str, work: Sequence[tuple[str, Callable[[], Any]]]
 ) -> dict[str, str]:
-    """Submit each (name, callable) as one task of one job array; the job id of each name."""
+    """Submit each (name, callable) as one task of one job array; the job id of each name.
+    `sbatch` refusing the array (a partition, account or resource it does not grant) is a
+    `launcher` `SpecError` with its answer: nothing was submitted."""
     import submitit
+    from submitit.core.utils import FailedJobError
 
     if not work:
         return {}
@@ -120,8 +127,14 @@ def submit(
         folder=Path(launcher.folder) / "%j", max_num_timeout=launcher.max_requeues
     )
     executor.update_parameters(**executor_parameters(launcher, job_name))
-    with executor.batch():
-        jobs = [executor.submit(function) for _, function in work]
+    try:
+        with executor.batch():
+            jobs = [executor.submit(function) for _, function in work]
+    except FailedJobError as err:
+        answer = str(err).strip().splitlines()
+        raise SpecError(
+            "launcher", f"sbatch refused the jobs: {answer[-1] if answer else err}"
+        ) from None
     return {name: job.job_id for (name, _), job in zip(work, jobs, strict=True)}
 
 
@@ -151,13 +164,28 @@ def wait(
     job_ids: Iterable[str],
     on_end: Callable[[str, str], None] = lambda job_id, state: None,
     poll_s: float = POLL_S,
+    patience_s: float = QUEUE_PATIENCE_S,
 ) -> dict[str, str]:
     """Wait until every job has ended (calling `on_end(job_id, state)` as each does); the final
-    state of each."""
+    state of each. A failing `squeue` is asked again at the next poll, for up to `patience_s`
+    of failures in a row: one unanswered poll in hours of waiting does not end the wait."""
     waiting = set(job_ids)
     ended: dict[str, str] = {}
+    failing_since: float | None = None
     while waiting:
-        for job_id, state in queue_states(waiting).items():
+        try:
+            states = queue_states(waiting)
+        except subprocess.CalledProcessError as err:
+            now = time.monotonic()
+            failing_since = now if failing_since is None else failing_since
+            if now - failing_since >= patience_s:
+                raise
+            answer = (err.stderr or "").strip().splitlines()
+            print(f"warning: squeue failed ({answer[-1] if answer else err}); asking again", file=sys.stderr, flush=True)  # fmt: skip
+            time.sleep(poll_s)
+            continue
+        failing_since = None
+        for job_id, state in states.items():
             if state not in LIVE_STATES:
                 ended[job_id] = state
                 waiting.discard(job_id)

@@ -104,7 +104,10 @@ def _relaunch(args: argparse.Namespace, spec: Spec) -> int:
         plan_run(spec, world_size=args.nproc, only=args.variant)
     except SpecError as err:
         return fail(str(err))
-    argv = ["run", args.spec, *(f"--override={o}" for o in args.override)]
+    # `--launcher` goes on as the override it stands for: a rank that lost it would read the
+    # spec's own launcher, and under `slurm` every rank would submit the whole spec as jobs.
+    overrides = [*args.override, *launcher_overrides(args)]
+    argv = ["run", args.spec, *(f"--override={o}" for o in overrides)]
     flags = {"--resume": args.resume, "--verbose": args.verbose}
     argv += [flag for flag, given in flags.items() if given]
     argv += [f"--variant={name}" for name in args.variant]

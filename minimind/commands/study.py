@@ -75,6 +75,10 @@ def run_study(args: argparse.Namespace) -> int:
             return fail(f"-o: a study passes launcher settings only, got {override}")
     if args.dry_run and not args.train:
         return fail("--dry-run: lists what --train would launch; add --train")
+    try:  # here, not in every stream command's log after the study has started
+        _check_launcher_settings(args.override)
+    except SpecError as e:
+        return fail(str(e))
     try:
         study = load_study(args.manifest)
     except SpecError as e:
@@ -138,3 +142,25 @@ def run_study(args: argparse.Namespace) -> int:
         return fail(str(e), e.exit_code)
     write_report(study, results, sweeps, report_dir)
     return EXIT_OK
+
+
+def _check_launcher_settings(overrides: list[str]) -> None:
+    """A `SpecError` naming the field of the first `-o launcher.*` that no training command would
+    accept (the launcher section they make, validated as a spec's is)."""
+    from pydantic import ValidationError
+
+    from minimind.spec import SpecError
+    from minimind.spec.errors import from_validation_error
+    from minimind.spec.launcher import LauncherConfig
+    from minimind.spec.loader import parse_override
+    from minimind.spec.schema import apply
+
+    tree: dict[str, object] = {}
+    for text in overrides:
+        key, value, _ = parse_override(text)
+        tree = apply(tree, {key: value})
+    try:
+        LauncherConfig.model_validate(tree.get("launcher", {}))
+    except ValidationError as err:
+        problem = from_validation_error(err, LauncherConfig)
+        raise SpecError(f"launcher.{problem.path}", problem.message) from None

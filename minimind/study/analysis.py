@@ -43,11 +43,11 @@ class Finding:
     row: pd.Series
     agreement: Agreement
     calibration: bool = False
+    """An A/A row (`Study.is_calibration`): one arm's runs on disjoint seeds, which must come
+    out no different."""
     edges: tuple[str, ...] = ()
     """'<arm label>: <param> = <value> is the lowest value its sweep tried ...' for each side
     tuned on the edge of its sweep's grid (`compare.tuning`): not a tuned value."""
-    """An A/A row (`Study.is_calibration`): one arm's runs on disjoint seeds, which must come
-    out no different."""
     plan: SeedsPlan | None = None
     """When too weak to tell: the paired seeds that would settle it with 80% power at the
     family's corrected alpha, from this pair's measured noise (with the range its sd's

@@ -10,10 +10,10 @@ equivalence, or the cap):
 2. each comparison still open names, for its two arms, the seeds of the look it waits for (the
    first `looks[k]` of `Study.evaluation_seeds`, the tuning seeds skipped; an A/A arm's own
    listed seeds) that have no finished run: a finished (arm, seed) is never trained again;
-3. those runs are trained: per experiment and set of seeds one
-   `minimind run SPEC [its overrides] -o seeds=[...] --variant V ... --resume`, SPEC and its
-   overrides those of the stream command that trains the experiment's variant, the commands
-   side by side in as many streams as the manifest has.
+3. those runs are trained: per experiment, set of seeds and stream command that trains the
+   variants one `minimind run SPEC [its overrides] -o seeds=[...] --variant V ... --resume`,
+   SPEC and its overrides those of that stream command, the commands side by side in as many
+   streams as the manifest has, those of one spec in one stream (`spread`).
 
 Nothing is remembered between invocations: what a look trains is read from the store, so a study
 stopped anywhere and run again continues where it stopped.
@@ -91,31 +91,38 @@ def _finished_seeds(study: Study, key: str, runsets: Mapping[str, RunSet]) -> se
 
 
 def look_commands(study: Study, runs: list[LookRuns]) -> list[str]:
-    """One `minimind run` command per `LookRuns`, from the stream command that trains its
-    experiment's variants (`StudyError` when no stream command does)."""
+    """The `minimind run` commands of each `LookRuns`: one per stream command that trains some
+    of its variants, each variant from the first that does (`StudyError` naming a variant no
+    stream command trains)."""
     sources = _run_commands(study)
     commands = []
     for look in runs:
-        source = next(
-            (
-                (path, overrides)
-                for experiment, variants, path, overrides in sources
-                if experiment == look.experiment and set(look.variants) <= variants
-            ),
-            None,
-        )
-        if source is None:
-            raise StudyError(
-                f"streams: no `minimind run` command trains {', '.join(look.variants)} of "
-                f"{look.experiment}; a look adds seeds to the specs the streams run"
-            )
-        path, overrides = source
-        argv = ["minimind", "run", path]
-        for override in [*overrides, f"seeds=[{', '.join(map(str, look.seeds))}]"]:
-            argv += ["-o", override]
+        # each variant from the first command that trains it: an experiment two specs log to
+        # gets a command per spec
+        by_source: dict[int, list[str]] = {}
         for variant in look.variants:
-            argv += ["--variant", variant]
-        commands.append(shlex.join([*argv, "--resume"]))
+            source = next(
+                (
+                    k
+                    for k, (experiment, variants, _, _) in enumerate(sources)
+                    if experiment == look.experiment and variant in variants
+                ),
+                None,
+            )
+            if source is None:
+                raise StudyError(
+                    f"streams: no `minimind run` command trains {variant} of "
+                    f"{look.experiment}; a look adds seeds to the specs the streams run"
+                )
+            by_source.setdefault(source, []).append(variant)
+        for source, variants in by_source.items():
+            _, _, path, overrides = sources[source]
+            argv = ["minimind", "run", path]
+            for override in [*overrides, f"seeds=[{', '.join(map(str, look.seeds))}]"]:
+                argv += ["-o", override]
+            for variant in variants:
+                argv += ["--variant", variant]
+            commands.append(shlex.join([*argv, "--resume"]))
     return commands
 
 
@@ -185,10 +192,23 @@ def _trainer(
     looks = iter(range(1, 10_000))
 
     def train(runs: list[LookRuns]) -> list[Failure]:
-        commands = look_commands(study, runs)
-        width = len(study.streams)
-        streams = [commands[k::width] for k in range(width)]
+        streams = spread(look_commands(study, runs), len(study.streams))
         look = f"look{next(looks)}-stream"
         return run_streams(streams, study.threads_per_stream, log_dir, look, launch)
 
     return train
+
+
+def spread(commands: list[str], width: int) -> list[list[str]]:
+    """`commands` in `width` streams, those of one spec file in one stream, one after another.
+
+    Two look commands of one spec (other seeds, other variants) hash alike, since a spec's hash
+    leaves its seeds out: at once, each `--resume` would reopen the same parent run and end the
+    other's runs as stale, and under Slurm rewrite the spec file the other's jobs read."""
+    by_spec: dict[str, list[str]] = {}
+    for command in commands:
+        by_spec.setdefault(shlex.split(command)[2], []).append(command)
+    streams: list[list[str]] = [[] for _ in range(width)]
+    for k, group in enumerate(by_spec.values()):
+        streams[k % width].extend(group)
+    return streams

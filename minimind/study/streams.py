@@ -7,10 +7,11 @@ one line per command start and end to stderr, so that a long study shows its pro
 terminal and in a log alike.
 
 A `Launch` (`minimind study --launcher slurm -o launcher...`) adds its arguments to each
-`minimind run` and `minimind sweep` command: every (arm, seed) is then a Slurm job. On Slurm a
-`run` gets `--resume` too, so that the study run again after a stop reopens each command's
-invocation: it waits for the jobs still queued or running, submits the runs that did not finish
-and trains no finished run again (a sweep tops its studies up by itself).
+`minimind run` and `minimind sweep` command: every (arm, seed) is then a Slurm job. Every `run`
+gets `--resume`, here or on Slurm, so that the study run again after a stop reopens each
+command's invocation: it skips the runs that finished, continues the interrupted ones and, on
+Slurm, waits for the jobs still queued or running and submits the runs that did not finish (a
+sweep tops its studies up by itself).
 """
 
 from __future__ import annotations

@@ -79,9 +79,12 @@ def run_sweep(
         return fail(str(err))
     from minimind.tracking import run_until_stopped
 
-    return run_until_stopped(
-        lambda: _sweep_all(plan, studies, data, reports_dir), "run the same command to resume"
-    )
+    try:
+        return run_until_stopped(
+            lambda: _sweep_all(plan, studies, data, reports_dir), "run the same command to resume"
+        )
+    except SpecError as err:  # sbatch refused the worker jobs (`launcher`)
+        return fail(str(err))
 
 
 def _check_slurm_launch(plan: SweepPlan) -> None:

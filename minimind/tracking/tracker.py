@@ -260,11 +260,14 @@ class Tracker:
         if parent.info.status == "RUNNING":
             stale.append(parent_run_id)
         for run_id in stale:
-            self._retry.call(
-                functools.partial(self.client.set_tag, run_id, FAILURE_REASON_TAG, reason)
-            )
-            self._retry.call(functools.partial(self.client.set_terminated, run_id, status))
+            self.end_run(run_id, status, reason)
         return stale
+
+    def end_run(self, run_id: str, status: str, reason: str) -> None:
+        """End run `run_id` with `status`, tagged with the `failure_reason` `reason` (a run whose
+        process is gone and cannot end it itself)."""
+        self._retry.call(functools.partial(self.client.set_tag, run_id, FAILURE_REASON_TAG, reason))
+        self._retry.call(functools.partial(self.client.set_terminated, run_id, status))
 
     def close_dead_parents(self, tags: Mapping[str, str] | None = None) -> list[str]:
         """End KILLED every RUNNING parent (with `tags`, when given) whose process (tags

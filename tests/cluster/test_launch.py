@@ -147,6 +147,39 @@ def test_the_launcher_settings_become_submitits_sbatch_parameters(tmp_path, monk
     assert executor.parameters["additional_parameters"] == {"account": "lab"}
 
 
+def test_jobs_sbatch_refuses_are_one_line_naming_the_launcher_and_exit_2(
+    write_spec, mlflow_uri, tmp_path, monkeypatch, capsys
+):
+    pytest.importorskip("submitit")
+    bin_dir = tmp_path / "bin"  # a Slurm that refuses the partition
+    bin_dir.mkdir()
+    scripts = {
+        "srun": "#!/bin/sh\n",
+        "sinfo": f"#!/bin/sh\necho {socket.gethostname()}\n",
+        "sbatch": "#!/bin/sh\necho 'sbatch: error: invalid partition specified: gpuu' >&2\nexit 1\n",
+    }
+    for name, text in scripts.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    spec = write_spec(launcher={"partition": "gpuu", "folder": str(tmp_path / "slurm")})
+    assert main(["run", str(spec), "--launcher", "slurm"]) == 2
+    err = capsys.readouterr().err
+    refused = (
+        "error: launcher: sbatch refused the jobs: sbatch: error: invalid partition specified: "
+        "gpuu\n"
+    )
+    assert err.endswith(refused)
+    sweep = {
+        "trials": 1,
+        "storage": f"sqlite:///{tmp_path}/optuna.db",
+        "params": {"train.optimizer.lr": {"type": "float", "low": 1e-3, "high": 2e-2}},
+    }
+    spec = write_spec(sweep=sweep, launcher={"partition": "gpuu", "folder": str(tmp_path / "s")})
+    assert main(["sweep", str(spec), "--launcher", "slurm"]) == 2  # its worker jobs alike
+    assert capsys.readouterr().err.endswith(refused)
+
+
 def test_the_queue_reads_squeue_and_a_job_gone_from_it_has_ended(monkeypatch):
     listed = "12_0|RUNNING\n12_1|PENDING\n13|CANCELLED\n"
     calls = []
@@ -174,6 +207,27 @@ def test_waiting_ends_when_every_job_has_left_the_live_states(monkeypatch):
     ended = []
     states = slurm.wait(["1", "2"], lambda job, state: ended.append(job), poll_s=0)
     assert states == {"1": slurm.GONE, "2": "COMPLETED"} and ended == ["2", "1"]
+
+
+def test_waiting_asks_again_when_squeue_fails_and_gives_up_after_its_patience(monkeypatch):
+    timed_out = subprocess.CalledProcessError(1, ["squeue"], stderr="Socket timed out\n")
+    answers = iter([timed_out, timed_out, {"1": "COMPLETED"}])
+
+    def queue_states(ids):
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(slurm, "queue_states", queue_states)
+    assert slurm.wait(["1"], poll_s=0) == {"1": "COMPLETED"}
+
+    def never(ids):
+        raise timed_out
+
+    monkeypatch.setattr(slurm, "queue_states", never)
+    with pytest.raises(subprocess.CalledProcessError):
+        slurm.wait(["1"], poll_s=0, patience_s=0)
 
 
 def test_the_ledger_keeps_job_ids_and_tells_the_live_ones(tmp_path, monkeypatch):
@@ -340,3 +394,54 @@ def test_a_study_dry_run_without_train_is_one_line(capsys):
     assert main(["study", str(STUDY_MANIFEST), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --dry-run:") and err.count("\n") == 1
+
+
+def test_a_run_its_ended_job_left_running_is_ended_killed_with_the_job_and_state(
+    write_spec, mlflow_uri, tmp_path, capsys
+):
+    from minimind.plan import plan_run
+    from minimind.record import FAILURE_REASON_TAG
+    from minimind.slurm_run import _report_failures
+    from minimind.tracking import Tracker
+
+    plan = plan_run(load_spec(str(write_spec(launcher={"folder": str(tmp_path / "slurm")}))))
+    tracker = Tracker(mlflow_uri, "onslurm")
+    parent = tracker.start_parent("tiny")
+    child = tracker.start_child(parent, "base/seed0")  # its job's process was SIGKILLed
+    ledger = slurm.Ledger.open(plan.spec.launcher.folder, parent.run_id)
+    ledger.record({"base/seed0": "8_0"})  # a later --resume gave it another job: left alone
+    _report_failures(tracker, plan, parent.run_id, {"base/seed0": "7_0"}, {"7_0": "FAILED"})
+    assert tracker.client.get_run(child.run_id).info.status == "RUNNING"
+    ledger.record({"base/seed0": "7_0"})
+    capsys.readouterr()
+    failed = _report_failures(
+        tracker, plan, parent.run_id, {"base/seed0": "7_0"}, {"7_0": "OUT_OF_MEMORY"}
+    )
+    assert failed == ["base/seed0"]
+    run = tracker.client.get_run(child.run_id)
+    assert run.info.status == "KILLED"
+    assert run.data.tags[FAILURE_REASON_TAG] == (
+        "its Slurm job 7_0 ended OUT_OF_MEMORY while the run was RUNNING"
+    )
+    assert "base/seed0: job 7_0 ended OUT_OF_MEMORY, run KILLED (its Slurm job" in (
+        capsys.readouterr().out
+    )
+
+
+def test_a_local_multi_process_run_of_a_slurm_spec_keeps_its_launcher_in_the_ranks(
+    write_spec, monkeypatch
+):
+    from minimind import distributed
+
+    relaunched = []
+    monkeypatch.setattr(
+        distributed, "launch", lambda n, argv, verbose=False: relaunched.append((n, argv))
+    )
+    spec = str(write_spec(launcher={"name": "slurm"}))
+    main(["run", spec, "--launcher", "local", "--nproc", "2"])
+    ((_, argv),) = relaunched
+    assert "--override=launcher.name=local" in argv
+    ranks_spec = load_spec(
+        argv[1], [a.removeprefix("--override=") for a in argv[2:] if a.startswith("--override=")]
+    )
+    assert ranks_spec.launcher.name == "local"  # the ranks train, none submits

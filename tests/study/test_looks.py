@@ -16,7 +16,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric
 
 from minimind.study.analysis import StudyError, load_experiments
-from minimind.study.looks import LookRuns, look_commands, missing_runs, train_looks
+from minimind.study.looks import LookRuns, look_commands, missing_runs, spread, train_looks
 from minimind.study.manifest import load_study
 from minimind.study.planning import plan_study, sequential_decisions
 from minimind.study.streams import _argv
@@ -221,6 +221,33 @@ def test_a_look_command_adds_seeds_and_variants_to_the_stream_command(
     ]
     with pytest.raises(StudyError, match="no `minimind run` command trains gelu of tiny"):
         look_commands(study, [LookRuns("tiny", ("gelu",), (3,))])
+
+
+def test_a_look_of_an_experiment_two_specs_train_gets_a_command_per_spec(
+    tmp_path: Path, write_spec
+) -> None:
+    norms = write_spec(ablate={"model.norm": ["rmsnorm", "layernorm"]})
+    mlps = tmp_path / "mlps.yaml"
+    tree = yaml.safe_load(norms.read_text())
+    mlps.write_text(yaml.safe_dump({**tree, "ablate": {"model.mlp": ["swiglu", "gelu"]}}))
+    path = manifest(tmp_path, streams=[[f"minimind run {norms}"], [f"minimind run {mlps}"]])
+    look = LookRuns("tiny", ("norm=layernorm", "mlp=gelu"), (3,))
+    assert look_commands(load_study(path), [look]) == [
+        f"minimind run {norms} -o 'seeds=[3]' --variant norm=layernorm --resume",
+        f"minimind run {mlps} -o 'seeds=[3]' --variant mlp=gelu --resume",
+    ]
+
+
+def test_a_look_never_runs_two_commands_of_one_spec_at_once() -> None:
+    # an A/A row's two arms of one variant miss other seeds: two commands of a.yaml, which
+    # would reopen one parent run side by side (a spec's hash leaves its seeds out)
+    commands = [
+        "minimind run a.yaml -o 'seeds=[4]' --variant base --resume",
+        "minimind run a.yaml -o 'seeds=[5]' --variant base --resume",
+        "minimind run b.yaml -o 'seeds=[3]' --variant x --resume",
+    ]
+    assert spread(commands, 2) == [commands[:2], commands[2:]]
+    assert spread(commands, 3) == [commands[:2], commands[2:], []]
 
 
 def test_a_stream_s_run_resumes_so_that_a_rerun_skips_finished_runs() -> None:

@@ -32,3 +32,17 @@ def test_a_study_override_must_be_a_launcher_setting(tmp_path, capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert err == "error: -o: a study passes launcher settings only, got train.steps=5\n"
+
+
+def test_a_bad_launcher_setting_is_refused_before_any_stream_starts(tmp_path, capsys):
+    manifest = tmp_path / "study.yaml"
+    argv = ["study", str(manifest), "--train", "-o", "launcher.timeout_min=0"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: launcher.timeout_min: ") and err.count("\n") == 1
+    argv[-1] = "launcher.partiton=gpu"
+    assert main(argv) == 2
+    assert capsys.readouterr().err.startswith("error: launcher.partiton: ")
+    argv[-1] = "launcher.partition=gpu"  # a good one goes on to the manifest
+    assert main(argv) == 2
+    assert capsys.readouterr().err.endswith("study.yaml: file not found\n")
