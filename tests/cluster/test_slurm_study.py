@@ -35,6 +35,9 @@ def manifest(tmp_path: Path, spec: Path) -> Path:
         "name": "slurmstudy",
         "title": "Norms on Slurm",
         "equivalence_margin": 0.05,
+        # One look of the spec's 2 seeds, also the cap: the streams' runs are all it trains
+        # (the looks' own runs on Slurm go through the same `run --launcher slurm --resume`).
+        "sequential": {"looks": [2]},
         "streams": [[f"minimind run {spec}"]],
         "arms": {
             "rms": {"label": "rmsnorm", "experiment": "tiny", "variant": "norm=rmsnorm"},
