@@ -14,9 +14,9 @@ from minimind.compare import ladder_render, render
 from minimind.compare.ladder import Ladder
 from minimind.compare.ladder_plots import ladder_figure
 from minimind.compare.report import (
-    CSS,
     comparison_html,
     log_to_parent_run,
+    page_top,
     runset_fields,
     write_report,
 )
@@ -54,13 +54,7 @@ def to_html(ladder: Ladder, png: bytes, fields: dict[str, str]) -> str:
         for r in ladder.rungs
     )
     image = base64.b64encode(png).decode("ascii")
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{html.escape(title)}</title><style>{CSS}</style></head>
-<body>
-<h1>{html.escape(title)}</h1>
-<dl class="meta">{meta}</dl>
+    return f"""{page_top(title, meta)}
 <h2>Ladder</h2>
 {ladder_html}
 <figure id="fig-ladder"><img alt="ladder" src="data:image/png;base64,{image}">

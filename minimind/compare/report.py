@@ -121,6 +121,18 @@ def common_params(comparison: Comparison) -> dict[str, str]:
     return out
 
 
+def page_top(title: str, meta: str) -> str:
+    """A report page up to its metadata: the head with the reports' CSS, the title, and `meta`
+    (the `<dt>`/`<dd>` items of the run set)."""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)}</title><style>{CSS}</style></head>
+<body>
+<h1>{html.escape(title)}</h1>
+<dl class="meta">{meta}</dl>"""
+
+
 def comparison_html(comparison: Comparison) -> str:
     """Two tables, one row per group in each: what the groups score (seeds, metrics, delta,
     verdict), then what they cost (size, compute multiplier, speed, memory, wall). As one table
@@ -207,13 +219,7 @@ def to_html(comparison: Comparison, figures: dict[str, bytes], fields: dict[str,
     runs = f'<div class="scroll">{render.html_table(*_runs_rows(comparison), "runs")}</div>'
     shared = common_params(comparison)
     spec = "\n".join(f"{k}: {v}" for k, v in shared.items())
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{html.escape(title)}</title><style>{CSS}</style></head>
-<body>
-<h1>{html.escape(title)}</h1>
-<dl class="meta">{meta}</dl>
+    return f"""{page_top(title, meta)}
 <h2>Comparison</h2>
 <p class="caption">{html.escape(render.caption(comparison))}</p>
 {comparison_html(comparison)}
