@@ -170,9 +170,8 @@ class ParametrizationConfig(StrictNumbers):
             )
         if self.name == "standard":
             # by value, not by presence: `model_dump` writes the defaults back in
-            defaults = {"base_width": None, "base_head_dim": None, "embedding_lr_mult": 1.0}
-            for field, default in defaults.items():
-                if getattr(self, field) != default:
+            for field in ("base_width", "base_head_dim", "embedding_lr_mult"):
+                if getattr(self, field) != type(self).model_fields[field].default:
                     field_error(
                         (field,), "is a setting of mup; the standard parametrization has none"
                     )

@@ -96,11 +96,11 @@ def check_width(
     setting: Any = (
         "standard" if parametrization == "standard" else {"name": "mup", "base_width": base}
     )
-    if parametrization == "mup":
-        own = spec.model_config_obj().parametrization
-        if own.name == "mup":  # the spec's own μP settings, at this width
-            setting = {**own.model_dump(), "base_width": base}
-    config = spec.model_config_obj().replace(dim=width, parametrization=setting)
+    spec_config = spec.model_config_obj()
+    own = spec_config.parametrization
+    if parametrization == "mup" and own.name == "mup":  # the spec's own μP settings, this width
+        setting = {**own.model_dump(), "base_width": base}
+    config = spec_config.replace(dim=width, parametrization=setting)
     torch.manual_seed(seed)
     model = MiniMindLM(config, init_seed=seed).train()
     optimizer = build_optimizer(model, spec.train.optimizer, fused=False)

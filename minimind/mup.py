@@ -47,7 +47,7 @@ from typing import Literal
 from torch import nn
 
 from minimind.config import MUP_OPTIMIZERS, InitConfig, ModelConfig
-from registry.optimizer import OUTPUT_HEADS, muon_split
+from registry.optimizer import is_output_head, muon_split
 
 Role = Literal["embedding", "hidden", "output", "vector"]
 
@@ -69,7 +69,7 @@ def parameter_role(name: str, module: nn.Module, param: nn.Parameter) -> Role:
     """The role of parameter `name` (qualified) of `module`, its owning module."""
     if isinstance(module, nn.Embedding) or "embed" in name:
         return "embedding"
-    if name.startswith(tuple(f"{head}." for head in OUTPUT_HEADS)) and param.ndim == 2:
+    if is_output_head(name) and param.ndim == 2:
         return "output"
     if isinstance(module, nn.Linear) and param.ndim == 2:
         return "hidden"

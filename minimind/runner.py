@@ -66,7 +66,7 @@ def run_spec(
         plan = plan_run(spec, only=only)
     except SpecError as err:
         return fail(str(err))
-    if job is not None and job.name not in (runs := _runs_by_name(plan)):
+    if job is not None and job.name not in (runs := runs_by_name(plan)):
         return fail(f"--only: no run {job.name} in spec {spec.name}; runs: {', '.join(runs)}")
     if dry_run:
         print(describe_plan(plan))
@@ -140,7 +140,8 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def _runs_by_name(plan: Plan) -> dict[str, tuple[Variant, int]]:
+def runs_by_name(plan: Plan) -> dict[str, tuple[Variant, int]]:
+    """Each run of the plan by its child run name, variant-major (the order runs train in)."""
     return {
         child_run_name(v.name, seed): (v, seed) for v in plan.variants for seed in plan.spec.seeds
     }
@@ -152,7 +153,7 @@ def train_in_job(plan: Plan, data: dict[str, PreparedData], job: JobTarget) -> i
     from minimind.tracking import TrackingUnreachable
     from minimind.tracking.rank_zero import make_tracker
 
-    variant, seed = _runs_by_name(plan)[job.name]  # checked by `run_spec`
+    variant, seed = runs_by_name(plan)[job.name]  # checked by `run_spec`
     experiment = plan.spec.tracking.experiment
     assert experiment is not None  # the spec defaults it to its name
     try:

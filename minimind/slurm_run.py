@@ -27,18 +27,14 @@ from minimind.foundations.atomic_file import atomic_write_text
 from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_OK, fail
 from minimind.foundations.redact import redact
 from minimind.plan import Plan, describe_plan, plan_run, prepare_all
-from minimind.record import FAILURE_REASON_TAG, child_run_name
+from minimind.record import FAILURE_REASON_TAG
+from minimind.runner import runs_by_name
 from minimind.spec import Spec, SpecError, dump_spec
 
 if TYPE_CHECKING:  # mlflow takes seconds to import: not needed for spec errors
     from mlflow.entities import Run
 
     from minimind.tracking import Tracker
-
-
-def run_names(plan: Plan) -> list[str]:
-    """The runs of the plan, one job each, in submission order (variant-major)."""
-    return [child_run_name(v.name, seed) for v in plan.variants for seed in plan.spec.seeds]
 
 
 def job_argv(spec_file: Path, parent_run_id: str, name: str, nproc: int) -> list[str]:
@@ -63,7 +59,7 @@ def submit_spec(
         return fail(str(err))
     if dry_run:
         print(describe_plan(plan))
-        print(slurm.describe_jobs(plan.spec.launcher, run_names(plan), nproc))
+        print(slurm.describe_jobs(plan.spec.launcher, list(runs_by_name(plan)), nproc))
         return EXIT_OK
     try:
         slurm.require_submitit()
@@ -104,9 +100,11 @@ def _submit_and_collect(plan: Plan, resume: bool, nproc: int) -> int:
         atomic_write_text(spec_file, dump_spec(spec))
         ledger = slurm.Ledger.open(launcher.folder, parent.run_id)
         todo = [
-            n for n in run_names(plan) if n not in earlier or earlier[n].info.status != "FINISHED"
+            n
+            for n in runs_by_name(plan)
+            if n not in earlier or earlier[n].info.status != "FINISHED"
         ]
-        for name in sorted(set(run_names(plan)) - set(todo)):
+        for name in sorted(set(runs_by_name(plan)) - set(todo)):
             print(f"{name}: already FINISHED, skipped")
         live = ledger.live(todo)
         for name, job_id in live.items():

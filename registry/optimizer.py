@@ -39,6 +39,13 @@ from torch import nn
 from registry.declarations import optimizer as declared
 
 OUTPUT_HEADS = ("lm_head",)
+
+
+def is_output_head(name: str) -> bool:
+    """Whether parameter `name` (qualified) belongs to an output head (`OUTPUT_HEADS`)."""
+    return name.startswith(tuple(f"{head}." for head in OUTPUT_HEADS))
+
+
 """Names of the modules whose weight is the output head (kept off Muon, like the embeddings)."""
 
 
@@ -101,7 +108,7 @@ def muon_split(model: nn.Module) -> tuple[list[str], list[str]]:
         if not p.requires_grad:
             continue
         hidden = p.ndim == 2 and id(p) not in embeddings and "embed" not in name
-        if hidden and not name.startswith(tuple(f"{head}." for head in OUTPUT_HEADS)):
+        if hidden and not is_output_head(name):
             muon.append(name)
         else:
             adamw.append(name)

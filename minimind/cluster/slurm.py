@@ -131,9 +131,8 @@ def submit(
         with executor.batch():
             jobs = [executor.submit(function) for _, function in work]
     except FailedJobError as err:
-        answer = str(err).strip().splitlines()
         raise SpecError(
-            "launcher", f"sbatch refused the jobs: {answer[-1] if answer else err}"
+            "launcher", f"sbatch refused the jobs: {_last_line(str(err), err)}"
         ) from None
     return {name: job.job_id for (name, _), job in zip(work, jobs, strict=True)}
 
@@ -180,8 +179,7 @@ def wait(
             failing_since = now if failing_since is None else failing_since
             if now - failing_since >= patience_s:
                 raise
-            answer = (err.stderr or "").strip().splitlines()
-            print(f"warning: squeue failed ({answer[-1] if answer else err}); asking again", file=sys.stderr, flush=True)  # fmt: skip
+            print(f"warning: squeue failed ({_last_line(err.stderr or '', err)}); asking again", file=sys.stderr, flush=True)  # fmt: skip
             time.sleep(poll_s)
             continue
         failing_since = None
@@ -229,8 +227,7 @@ def partition_nodes(partition: str | None) -> list[str]:
     try:
         listed = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError) as err:
-        answer = getattr(err, "stderr", None) or str(err)
-        problem = answer.strip().splitlines()[-1]
+        problem = _last_line(getattr(err, "stderr", None) or "", err)
         raise SpecError("launcher.partition", f"sinfo failed: {problem}") from None
     return sorted(set(listed.split()))
 
@@ -258,3 +255,9 @@ def shared_store_problem(
         f"({', '.join(found) or 'none listed'}) cannot share; use an MLflow server "
         "(http://...) or a database (postgresql://...)"
     )
+
+
+def _last_line(answer: str, fallback: object) -> str:
+    """The last line of a Slurm tool's answer (its reason), or `fallback` when it said nothing."""
+    lines = answer.strip().splitlines()
+    return lines[-1] if lines else str(fallback)
