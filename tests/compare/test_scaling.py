@@ -307,3 +307,47 @@ def test_a_factor_or_a_crossing_range_that_means_nothing_is_refused() -> None:
         compare_on_ladder(arm, arm, {}, c, extrapolate_factor=0.0)
     with pytest.raises(ValueError, match="0 < low < high"):
         compare_on_ladder(arm, arm, {}, c, extrapolate_factor=2.0, crossing_range=(1e15, 1e12))
+
+
+def t_interval(values: np.ndarray, level: float) -> tuple[float, float]:
+    """The one-sample t interval written out: mean ± t(level, n-1)·sd/√n."""
+    half = stats.t.ppf(0.5 + level / 2, len(values) - 1) * values.std(ddof=1)
+    return values.mean() - half / math.sqrt(len(values)), values.mean() + half / math.sqrt(
+        len(values)
+    )
+
+
+@pytest.mark.parametrize("seeds", [2, 3, 8])
+def test_every_printed_interval_is_the_t_interval_written_out(seeds: int) -> None:
+    """Each interval a ladder comparison prints (the irreducible loss, the geometric scale, Δα,
+    the extrapolated multiplier, the trend slope), recomputed from the per-seed fits by the
+    formula, at 2 seeds (1 degree of freedom), 3 and 8, and with a large effect (2×)."""
+    rng = np.random.default_rng(seeds)
+    c, level = rungs(5), 0.9
+    base = fit_arm(noisy_arm(TRUTH, c, seeds, 0.01, rng), level)
+    var = fit_arm(noisy_arm(shifted(TRUTH, 2.0), c, seeds, 0.01, rng), level)
+    readings = {s: rng.normal(math.log(2.0), 0.1, len(c)) for s in range(seeds)}
+    result = compare_on_ladder(base, var, readings, c, extrapolate_factor=10.0, level=level)
+
+    def check(estimate, values: np.ndarray, exp: bool = False) -> None:
+        low, high = t_interval(values, level)
+        expected = (math.exp(low), math.exp(high)) if exp else (low, high)
+        assert (estimate.low, estimate.high) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+        assert estimate.n == seeds
+
+    laws = list(base.per_seed.values())
+    check(base.irreducible, np.array([law.irreducible for law in laws]))
+    check(base.scale, np.log([law.scale for law in laws]), exp=True)
+    check(
+        result.exponent_difference,
+        np.array([var.per_seed[s].exponent - base.per_seed[s].exponent for s in range(seeds)]),
+    )
+    at = 10.0 * c[-1]
+    reached = [base.per_seed[s].compute_for(float(var.per_seed[s].loss(at))) for s in range(seeds)]
+    check(result.extrapolated_multiplier, np.log(np.array(reached) / at), exp=True)
+    check(
+        result.trend_slope,
+        np.array([np.polyfit(np.log(c), readings[s], 1)[0] for s in range(seeds)]),
+    )
+    geometric_mean = math.exp(np.log(np.array(reached) / at).mean())
+    assert result.extrapolated_multiplier.value == pytest.approx(geometric_mean, rel=1e-12)
