@@ -136,8 +136,8 @@ def run_study(args: argparse.Namespace) -> int:
     from minimind.study.report import write_report
 
     try:
-        results, sweeps = analyse(study, args.tracking_uri)
-        results = with_standings(study, results, args.tracking_uri)
+        results, sweeps, runsets = analyse(study, args.tracking_uri)
+        results = with_standings(study, results, runsets)
     except CompareError as e:
         return fail(str(e), e.exit_code)
     write_report(study, results, sweeps, report_dir)

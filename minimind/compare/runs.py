@@ -30,6 +30,8 @@ from minimind.record import (
 from minimind.tracking.backend import StoreMissing, connect_existing
 
 HISTORY_WORKERS = 16
+ALL_RUNS = "all runs"
+"""The selection of `load_runs(all_runs=True)` with no filter: every child run of the experiments."""
 
 
 class CompareError(Exception):
@@ -236,7 +238,7 @@ def select_runs(
     is_parent = _tag(df, ROLE_TAG) == PARENT_ROLE
     children, parents = df[~is_parent], df[is_parent]
     if filter_string or all_runs or (parents.empty and spec_hash is None):
-        what = f"runs matching {filter_string!r}" if filter_string else "all runs"
+        what = f"runs matching {filter_string!r}" if filter_string else ALL_RUNS
         return _label(children), parents, what
     why = "the most recent by start time; --parent or --spec-hash choose another"
     if spec_hash is not None:

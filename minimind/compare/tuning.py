@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from minimind.compare.runs import load_runs
+from minimind.compare.runs import ALL_RUNS, load_runs
 from minimind.compare.table import Comparison, resolve_group_key
 from minimind.record import STUDY_TAG, TRIAL_NUMBER_TAG
 
@@ -76,7 +76,11 @@ def comparison_edges(comparison: Comparison) -> list[str]:
     """'<group>: <param> = <value> is the highest value its sweep tried ...' for each group of
     `comparison` (trials aside) tuned on the edge of what a sweep of its experiments tried."""
     runset = comparison.runset
-    every = load_runs(runset.tracking_uri, runset.experiments, all_runs=True).runs
+    every = (  # `compare --all` has every run already; a narrower selection loads them
+        runset.runs
+        if runset.selection == ALL_RUNS
+        else load_runs(runset.tracking_uri, runset.experiments, all_runs=True).runs
+    )
     trials = every[trial_runs(every)]
     runs = runset.runs[~trial_runs(runset.runs)]
     if trials.empty or runs.empty:

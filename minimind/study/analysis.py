@@ -295,17 +295,20 @@ def plan_finding(
     )
 
 
-def load_sweeps(study: Study, tracking_uri: str) -> dict[str, RunSet]:
+def load_sweeps(
+    study: Study, tracking_uri: str, loaded: Mapping[str, RunSet] | None = None
+) -> dict[str, RunSet]:
     """Every run of each experiment a sensitivity figure reads (a sweep's trials), checked for
-    the params and the objective the figure draws (`StudyError` naming the field)."""
+    the params and the objective the figure draws (`StudyError` naming the field); an
+    experiment already in `loaded` (every run of it) is not read again."""
     sweeps: dict[str, RunSet] = {}
+    loaded = loaded or {}
     for i, axis in enumerate(study.axes):
         for k, sensitivity in enumerate(axis.sensitivity):
             where = f"axes[{i}].sensitivity[{k}]"
             try:
-                runset = sweeps.get(sensitivity.experiment) or load_runs(
-                    tracking_uri, [sensitivity.experiment], all_runs=True
-                )
+                runset = sweeps.get(sensitivity.experiment) or loaded.get(sensitivity.experiment)
+                runset = runset or load_runs(tracking_uri, [sensitivity.experiment], all_runs=True)
             except CompareError as e:
                 raise StudyError(f"{where}.experiment: {e}") from e
             for field in ("x", "by"):
@@ -320,11 +323,14 @@ def load_sweeps(study: Study, tracking_uri: str) -> dict[str, RunSet]:
     return sweeps
 
 
-def analyse(study: Study, tracking_uri: str) -> tuple[list[AxisResult], dict[str, RunSet]]:
-    """Every axis of `study`, from the runs of the experiments its arms name
-    (`load_experiments`), and the sweeps its sensitivity figures read."""
+def analyse(
+    study: Study, tracking_uri: str
+) -> tuple[list[AxisResult], dict[str, RunSet], dict[str, RunSet]]:
+    """Every axis of `study`, from the runs of the experiments its arms name; the sweeps its
+    sensitivity figures read; and the evaluation runs it compared (`load_experiments`), for
+    the sequential design's standings (`planning.with_standings`) without a second read."""
     every = load_every_run(study, tracking_uri)
     runsets = {name: evaluation_runs(study, name, runset) for name, runset in every.items()}
     edges = tuning_edges(study, every, runsets)
     axes = [analyse_axis(study, axis, runsets, edges) for axis in study.axes]
-    return axes, load_sweeps(study, tracking_uri)
+    return axes, load_sweeps(study, tracking_uri, every), runsets

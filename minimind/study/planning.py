@@ -120,10 +120,12 @@ def sequential_decisions(study: Study, planned: list[PlannedComparison]) -> dict
     return decisions
 
 
-def with_standings(study: Study, results: list[AxisResult], tracking_uri: str) -> list[AxisResult]:
-    """`results` with each finding's `Standing` in the sequential design, replayed over every
-    run of the store (the report's look, seeds and why)."""
-    standing = standings(study, plan_study(study, tracking_uri))
+def with_standings(
+    study: Study, results: list[AxisResult], runsets: dict[str, RunSet]
+) -> list[AxisResult]:
+    """`results` with each finding's `Standing` in the sequential design, replayed over the
+    evaluation runs `analysis.analyse` compared (the report's look, seeds and why)."""
+    standing = standings(study, plan_from_runs(study, runsets))
     return [
         replace(
             r,

@@ -185,7 +185,8 @@ def test_the_report_states_each_comparison_s_look_seeds_and_why(tmp_path, store)
     from minimind.study.planning import with_standings
 
     study = load_study(write(tmp_path, manifest()))
-    results = with_standings(study, analyse(study, store)[0], store)
+    results, _, runsets = analyse(study, store)
+    results = with_standings(study, results, runsets)
     good, same = results[0].findings
     (calibration,) = results[1].findings
     assert good.standing.sentence().startswith("stopped at look 2 (6 seeds: 0-5): a difference")
