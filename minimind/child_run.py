@@ -24,6 +24,7 @@ from minimind import distributed
 from minimind.checkpoint import RunCheckpoint
 from minimind.data import PreparedData
 from minimind.device import resolve_run_device
+from minimind.optim import optimizer_flops_per_step
 from minimind.record import child_params, child_tags, component_labels, device_tags
 from minimind.spec import Spec, dump_spec, flatten
 from minimind.train import MetricSink, Trainer, TrainOutcome
@@ -94,7 +95,13 @@ def train_child(child: ChildRun, hooks: ChildHooks | None = None) -> TrainOutcom
             run_device,
             data_manifest=child.data.manifest_hash,
         )
-        params = child_params(flatten(spec), model_cfg, spec.train.seq_len, child.seed)
+        params = child_params(
+            flatten(spec),
+            model_cfg,
+            spec.train.seq_len,
+            child.seed,
+            optimizer_flops_per_step(model_cfg, spec.train.optimizer) / spec.train.tokens_per_step,
+        )
         run = child.tracker.start_child(child.parent_run_id, name, params, {**tags, **child.tags})
     else:
         run = child.tracker.resume_run(child.earlier_run_id)

@@ -160,10 +160,15 @@ def study_parent_tags(study: str, variant: str, plan_hash: str) -> dict[str, str
 
 
 def child_params(
-    flat_spec: Mapping[str, Any], cfg: ModelConfig, seq_len: int, seed: int
+    flat_spec: Mapping[str, Any],
+    cfg: ModelConfig,
+    seq_len: int,
+    seed: int,
+    optimizer_flops_per_token: float,
 ) -> dict[str, Any]:
-    """A child run's params: its flattened resolved spec (`spec.flatten`), its seed and the
-    size of its model `cfg` (FLOPs per token at `seq_len`)."""
+    """A child run's params: its flattened resolved spec (`spec.flatten`), its seed, the size
+    of its model `cfg` (FLOPs per token at `seq_len`) and the FLOPs per training token its
+    optimizer adds (`optim.optimizer_flops_per_step` over the tokens of a step)."""
     return {
         **flat_spec,
         "seed": seed,
@@ -171,6 +176,7 @@ def child_params(
         "num_active_params": cfg.num_active_params(),
         "num_non_embedding_params": cfg.num_non_embedding_params(),
         "flops_per_token": cfg.flops_per_token(seq_len),
+        "optimizer_flops_per_token": optimizer_flops_per_token,
     }
 
 

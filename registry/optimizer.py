@@ -190,6 +190,14 @@ def zeropower_via_newtonschulz(
     return x.T if tall else x
 
 
+def newton_schulz_flops(shape: tuple[int, int], ns_steps: int) -> int:
+    """The matrix-multiply FLOPs of `zeropower_via_newtonschulz` on a gradient of `shape`
+    (multiply-adds counted as 2): per iteration, on the wide side X [m, n] with m <= n, the Gram
+    matrix XXᵀ (2m²n), its square (2m³) and the product with X (2m²n)."""
+    m, n = sorted(shape)
+    return ns_steps * (4 * m * m * n + 2 * m**3)
+
+
 def _reevaluate(closure: Callable[[], float] | None) -> float | None:
     """The loss of `closure` (the `torch.optim.Optimizer.step` contract: it recomputes the loss
     and the gradients, so it runs with autograd on inside the step's `no_grad`), or None."""

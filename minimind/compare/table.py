@@ -169,6 +169,8 @@ def summarize_runs(runset: RunSet, metric: str, group_column: str) -> pd.DataFra
             "status": runs["status"],
             "start_time": runs["start_time"],
             **{key: _param(runs, key) for key in SIZE_PARAMS},
+            # the column counts the optimizer's FLOPs too, so a Muon arm's compute is its own
+            "flops_per_token": training_flops_per_token(runs),
             "train/loss": _metric(runs, "train/loss"),
             **{key: _metric(runs, key) for key in dict.fromkeys([*SPREAD_METRICS, metric])},
             # One estimator: the best of the curve's evaluations (the periodic estimates when
@@ -293,11 +295,20 @@ def tokens_per_step(runs: pd.DataFrame) -> pd.Series:
     return tokens * _param(runs, "train.grad_accum").fillna(1.0)
 
 
+def training_flops_per_token(runs: pd.DataFrame) -> pd.Series:
+    """Each run's training FLOPs per token: its model's (`flops_per_token`) and its optimizer's
+    own matrix arithmetic (`optimizer_flops_per_token`: Muon's Newton–Schulz iterations), which
+    runs recorded before that param count as none."""
+    optimizer = _param(runs, "optimizer_flops_per_token").fillna(0.0)
+    return _param(runs, "flops_per_token") + optimizer
+
+
 def compute_per_step(runs: pd.DataFrame) -> tuple[pd.Series, str]:
     """Each run's compute per optimizer step, by run_id, and its unit: FLOPs (tokens per step
-    × FLOPs per token) when every run has both, else tokens, else 1 step."""
+    × training FLOPs per token, the optimizer's included) when every run has both, else
+    tokens, else 1 step."""
     tokens = tokens_per_step(runs)
-    flops = tokens * _param(runs, "flops_per_token")
+    flops = tokens * training_flops_per_token(runs)
     for values, unit in ((flops, "FLOPs"), (tokens, "tokens")):
         if len(runs) and values.notna().all():
             return pd.Series(values.to_numpy(), index=runs["run_id"]), unit

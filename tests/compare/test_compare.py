@@ -1033,3 +1033,22 @@ def test_bad_tracking_uri_and_report_dir_are_one_line_exit_2_and_write_nothing(t
         assert err.startswith(f"error: {expected}") and err.count("\n") == 1, err
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
     assert notes.read_text() == "not a database\n"
+
+
+def test_compute_counts_the_optimizers_flops_where_runs_record_them() -> None:
+    """A Muon run's compute per step adds its Newton–Schulz FLOPs; a run recorded before the
+    param existed counts none."""
+    from minimind.compare.table import compute_per_step
+
+    runs = pd.DataFrame(
+        {
+            "run_id": ["adamw", "muon", "old"],
+            "params.train.batch_size": ["16", "16", "16"],
+            "params.train.seq_len": ["128", "128", "128"],
+            "params.flops_per_token": ["1000", "1000", "1000"],
+            "params.optimizer_flops_per_token": ["0", "160", None],
+        }
+    )
+    per_step, unit = compute_per_step(runs)
+    assert unit == "FLOPs"
+    assert per_step.to_dict() == {"adamw": 2048 * 1000, "muon": 2048 * 1160, "old": 2048 * 1000}

@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from minimind.model import MiniMindLM
 from minimind.optim import build_optimizer, build_schedule, lr_multiplier
 from minimind.spec.sections import OptimizerConfig, ScheduleConfig
 from registry.optimizer import param_groups
@@ -110,3 +111,33 @@ def test_build_optimizer_is_adamw_with_the_spec_settings():
     group = opt.param_groups[0]
     assert group["lr"] == 3e-3 and group["betas"] == (0.9, 0.95) and group["eps"] == 1e-8
     assert group["foreach"] is True and not group["fused"]
+
+
+@pytest.mark.parametrize("shape", [(64, 128), (128, 64), (96, 96), (384, 128)])
+@pytest.mark.parametrize("ns_steps", [1, 5])
+def test_newton_schulz_flops_equal_torchs_flop_counter(shape, ns_steps):
+    """The formula against torch's own count of the iteration's matrix multiplies."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from registry.optimizer import newton_schulz_flops, zeropower_via_newtonschulz
+
+    with FlopCounterMode(display=False) as counter:
+        zeropower_via_newtonschulz(torch.randn(shape), ns_steps)
+    assert newton_schulz_flops(shape, ns_steps) == counter.get_total_flops()
+
+
+def test_optimizer_flops_count_muons_hidden_matrices_only():
+    from minimind.config import ModelConfig
+    from minimind.optim import optimizer_flops_per_step
+    from registry.optimizer import newton_schulz_flops
+
+    cfg = ModelConfig(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=256, max_seq_len=64)
+    assert optimizer_flops_per_step(cfg, OptimizerConfig(name="adamw", lr=1e-3)) == 0
+    muon = OptimizerConfig(name="muon", lr=1e-2, ns_steps=3)
+    # per layer: q and o [64, 64], k and v [32, 64], the MLP's three [hidden, 64] or [64, hidden];
+    # not the embedding (tied head) and the norms
+    with torch.device("meta"):
+        hidden = MiniMindLM(cfg).layers[0].mlp.up_proj.weight.shape[0]
+    per_layer = [(64, 64), (64, 64), (32, 64), (32, 64), (hidden, 64), (hidden, 64), (64, hidden)]
+    expected = 2 * sum(newton_schulz_flops(s, 3) for s in per_layer)
+    assert optimizer_flops_per_step(cfg, muon) == expected
