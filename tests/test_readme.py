@@ -142,7 +142,7 @@ RUNS: dict[str, Run] = {
         "results/generated/coordcheck/mup_coordcheck/coordcheck.png",
         ("--widths", "32,64", "--steps", "1"),
     ),
-    "minimind run experiments/ladder.yaml --dry-run": Run("ladder: 4 rungs, each training on"),
+    "minimind run experiments/ladder.yaml --dry-run": Run("ladder: 5 rungs, each with its own steps"),
     "minimind sync results/tracking-fallback/": Run(
         "1 metric points sent, 0 already logged; 0 params, 0 tags, 0 artifacts; run ended FINISHED",
         before=write_fallback_file,
@@ -192,7 +192,7 @@ SKIPPED: dict[str, str] = {
         "a Slurm cluster with a partition `gpu` (tests/cluster/ start a one-node cluster and run, "
         "cancel, requeue and resume jobs of each command there)",
     ),
-    "minimind run experiments/ladder.yaml": "trains the committed ladder, 43 minutes on 2 CPU "
+    "minimind run experiments/ladder.yaml": "trains the committed ladder, about 80 minutes on 2 CPU "
     "cores (tests/compare/test_compare_ladder.py trains a tiny ladder through run and compare)",
     "minimind compare ladder --report --report-dir results/ladder": "reads the runs the line "
     "above trains (tests/compare/test_compare_ladder.py compares a tiny ladder, report included)",
