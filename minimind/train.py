@@ -185,6 +185,12 @@ class Trainer:
         samples = self.evaluation.samples(self.seed) if sample else []
         return self._outcome("FINISHED", samples=samples)
 
+    def step_once(self) -> None:
+        """One optimizer step outside `fit`, as `minimind study --bench` times an arm: no
+        logging, evaluation, checkpoint, budget or progress."""
+        self._train_step()
+        self.step += 1
+
     def _training_clock(self) -> float:
         """Training seconds so far; under a time limit rank 0's clock, so that every rank stops
         at the same step (one broadcast per step, and none without a time limit)."""

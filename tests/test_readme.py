@@ -199,6 +199,9 @@ SKIPPED: dict[str, str] = {
     "make study": f"{INSTALLS}, then trains the study, look after look, for hours "
     "(tests/study/test_study.py runs its streams' code and the shipped study's specs, "
     "tests/study/test_looks.py its looks on fake runs)",
+    "minimind study experiments/study/study.yaml --bench": "needs the study's best.yaml files "
+    "and an idle machine, minutes per arm (tests/study/test_cost.py times a tiny study through "
+    "the same command)",
     "minimind study experiments/study/study.yaml --report-dir results/generated/study": "reads "
     "the runs `make study` trains (tests/study/test_study.py renders a report through the same command "
     "from a fixture store)",

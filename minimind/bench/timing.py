@@ -118,11 +118,15 @@ def time_block(fn: Callable[[], object], steps: int, watch: Stopwatch) -> float:
 
 
 def alternate(
-    timers: Mapping[str, Callable[[], float]], rounds: int, warmup: int = 1
+    timers: Mapping[str, Callable[[], float]],
+    rounds: int,
+    warmup: int = 1,
+    on_round: Callable[[int], None] | None = None,
 ) -> dict[str, list[float]]:
     """Seconds per round of each timer (a callable that runs its candidate and returns the
     seconds to count), [rounds] each: `warmup` discarded calls of each, then `rounds` rounds that
-    call every timer once, round r in the mapping's order rotated left by r."""
+    call every timer once, round r in the mapping's order rotated left by r; `on_round(r)` after
+    the r-th (1-based), for a progress display."""
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     for timer in timers.values():
@@ -134,6 +138,8 @@ def alternate(
         shift = r % len(names)
         for name in names[shift:] + names[:shift]:
             times[name].append(timers[name]())
+        if on_round is not None:
+            on_round(r + 1)
     return times
 
 
@@ -146,6 +152,7 @@ def interleave(
     *,
     steps: int = 1,
     watch: Stopwatch | None = None,
+    on_round: Callable[[int], None] | None = None,
 ) -> dict[str, list[float]]:
     """`alternate` with each candidate timed per round as a block of `steps` consecutive calls
     (`time_block`, by `watch`: `stopwatch(device, clock)` unless given); seconds per call.
@@ -159,7 +166,7 @@ def interleave(
     timers = {
         name: functools.partial(time_block, fn, steps, watch) for name, fn in candidates.items()
     }
-    return alternate(timers, rounds, warmup)
+    return alternate(timers, rounds, warmup, on_round)
 
 
 def warm_up(fn: Callable[[], object], device: torch.device, calls: int = 2) -> float:

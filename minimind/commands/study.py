@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from minimind.commands.options import add_launcher_argument
 from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, fail
 from minimind.foundations.paths import DEFAULT_TRACKING_URI, REPORTS_DIR
 from minimind.foundations.writable import unwritable_dir
+
+if TYPE_CHECKING:
+    from minimind.study.manifest import Study
+
+# `--bench`: (1 + 5) x 10 steps of each arm, minutes for the shipped study on one thread
+BENCH_ROUNDS, BENCH_STEPS = 5, 10
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -44,6 +52,27 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument(
+        "--bench",
+        action="store_true",
+        help=(
+            "measure each arm's training cost alone: its runs' trainer (model, optimizer, "
+            "precision, batch, threads_per_stream threads), the arms timed side by side in "
+            "rounds, written to the report folder's cost.csv, which the report reads; trains "
+            "nothing into MLflow. Run it on an otherwise idle machine"
+        ),
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        help=f"with --bench: timed rounds (default {BENCH_ROUNDS})",
+    )
+    p.add_argument(
+        "--steps-per-round",
+        type=int,
+        help=f"with --bench: consecutive optimizer steps of each arm per round, after one such "
+        f"block of warm-up (default {BENCH_STEPS})",
+    )
+    p.add_argument(
         "--dry-run",
         action="store_true",
         help="with --train: print each stream's training commands as they would be launched "
@@ -75,6 +104,8 @@ def run_study(args: argparse.Namespace) -> int:
             return fail(f"-o: a study passes launcher settings only, got {override}")
     if args.dry_run and not args.train:
         return fail("--dry-run: lists what --train would launch; add --train")
+    if problem := _bench_problem(args):
+        return fail(problem)
     try:  # here, not in every stream command's log after the study has started
         _check_launcher_settings(args.override)
     except SpecError as e:
@@ -83,6 +114,8 @@ def run_study(args: argparse.Namespace) -> int:
         study = load_study(args.manifest)
     except SpecError as e:
         return fail(f"{args.manifest}: {e}")
+    if args.bench:
+        return _bench(study, args.report_dir or study.report_dir, args)
     if args.dry_run:
         from minimind.study.streams import Launch, describe_streams
 
@@ -140,7 +173,45 @@ def run_study(args: argparse.Namespace) -> int:
         results = with_standings(study, results, runsets)
     except CompareError as e:
         return fail(str(e), e.exit_code)
-    write_report(study, results, sweeps, report_dir)
+    write_report(study, results, sweeps, report_dir, str(args.manifest))
+    return EXIT_OK
+
+
+def _bench_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with `--bench` and its settings as given, in one line; None if nothing."""
+    settings = {"--rounds": args.rounds, "--steps-per-round": args.steps_per_round}
+    given = [name for name, value in settings.items() if value is not None]
+    if not args.bench:
+        return f"{given[0]}: sets the cost measurement; add --bench" if given else None
+    others = [flag for flag in ("train", "plan", "launcher") if getattr(args, flag)]
+    if others or args.override:
+        clash = f"--{others[0]}" if others else "-o"
+        return f"--bench: measures the arms' cost alone, without training; drop {clash}"
+    for name, value in settings.items():
+        if value is not None and value < 1:
+            return f"{name} must be >= 1, got {value}"
+    return None
+
+
+def _bench(study: Study, report_dir: Path, args: argparse.Namespace) -> int:
+    """`--bench`: measure the arms' cost and write it to `report_dir`/cost.csv."""
+    if problem := unwritable_dir(report_dir):
+        return fail(f"--report-dir: {problem}")
+    from minimind.data import DataError
+    from minimind.spec import SpecError
+    from minimind.study.analysis import StudyError
+    from minimind.study.cost import COST_FILE, CostSettings, describe_cost, measure_cost
+
+    rounds = BENCH_ROUNDS if args.rounds is None else args.rounds
+    steps = BENCH_STEPS if args.steps_per_round is None else args.steps_per_round
+    try:
+        table = measure_cost(study, CostSettings(rounds, steps))
+    except (StudyError, DataError, SpecError) as e:
+        return fail(str(e))
+    path = report_dir / COST_FILE
+    table.write(path)
+    print(describe_cost(table))
+    print(f"Arm cost written to {path}", file=sys.stderr)
     return EXIT_OK
 
 

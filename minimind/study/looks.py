@@ -21,7 +21,6 @@ stopped anywhere and run again continues where it stopped.
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import sys
 from collections.abc import Callable, Mapping
@@ -30,6 +29,7 @@ from pathlib import Path
 
 from minimind.compare import RunSet
 from minimind.study.analysis import StudyError, arm_variant, load_experiments
+from minimind.study.arm_specs import run_commands
 from minimind.study.manifest import Study
 from minimind.study.planning import arm_values, plan_from_runs, sequential_decisions
 from minimind.study.streams import Failure, Launch, run_streams
@@ -94,7 +94,7 @@ def look_commands(study: Study, runs: list[LookRuns]) -> list[str]:
     """The `minimind run` commands of each `LookRuns`: one per stream command that trains some
     of its variants, each variant from the first that does (`StudyError` naming a variant no
     stream command trains)."""
-    sources = _run_commands(study)
+    sources = run_commands(study)[0]
     commands = []
     for look in runs:
         # each variant from the first command that trains it: an experiment two specs log to
@@ -104,8 +104,8 @@ def look_commands(study: Study, runs: list[LookRuns]) -> list[str]:
             source = next(
                 (
                     k
-                    for k, (experiment, variants, _, _) in enumerate(sources)
-                    if experiment == look.experiment and variant in variants
+                    for k, command in enumerate(sources)
+                    if command.experiment == look.experiment and variant in command.names
                 ),
                 None,
             )
@@ -116,37 +116,15 @@ def look_commands(study: Study, runs: list[LookRuns]) -> list[str]:
                 )
             by_source.setdefault(source, []).append(variant)
         for source, variants in by_source.items():
-            _, _, path, overrides = sources[source]
-            argv = ["minimind", "run", path]
-            for override in [*overrides, f"seeds=[{', '.join(map(str, look.seeds))}]"]:
+            command = sources[source]
+            argv = ["minimind", "run", command.path]
+            seeds = f"seeds=[{', '.join(map(str, look.seeds))}]"
+            for override in [*command.overrides, seeds]:
                 argv += ["-o", override]
             for variant in variants:
                 argv += ["--variant", variant]
             commands.append(shlex.join([*argv, "--resume"]))
     return commands
-
-
-def _run_commands(study: Study) -> list[tuple[str, set[str], str, list[str]]]:
-    """(experiment, its variants, spec path, overrides) of every stream's `minimind run`
-    command whose spec loads now (a sweep's best.yaml exists once its stream has run)."""
-    from minimind.spec import SpecError, expand, load_spec
-
-    parser = argparse.ArgumentParser(add_help=False)  # `minimind run`'s spec and overrides
-    parser.add_argument("spec")
-    parser.add_argument("-o", "--override", action="append", default=[])
-    found = []
-    for command in (c for stream in study.streams for c in stream):
-        argv = shlex.split(command)[1:]
-        if argv[:1] != ["run"]:
-            continue
-        args, _ = parser.parse_known_args(argv[1:])
-        try:
-            spec = load_spec(args.spec, args.override)
-        except SpecError:
-            continue
-        variants = {v.name for v in expand(spec)}
-        found.append((spec.tracking.experiment or spec.name, variants, args.spec, args.override))
-    return found
 
 
 def train_looks(

@@ -152,6 +152,9 @@ class Study(StrictNumbers):
     evaluates an arm: a trial chosen as best on a seed would score its own arm on that seed
     again, a selection bias (the analysis refuses a tuned arm whose sweep tuned on another
     seed)."""
+    cost_baseline: str | None = None
+    """The arm the others' training cost is a ratio of (`minimind study --bench`); by default
+    the reference of the most comparisons (`cost_baseline_arm`)."""
 
     def evaluation_seeds(self, count: int) -> list[int]:
         """The first `count` seeds that evaluate arms: 0, 1, 2, ... with the tuning seeds
@@ -164,6 +167,14 @@ class Study(StrictNumbers):
                 seeds.append(seed)
             seed += 1
         return seeds
+
+    def cost_baseline_arm(self) -> str:
+        """`cost_baseline`, or the arm most comparisons are made against (the first of those
+        in the manifest's order on a tie)."""
+        if self.cost_baseline is not None:
+            return self.cost_baseline
+        against = [c.against for axis in self.axes for c in axis.comparisons]
+        return max(self.arms, key=against.count)
 
     def is_calibration(self, comparison: ArmComparison) -> bool:
         """An A/A comparison: both arms take the same runs, on disjoint seeds."""
@@ -188,6 +199,12 @@ class Study(StrictNumbers):
                     ("arms", key, "seeds"),
                     f"seeds {clash} are tuning seeds: evaluation seeds are apart from them",
                 )
+        if self.cost_baseline is not None and self.cost_baseline not in self.arms:
+            field_error(
+                ("cost_baseline",),
+                f"unknown arm {self.cost_baseline!r}; arms: {', '.join(names)}"
+                + did_you_mean(self.cost_baseline, names),
+            )
         labels = [arm.label for arm in self.arms.values()]
         for key, arm in self.arms.items():
             if labels.count(arm.label) > 1:

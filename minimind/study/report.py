@@ -38,6 +38,7 @@ from minimind.record import (
     is_maximized,
 )
 from minimind.study.analysis import AxisResult, Finding
+from minimind.study.cost import COST_FILE, CostTable, read_cost
 from minimind.study.manifest import Sensitivity, Study
 from minimind.study.sequential import describe_pairs
 
@@ -61,7 +62,8 @@ AXIS_HEADERS = [
     "Δ [CI]",
     "p (adj)",
     "compute ×",
-    "tok/s",
+    "ms/step",
+    "cost ×",
     "expected",
     "agreement",
 ]
@@ -166,8 +168,9 @@ def observed(finding: Finding, metric: str) -> str:
     return text + "".join(f"; warning: {edge}" for edge in finding.edges)
 
 
-def axis_rows(result: AxisResult) -> list[list[Cell]]:
-    """The axis table, in `AXIS_HEADERS` order: references first, then each arm."""
+def axis_rows(result: AxisResult, costs: Mapping[str, pd.Series] | None = None) -> list[list[Cell]]:
+    """The axis table, in `AXIS_HEADERS` order: references first, then each arm; `costs`, the
+    measured cost of each arm by label (`CostTable.by_label`), None when none was measured."""
     comparison = result.comparison
     m = comparison.metric
     table = comparison.table.set_index("variant")
@@ -196,12 +199,41 @@ def axis_rows(result: AxisResult) -> list[list[Cell]]:
                 _delta_cell(r, m) if finding else Cell("reference"),
                 Cell(render.fmt_p(r, m) if finding else ""),
                 Cell(render.fmt_multiplier(r)),
-                Cell(render.fmt_count(r["perf/tokens_per_s_median"])),
+                *_cost_cells(group, costs),
                 Cell(finding.comparison.expect if finding else ""),
                 _agreement_cell(finding, m) if finding else Cell(""),
             ]
         )
     return rows
+
+
+def _cost_cells(label: str, costs: Mapping[str, pd.Series] | None) -> list[Cell]:
+    """ms/step (the range over the rounds under it) and the ratio to the cost baseline, as
+    measured alone (`minimind study --bench`); never the runs' throughput, logged while the
+    streams shared the cores."""
+    row = None if costs is None else costs.get(label)
+    if row is None:
+        return [Cell(render.MISSING if costs is None else "not measured"), Cell(render.MISSING)]
+    spread = f"[{row['ms_per_step_min']:,.1f}, {row['ms_per_step_max']:,.1f}]"
+    return [Cell(f"{row['ms_per_step']:,.1f}", spread), Cell(f"{row['cost_ratio']:.3f}")]
+
+
+def cost_note(cost: CostTable | None, manifest: str) -> str:
+    """How the cost columns were measured, or how to measure them."""
+    if cost is None:
+        return f"Arm cost: not measured (run `minimind study {manifest} --bench`)."
+    env = {key: cost.environment.get(key, "unknown") for key in _COST_ENVIRONMENT}
+    return (
+        f"Arm cost (ms/step, cost ×): each arm's training step measured alone by `minimind "
+        f"study {manifest} --bench` ({env['measured']}; {env['timing']}; {env['cpu']}, "
+        f"{env['device']}, {env['threads']} thread(s), torch {env['torch']}). ms/step is the "
+        f"median over the rounds, their range under it; cost × is the median of the per-round "
+        f"ratios to {env['cost baseline']}, timed in the same rounds. Not the runs' logged "
+        f"throughput: the streams shared the cores."
+    )
+
+
+_COST_ENVIRONMENT = ("measured", "timing", "cpu", "device", "threads", "torch", "cost baseline")
 
 
 def finding_rows(study: Study, results: list[AxisResult]) -> list[list[Cell]]:
@@ -364,7 +396,12 @@ def _html_table(headers: list[str], rows: list[list[Cell]], css_class: str) -> s
     )
 
 
-def _axis_html(study: Study, result: AxisResult, pngs: dict[str, bytes]) -> str:
+def _axis_html(
+    study: Study,
+    result: AxisResult,
+    pngs: dict[str, bytes],
+    costs: Mapping[str, pd.Series] | None,
+) -> str:
     axis, m = result.axis, study.metric
     lines = "".join(
         f"<li><b>{html.escape(_agreement_text(f, m))}</b>: {html.escape(observed(f, m))}</li>"
@@ -385,7 +422,7 @@ def _axis_html(study: Study, result: AxisResult, pngs: dict[str, bytes]) -> str:
 <p class="expected"><b>Expected</b>: {html.escape(axis.expected)}<br>
 <small>{html.escape("; ".join(axis.references))}</small></p>
 <p class="caption">{html.escape(render.caption(result.comparison))}</p>
-{_html_table(AXIS_HEADERS, axis_rows(result), "comparison")}
+{_html_table(AXIS_HEADERS, axis_rows(result, costs), "comparison")}
 <p><b>Observed</b>:</p><ul>{lines}</ul>
 {discussion}
 {figures}"""
@@ -397,11 +434,16 @@ def to_html(
     pngs: dict[str, bytes],
     stems: dict[str, list[str]],
     env: dict[str, str],
+    cost: CostTable | None = None,
+    manifest: str = "MANIFEST",
 ) -> str:
+    """The report as one self-contained page; `cost`, the arms' measured cost (`read_cost`),
+    and `manifest`, the path the command to measure it names."""
+    costs = None if cost is None else cost.by_label(study)
     meta = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in env.items())
     summary = _html_table(FINDING_HEADERS, finding_rows(study, results), "findings")
     axes = "".join(
-        _axis_html(study, r, {stem: pngs[stem] for stem in stems.get(r.axis.name, [])})
+        _axis_html(study, r, {stem: pngs[stem] for stem in stems.get(r.axis.name, [])}, costs)
         for r in results
     )
     commands = html.escape("\n\n".join(_commands(study)))
@@ -414,6 +456,7 @@ def to_html(
 <p>{html.escape(study.description)}</p>
 <h2>Findings</h2>
 <p class="caption">{html.escape(_method_note(study))}</p>
+<p class="caption">{html.escape(cost_note(cost, manifest))}</p>
 {summary}
 {axes}
 <h2>Environment</h2>
@@ -448,9 +491,16 @@ def _method_note(study: Study) -> str:
 
 
 def to_markdown(
-    study: Study, results: list[AxisResult], stems: dict[str, list[str]], env: dict[str, str]
+    study: Study,
+    results: list[AxisResult],
+    stems: dict[str, list[str]],
+    env: dict[str, str],
+    cost: CostTable | None = None,
+    manifest: str = "MANIFEST",
 ) -> str:
+    """The report as markdown beside its PNGs; `cost` and `manifest` as for `to_html`."""
     m = study.metric
+    costs = None if cost is None else cost.by_label(study)
     parts = [
         f"# {study.title}",
         "",
@@ -459,6 +509,8 @@ def to_markdown(
         "## Findings",
         "",
         _method_note(study),
+        "",
+        cost_note(cost, manifest),
         "",
         _markdown_table(FINDING_HEADERS, finding_rows(study, results)),
     ]
@@ -472,7 +524,7 @@ def to_markdown(
             "",
             render.caption(result.comparison),
             "",
-            _markdown_table(AXIS_HEADERS, axis_rows(result)),
+            _markdown_table(AXIS_HEADERS, axis_rows(result, costs)),
             "",
             "**Observed**:",
             "",
@@ -541,10 +593,16 @@ def findings_csv(study: Study, results: list[AxisResult]) -> str:
 
 
 def write_report(
-    study: Study, results: list[AxisResult], sweeps: Mapping[str, RunSet], folder: Path
+    study: Study,
+    results: list[AxisResult],
+    sweeps: Mapping[str, RunSet],
+    folder: Path,
+    manifest: str = "MANIFEST",
 ) -> Path:
-    """Write the report into `folder` (made if missing) and return its `index.html`."""
+    """Write the report into `folder` (made if missing) and return its `index.html`; the arms'
+    cost comes from `folder`/cost.csv when `minimind study {manifest} --bench` wrote one."""
     folder.mkdir(parents=True, exist_ok=True)
+    cost = read_cost(folder / COST_FILE)
     pngs: dict[str, bytes] = {}
     stems: dict[str, list[str]] = {}
     for result in results:
@@ -556,8 +614,10 @@ def write_report(
     (folder / "findings.csv").write_text(findings_csv(study, results), encoding="utf-8")
     runs = pd.concat([r.comparison.runs.assign(axis=r.axis.name) for r in results])
     runs.to_csv(folder / "runs.csv", index=False, encoding="utf-8")
-    (folder / "report.md").write_text(to_markdown(study, results, stems, env), encoding="utf-8")
+    (folder / "report.md").write_text(
+        to_markdown(study, results, stems, env, cost, manifest), encoding="utf-8"
+    )
     index = folder / "index.html"
-    index.write_text(to_html(study, results, pngs, stems, env), encoding="utf-8")
+    index.write_text(to_html(study, results, pngs, stems, env, cost, manifest), encoding="utf-8")
     print(f"Study report written to {index}", file=sys.stderr)
     return index

@@ -274,6 +274,7 @@ def test_the_report_is_rendered_from_the_runs(store: str, tmp_path: Path) -> Non
     )
     assert "| 320 | 3.2e+05 |" in report  # tokens and FLOPs per run: 10 x 4 x 8, x 1000
     assert "git commit of the runs" in report and "minimind run a.yaml" in report
+    assert f"Arm cost: not measured (run `minimind study {manifest} --bench`)." in report
     findings = pd.read_csv(folder / "findings.csv")
     assert list(findings["agreement"]) == [
         "agrees", "disagrees", "too weak to tell", "agrees", "agrees",
@@ -298,6 +299,46 @@ def test_the_report_tables_are_made_from_the_numbers(store: str, tmp_path: Path)
     delta, low, high = row[f"{m}_delta"], row[f"{m}_delta_low"], row[f"{m}_delta_high"]
     assert f'<td>{delta:+.4f}<br><span class="ci">[{low:+.4f}, {high:+.4f}]</span></td>' in page
     assert f'<td class="{finding.agreement.replace(" ", "-")}">' in page
+
+
+def test_the_report_shows_each_arm_s_measured_cost_beside_it(results, tmp_path: Path) -> None:
+    """The cost columns come from cost.csv (measured alone), never the runs' logged tok/s."""
+    from minimind.study import report
+    from minimind.study.cost import COLUMNS, COST_FILE, CostTable, read_cost
+
+    study, axes = results
+    measured = pd.DataFrame(
+        [
+            {
+                "arm": "base",
+                "ms_per_step": 12.5,
+                "ms_per_step_min": 12.0,
+                "ms_per_step_max": 13.25,
+                "cost_ratio": 1.0,
+            },
+            {
+                "arm": "good",
+                "ms_per_step": 25.0,
+                "ms_per_step_min": 24.0,
+                "ms_per_step_max": 26.0,
+                "cost_ratio": 2.01,
+            },
+            {"arm": "bad", "note": "arms.bad: no stream's `minimind run` command trains it"},
+        ],
+        columns=COLUMNS,
+    )
+    environment = {"measured": "2026-01-01 00:00 UTC", "cost baseline": "base (baseline)"}
+    CostTable(environment, measured).write(tmp_path / COST_FILE)
+    cost = read_cost(tmp_path / COST_FILE)
+    page = report.to_markdown(study, axes, {}, {}, cost, "s.yaml")
+    rows = {line.split(" | ")[0]: line for line in page.splitlines() if line.startswith("| ")}
+    assert "| 12.5 [12.0, 13.2] | 1.000 |" in rows["| baseline"]
+    assert "| 25.0 [24.0, 26.0] | 2.010 |" in rows["| good"]
+    assert "| not measured | - |" in rows["| bad"] and "| not measured | - |" in rows["| noisy"]
+    assert "cost × is the median of the per-round ratios to base (baseline)" in page
+    assert "3.2k" not in page and "3,200" not in page  # the runs' shared-core throughput
+    html = report.to_html(study, axes, {}, {}, {}, cost, "s.yaml")
+    assert '<td>12.5<br><span class="ci">[12.0, 13.2]</span></td><td>1.000</td>' in html
 
 
 @pytest.mark.parametrize(
