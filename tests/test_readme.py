@@ -142,7 +142,9 @@ RUNS: dict[str, Run] = {
         "results/generated/coordcheck/mup_coordcheck/coordcheck.png",
         ("--widths", "32,64", "--steps", "1"),
     ),
-    "minimind run experiments/ladder.yaml --dry-run": Run("ladder: 5 rungs, each with its own steps"),
+    "minimind run experiments/ladder.yaml --dry-run": Run(
+        "ladder: 5 rungs, each with its own steps"
+    ),
     "minimind sync results/tracking-fallback/": Run(
         "1 metric points sent, 0 already logged; 0 params, 0 tags, 0 artifacts; run ended FINISHED",
         before=write_fallback_file,
