@@ -165,6 +165,7 @@ def run_study(args: argparse.Namespace) -> int:
             )
             return fail(f"training failed: {named}", EXIT_FAILED)
     from minimind.study.analysis import analyse
+    from minimind.study.ladders import read_ladders
     from minimind.study.planning import with_standings
     from minimind.study.report import write_report
 
@@ -173,7 +174,14 @@ def run_study(args: argparse.Namespace) -> int:
         results = with_standings(study, results, runsets)
     except CompareError as e:
         return fail(str(e), e.exit_code)
-    write_report(study, results, sweeps, report_dir, str(args.manifest))
+    write_report(
+        study,
+        results,
+        sweeps,
+        report_dir,
+        str(args.manifest),
+        read_ladders(study, args.tracking_uri),
+    )
     return EXIT_OK
 
 

@@ -34,17 +34,22 @@ def rung_folder(name: str) -> str:
     return f"rung-{name}"
 
 
-def to_html(ladder: Ladder, png: bytes, fields: dict[str, str]) -> str:
-    title = f"minimind compare (ladder): {', '.join(ladder.runset.experiments)}"
-    meta = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in fields.items())
+def section_html(ladder: Ladder) -> str:
+    """`ladder_render.ladder_section` in HTML: its text as captions, its tables scrolling."""
     section = ladder_render.ladder_section(
         ladder, lambda h, r: f'<div class="scroll">{render.html_table(h, r, "ladder")}</div>'
     )
-    ladder_html = "".join(
+    return "".join(
         part if part.startswith("<div") else f'<p class="caption">{html.escape(part)}</p>'
         for part in section
         if part
     )
+
+
+def to_html(ladder: Ladder, png: bytes, fields: dict[str, str]) -> str:
+    title = f"minimind compare (ladder): {', '.join(ladder.runset.experiments)}"
+    meta = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in fields.items())
+    ladder_html = section_html(ladder)
     rungs = "".join(
         f"<h3>Rung {html.escape(r.name)}: {render.fmt_count(r.params)} params, "
         f"{ladder_render.fmt_compute(r.compute, ladder.compute_unit)} "

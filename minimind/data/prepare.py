@@ -150,10 +150,27 @@ def _prepare(cfg: DataConfig, corpus: Corpus) -> PreparedData:
         val_tokens=streams["val"],
         train_bytes=manifest["splits"]["train"]["bytes"],
         val_bytes=manifest["splits"]["val"]["bytes"],
-        manifest_hash=sha256_hex(text)[:16],
+        manifest_hash=manifest_hash(text),
         bos_align=cfg.bos_align,
         doc_mask=cfg.doc_mask,
     )
+
+
+def manifest_hash(text: str) -> str:
+    """The hash that names prepared shards (`PreparedData.manifest_hash`, a run's
+    `data_manifest` tag): of their manifest.json's text."""
+    return sha256_hex(text)[:16]
+
+
+def split_tokens(cache_dir: str | Path, hashed: str, split: str = "train") -> int | None:
+    """The tokens of `split` in the prepared data under `cache_dir` whose manifest hashes to
+    `hashed` (a run's `data_manifest` tag); None when the cache holds no such entry (removed,
+    or prepared on another machine)."""
+    for path in sorted(Path(cache_dir).glob("tokens/*/manifest.json")):
+        text = path.read_text()
+        if manifest_hash(text) == hashed:
+            return int(json.loads(text)["splits"][split]["tokens"])
+    return None
 
 
 def training_sample(corpus: Corpus, budget: int) -> Iterator[str]:

@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, model_validator
 
+from minimind.compare.ladder import DEFAULT_EXTRAPOLATION
 from minimind.compare.stats import Correction
 from minimind.foundations.strict_config import StrictNumbers, field_error
 from minimind.spec.errors import did_you_mean, from_validation_error
@@ -91,6 +92,24 @@ class Axis(StrictNumbers):
     discussion: str = ""
 
 
+class StudyLadder(StrictNumbers):
+    """A ladder the study reads beside its axes (a spec with `ladder:`, trained by a stream):
+    its runs compared as `minimind compare` compares them (`compare.ladder`), in the report's
+    section "At more than one scale"."""
+
+    model_config = {"extra": "forbid"}
+
+    experiment: str = Field(min_length=1)
+    title: str = Field(min_length=1)
+    extrapolate: float = Field(default=DEFAULT_EXTRAPOLATION, gt=0)
+    """The multiple of the top rung's compute the multiplier is extrapolated to, as
+    `minimind compare --extrapolate`."""
+    axes: dict[str, str] = {}
+    """The study axis each ladder arm speaks to, by the arm's tag (`attention=mqa`): that
+    axis's section points to the arm's row of the ladder."""
+    discussion: str = ""
+
+
 class Planning(StrictNumbers):
     """What `minimind study --plan` plans for: the difference a `better`/`worse` comparison must
     detect (`effect`, in the metric's units) at `power`, from `sd`, the sd of the per-seed paired
@@ -143,6 +162,7 @@ class Study(StrictNumbers):
     stalling the others, and makes a seed's numbers independent of the machine's load."""
     arms: dict[str, Arm] = Field(min_length=1)
     axes: list[Axis] = Field(min_length=1)
+    ladders: list[StudyLadder] = []
     planning: Planning | None = None
     sequential: Sequential = Sequential()
     """The looks `--plan` and `--train` use (3, 6, 9, 12 seeds unless set); its last look
@@ -242,6 +262,17 @@ class Study(StrictNumbers):
         for i, name in enumerate(seen):
             if name in seen[:i]:
                 field_error(("axes", i, "name"), f"duplicate axis {name!r}")
+        ladders = [ladder.experiment for ladder in self.ladders]
+        for i, ladder in enumerate(self.ladders):
+            if ladder.experiment in ladders[:i]:
+                field_error(("ladders", i, "experiment"), f"ladder {ladder.experiment!r} twice")
+            for tag, target in ladder.axes.items():
+                if target not in seen:
+                    field_error(
+                        ("ladders", i, "axes", tag),
+                        f"unknown axis {target!r}; axes: {', '.join(seen)}"
+                        + did_you_mean(target, seen),
+                    )
         return self
 
 

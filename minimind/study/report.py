@@ -1,10 +1,14 @@
 """The study report: `index.html` (self-contained, figures inlined), `report.md` with its PNGs,
-`findings.csv` (one row per comparison) and `runs.csv` (every run the study read).
+`findings.csv` (one row per comparison, each arm's tokens per parameter and epochs beside its
+verdict), `runs.csv` (every run the study read) and, with `ladders:`, `ladder.csv`.
 
 Per axis: what the literature expects, the table (mean ± sd, the paired Δ with its corrected
 interval, the compute multiplier, each arm's budget in tokens and FLOPs), one line per
-comparison saying whether it agrees, the discussion, and the figures (validation curves with
-seed bands, the final values with their seeds, the learning-rate curves of tuned arms).
+comparison saying whether it agrees, a line per ladder arm that speaks to the axis, the
+discussion, and the figures (validation curves with seed bands, the final values with their
+seeds, the learning-rate curves of tuned arms). Then "At more than one scale": each ladder as
+`minimind compare` reports it (`compare.ladder_report.section_html`, `compare.ladder_render`,
+`compare.ladder_plots`), or what it still lacks.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import io
 import os
 import platform
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,10 +30,12 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from minimind.compare import RunSet, plots, render
+from minimind.compare import RunSet, ladder_render, plots, render
+from minimind.compare.ladder_plots import ladder_figure
+from minimind.compare.ladder_report import FIGURE_CAPTION, section_html
 from minimind.compare.probe_plots import probe_figures
 from minimind.compare.report import CSS, devices
-from minimind.compare.table import curve_key, tokens_per_step
+from minimind.compare.table import curve_key
 from minimind.record import (
     GIT_COMMIT_TAG,
     PLAN_HASH_TAG,
@@ -39,6 +45,8 @@ from minimind.record import (
 )
 from minimind.study.analysis import AxisResult, Finding
 from minimind.study.cost import COST_FILE, CostTable, read_cost
+from minimind.study.data_budget import DataBudget, data_budgets, tokens_per_run
+from minimind.study.ladders import LadderReading, axis_pointers
 from minimind.study.manifest import Sensitivity, Study
 from minimind.study.sequential import describe_pairs
 
@@ -73,14 +81,11 @@ FINDING_HEADERS = [
     "expected",
     "observed Δ [CI]",
     "agreement",
+    "tokens/param",
+    "epochs",
     "sequential design: look, seeds, why",
 ]
-
-
-def _tokens_per_run(runs: pd.DataFrame) -> pd.Series:
-    """Training tokens of each group's runs: steps × tokens per step."""
-    steps = pd.to_numeric(runs.get("params.train.steps"), errors="coerce")
-    return (steps * tokens_per_step(runs)).groupby(runs["variant"]).first()
+LADDER_SECTION = "At more than one scale"
 
 
 @dataclass(frozen=True)
@@ -175,7 +180,7 @@ def axis_rows(result: AxisResult, costs: Mapping[str, pd.Series] | None = None) 
     m = comparison.metric
     table = comparison.table.set_index("variant")
     runs = comparison.runset.runs
-    tokens = _tokens_per_run(runs)
+    tokens = tokens_per_run(runs)
     expect = {f.arm: f for f in result.findings}
     order = list(dict.fromkeys(g for f in result.findings for g in (f.against, f.arm)))
     rows = []
@@ -237,19 +242,30 @@ _COST_ENVIRONMENT = ("measured", "timing", "cpu", "device", "threads", "torch", 
 
 
 def finding_rows(study: Study, results: list[AxisResult]) -> list[list[Cell]]:
-    """The summary: one row per comparison of every axis."""
-    return [
-        [
-            Cell(result.axis.name),
-            Cell(comparison_name(f)),
-            Cell(f.comparison.expect),
-            _delta_cell(f.row, study.metric),
-            _agreement_cell(f, study.metric),
-            Cell(sequential_text(f)),
-        ]
-        for result in results
-        for f in result.findings
-    ]
+    """The summary: one row per comparison of every axis, the arm's data budget beside its
+    verdict."""
+    rows = []
+    for result in results:
+        budgets = data_budgets(result.comparison.runset.runs)
+        for f in result.findings:
+            budget = budgets.get(f.arm)
+            rows.append(
+                [
+                    Cell(result.axis.name),
+                    Cell(comparison_name(f)),
+                    Cell(f.comparison.expect),
+                    _delta_cell(f.row, study.metric),
+                    _agreement_cell(f, study.metric),
+                    Cell(_ratio(budget.tokens_per_param if budget else np.nan)),
+                    Cell(_ratio(budget.epochs if budget else np.nan)),
+                    Cell(sequential_text(f)),
+                ]
+            )
+    return rows
+
+
+def _ratio(value: float) -> str:
+    return render.MISSING if pd.isna(value) else f"{value:.3g}"
 
 
 def sensitivity_figure(sensitivity: Sensitivity, runset: RunSet, metric: str) -> Figure | None:
@@ -401,11 +417,17 @@ def _axis_html(
     result: AxisResult,
     pngs: dict[str, bytes],
     costs: Mapping[str, pd.Series] | None,
+    ladders: Sequence[LadderReading] = (),
 ) -> str:
     axis, m = result.axis, study.metric
     lines = "".join(
         f"<li><b>{html.escape(_agreement_text(f, m))}</b>: {html.escape(observed(f, m))}</li>"
         for f in result.findings
+    )
+    lines += "".join(
+        f'<li><a href="#{reading.anchor}">{html.escape(line)}</a></li>'
+        for reading in ladders
+        for line in axis_pointers([reading], axis.name)
     )
     figures = "".join(
         f'<figure><img alt="{html.escape(stem)}" src="data:image/png;base64,'
@@ -428,6 +450,42 @@ def _axis_html(
 {figures}"""
 
 
+def _ladders_html(ladders: Sequence[LadderReading], pngs: dict[str, bytes]) -> str:
+    """The section "At more than one scale": each ladder as `minimind compare` reports it."""
+    if not ladders:
+        return ""
+    parts = [
+        f'<h2 id="ladders">{LADDER_SECTION}</h2>',
+        f'<p class="caption">{html.escape(_LADDER_NOTE)}</p>',
+    ]
+    for reading in ladders:
+        entry = reading.entry
+        parts.append(f'<h3 id="{reading.anchor}">{html.escape(entry.title)}</h3>')
+        parts += [f'<p class="expected">{html.escape(note)}</p>' for note in reading.notes]
+        if reading.ladder is not None:
+            png = base64.b64encode(pngs[_ladder_stem(reading)]).decode("ascii")
+            parts += [
+                section_html(reading.ladder),
+                f'<figure><img alt="{_ladder_stem(reading)}" src="data:image/png;base64,{png}">'
+                f"<figcaption>{html.escape(FIGURE_CAPTION)}</figcaption></figure>",
+            ]
+        if entry.discussion:
+            parts.append(f'<div class="discussion"><p>{html.escape(entry.discussion)}</p></div>')
+    return "\n".join(parts)
+
+
+_LADDER_NOTE = (
+    "The ladders the study trains beside its axes, each compared as `minimind compare` "
+    "compares a ladder's runs (docs/statistics.md, Ladders): the compute multiplier at each "
+    "rung, each arm's fitted law, the difference of the exponents, the multiplier extrapolated "
+    "past the top rung, its trend with compute, and what each rung alone would decide."
+)
+
+
+def _ladder_stem(reading: LadderReading) -> str:
+    return f"ladder{reading.index}"
+
+
 def to_html(
     study: Study,
     results: list[AxisResult],
@@ -436,6 +494,7 @@ def to_html(
     env: dict[str, str],
     cost: CostTable | None = None,
     manifest: str = "MANIFEST",
+    ladders: Sequence[LadderReading] = (),
 ) -> str:
     """The report as one self-contained page; `cost`, the arms' measured cost (`read_cost`),
     and `manifest`, the path the command to measure it names."""
@@ -443,9 +502,12 @@ def to_html(
     meta = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in env.items())
     summary = _html_table(FINDING_HEADERS, finding_rows(study, results), "findings")
     axes = "".join(
-        _axis_html(study, r, {stem: pngs[stem] for stem in stems.get(r.axis.name, [])}, costs)
+        _axis_html(
+            study, r, {stem: pngs[stem] for stem in stems.get(r.axis.name, [])}, costs, ladders
+        )
         for r in results
     )
+    axes += _ladders_html(ladders, pngs)
     commands = html.escape("\n\n".join(_commands(study)))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -497,6 +559,7 @@ def to_markdown(
     env: dict[str, str],
     cost: CostTable | None = None,
     manifest: str = "MANIFEST",
+    ladders: Sequence[LadderReading] = (),
 ) -> str:
     """The report as markdown beside its PNGs; `cost` and `manifest` as for `to_html`."""
     m = study.metric
@@ -529,13 +592,49 @@ def to_markdown(
             "**Observed**:",
             "",
             *(f"- **{_agreement_text(f, m)}**: {observed(f, m)}" for f in result.findings),
+            *(f"- {line}" for line in axis_pointers(list(ladders), axis.name)),
         ]
         if axis.discussion:
             parts += ["", f"**Discussion**: {axis.discussion}"]
         parts += ["", *(f"![{stem}]({stem}.png)\n" for stem in stems.get(axis.name, []))]
+    parts += _ladders_markdown(ladders)
     parts += ["## Environment", "", *(f"- **{k}**: {v}" for k, v in env.items()), ""]
     parts += ["## Commands", "", "```", "\n\n".join(_commands(study)), "```", ""]
     return "\n".join(parts)
+
+
+def _ladders_markdown(ladders: Sequence[LadderReading]) -> list[str]:
+    """The section "At more than one scale" in markdown."""
+    if not ladders:
+        return []
+    parts = [f"## {LADDER_SECTION}", "", _LADDER_NOTE, ""]
+    for reading in ladders:
+        entry = reading.entry
+        parts += [f"### {entry.title}", ""]
+        parts += [*(f"- {note}" for note in reading.notes), ""] if reading.notes else []
+        if reading.ladder is not None:
+            parts += ladder_render.ladder_section(reading.ladder, render.markdown_table)
+            stem = _ladder_stem(reading)
+            parts += ["", f"![{stem}]({stem}.png)", "", f"*{FIGURE_CAPTION}*", ""]
+        if entry.discussion:
+            parts += [f"**Discussion**: {entry.discussion}", ""]
+    return parts
+
+
+def ladders_csv(ladders: Sequence[LadderReading]) -> str:
+    """`ladder.csv`: `minimind compare`'s ladder records (`ladder_render.records`) of each
+    ladder, its experiment first; a ladder without a comparison yet, one row of its notes."""
+    frames = [
+        ladder_render.records(r.ladder).assign(ladder_notes=" | ".join(r.notes) or None)
+        if r.ladder is not None
+        else pd.DataFrame([{"ladder_notes": " | ".join(r.notes)}])
+        for r in ladders
+    ]
+    frames = [
+        frame.assign(ladder=r.entry.experiment)[["ladder", *frame.columns]]
+        for r, frame in zip(ladders, frames, strict=True)
+    ]
+    return pd.concat(frames, ignore_index=True).to_csv(index=False)
 
 
 def _markdown_table(headers: list[str], rows: list[list[Cell]]) -> str:
@@ -544,6 +643,8 @@ def _markdown_table(headers: list[str], rows: list[list[Cell]]) -> str:
 
 def findings_csv(study: Study, results: list[AxisResult]) -> str:
     m = study.metric
+    budgets = {r.axis.name: data_budgets(r.comparison.runset.runs) for r in results}
+    nothing = DataBudget(np.nan, np.nan, np.nan)
     records = [
         {
             "axis": r.axis.name,
@@ -551,6 +652,7 @@ def findings_csv(study: Study, results: list[AxisResult]) -> str:
             "against": f.against,
             "expect": f.comparison.expect,
             "agreement": f.agreement,
+            **_budget_columns(budgets[r.axis.name].get(f.arm, nothing)),
             "calibration": f.calibration,
             "tuning_edges": " | ".join(f.edges) or None,
             "sequential_stop": f.standing.stop if f.standing else None,
@@ -592,12 +694,23 @@ def findings_csv(study: Study, results: list[AxisResult]) -> str:
     return pd.DataFrame(records).to_csv(index=False)
 
 
+def _budget_columns(budget: DataBudget) -> dict[str, float]:
+    return {
+        "train_tokens": budget.tokens,
+        "num_params": budget.params,
+        "train_split_tokens": budget.split_tokens,
+        "tokens_per_param": budget.tokens_per_param,
+        "epochs": budget.epochs,
+    }
+
+
 def write_report(
     study: Study,
     results: list[AxisResult],
     sweeps: Mapping[str, RunSet],
     folder: Path,
     manifest: str = "MANIFEST",
+    ladders: Sequence[LadderReading] = (),
 ) -> Path:
     """Write the report into `folder` (made if missing) and return its `index.html`; the arms'
     cost comes from `folder`/cost.csv when `minimind study {manifest} --bench` wrote one."""
@@ -610,14 +723,21 @@ def write_report(
             pngs[stem] = _png(fig)
             (folder / f"{stem}.png").write_bytes(pngs[stem])
             stems.setdefault(result.axis.name, []).append(stem)
+    for reading in ladders:
+        if reading.ladder is not None:
+            stem = _ladder_stem(reading)
+            pngs[stem] = _png(ladder_figure(reading.ladder))
+            (folder / f"{stem}.png").write_bytes(pngs[stem])
+    if ladders:
+        (folder / "ladder.csv").write_text(ladders_csv(ladders), encoding="utf-8")
     env = environment(study, results)
     (folder / "findings.csv").write_text(findings_csv(study, results), encoding="utf-8")
     runs = pd.concat([r.comparison.runs.assign(axis=r.axis.name) for r in results])
     runs.to_csv(folder / "runs.csv", index=False, encoding="utf-8")
-    (folder / "report.md").write_text(
-        to_markdown(study, results, stems, env, cost, manifest), encoding="utf-8"
-    )
+    markdown = to_markdown(study, results, stems, env, cost, manifest, ladders)
+    (folder / "report.md").write_text(markdown, encoding="utf-8")
     index = folder / "index.html"
-    index.write_text(to_html(study, results, pngs, stems, env, cost, manifest), encoding="utf-8")
+    page = to_html(study, results, pngs, stems, env, cost, manifest, ladders)
+    index.write_text(page, encoding="utf-8")
     print(f"Study report written to {index}", file=sys.stderr)
     return index

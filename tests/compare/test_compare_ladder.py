@@ -8,71 +8,19 @@ import io
 import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
-from fake_runs import log_child, log_parent
+from fake_ladder import RUNG_FLOPS, RUNG_STEPS, TOKENS_PER_STEP, write_ladder
 from mlflow import MlflowClient
-from mlflow.entities import Metric
 
 from minimind.cli import main
 from minimind.compare import load_runs
 from minimind.compare.ladder import compare_ladder, is_ladder
 from minimind.compare.ladder_render import to_csv, to_plain
 
-T0 = 1_700_000_000_000
-TOKENS_PER_STEP = 8 * 16
-RUNG_STEPS = {"r0": 100, "r1": 200, "r2": 400, "r3": 800}
-RUNG_FLOPS = {"r0": 1e5, "r1": 2e5, "r2": 4e5, "r3": 8e5}
-SEED_EFFICIENCY = {0: 1.0, 1: 0.9, 2: 1.12}  # each seed's compute is worth this much
-
-
-def baseline_law(compute: np.ndarray) -> np.ndarray:
-    return 2.0 + 40.0 * compute**-0.25
-
-
-def _write_ladder(uri: str, multiplier) -> None:
-    """A ladder of 4 rungs × 3 seeds × 2 arms: the baseline follows `baseline_law` (each seed's
-    compute scaled by its efficiency), the variant follows it at `multiplier(C)` × its compute,
-    evaluated every 5 steps."""
-    client = MlflowClient(uri)
-    exp = client.create_experiment("lad")
-    parent = log_parent(client, exp, "lad", T0)
-    start = T0 + 1000
-    for rung, steps in RUNG_STEPS.items():
-        per_step = TOKENS_PER_STEP * RUNG_FLOPS[rung]
-        for arm in ("base", "fast"):
-            for seed, efficiency in SEED_EFFICIENCY.items():
-                evals = np.arange(5, steps + 1, 5)
-                compute = evals * per_step * efficiency
-                if arm == "fast":
-                    compute = compute * multiplier(evals * per_step)
-                values = baseline_law(compute)
-                metrics = [Metric("val/bpb_sampled", float(v), 0, int(s)) for s, v in zip(evals, values, strict=True)]  # fmt: skip
-                metrics.append(Metric("val/bpb", float(values[-1]), 0, steps))
-                start += 1000
-                log_child(
-                    client,
-                    exp,
-                    parent,
-                    f"rung={rung},arm={arm}",
-                    seed,
-                    start,
-                    params={
-                        "train.batch_size": "8",
-                        "train.seq_len": "16",
-                        "train.grad_accum": "1",
-                        "train.steps": str(steps),
-                        "flops_per_token": str(RUNG_FLOPS[rung]),
-                        "num_params": str(int(RUNG_FLOPS[rung] / 6)),
-                    },
-                    metrics=metrics,
-                    tags={"rung": rung, "arm": f"arm={arm}"},
-                )
-
 
 def _ladder(uri: str, multiplier, **options):
-    _write_ladder(uri, multiplier)
+    write_ladder(uri, multiplier)
     runset = load_runs(uri, ["lad"])
     assert is_ladder(runset)
     return compare_ladder(runset, **options)
@@ -136,7 +84,7 @@ def test_a_multiplier_that_grows_with_compute_is_a_trend_and_a_steeper_exponent(
 def test_an_unknown_baseline_arm_or_a_bad_factor_is_a_usage_error(mlflow_uri: str) -> None:
     from minimind.compare import CompareError
 
-    _write_ladder(mlflow_uri, lambda c: 0.6)
+    write_ladder(mlflow_uri, lambda c: 0.6)
     runset = load_runs(mlflow_uri, ["lad"])
     with pytest.raises(CompareError, match="unknown --baseline 'nope'; arms: arm=base, arm=fast"):
         compare_ladder(runset, baseline="nope")

@@ -430,6 +430,10 @@ def test_the_shipped_study_names_arms_its_specs_make() -> None:
             assert any(
                 all(_flat_value(cell, k) == str(v) for k, v in arm.where.items()) for cell in cells
             ), key
+    for ladder in study.ladders:  # each ladder arm named as its spec tags it
+        spec = load_spec(EXPERIMENTS / f"{ladder.experiment}.yaml")
+        assert spec.name == ladder.experiment
+        assert set(ladder.axes) <= {v.arm for v in expand(spec)}, ladder.experiment
     commands = [c for stream in study.streams for c in stream]
     for path in STUDY.glob("*.yaml"):
         if path.name not in ("study.yaml", "base.yaml"):
