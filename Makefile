@@ -10,8 +10,9 @@ install:
 run: install
 	minimind run experiments/quickstart.yaml
 
-# The study: the card's ablations and the modern axes, 3 paired seeds per arm, read against the
-# literature into results/study/ (about an hour on 2 CPU cores).
+# The study: the card's ablations and the modern axes, sequential seeds (3 up to 12 per arm) and a
+# ladder of five sizes, read against the literature into results/study/ (hours on 2 CPU cores;
+# run again, it continues where it stopped).
 study: install
 	minimind study experiments/study/study.yaml --train
 

@@ -201,6 +201,10 @@ SKIPPED: dict[str, str] = {
     "make study": f"{INSTALLS}, then trains the study, look after look, for hours "
     "(tests/study/test_study.py runs its streams' code and the shipped study's specs, "
     "tests/study/test_looks.py its looks on fake runs)",
+    "python scripts/study_store.py save": "saves the stores `make study` trains into "
+    "(tests/study/test_study_store.py saves and restores fixture stores through the same script)",
+    "python scripts/study_store.py restore": "restores what the line above saved "
+    "(tests/study/test_study_store.py)",
     "minimind study experiments/study/study.yaml --bench": "needs the study's best.yaml files "
     "and an idle machine, minutes per arm (tests/study/test_cost.py times a tiny study through "
     "the same command)",
