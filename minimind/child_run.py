@@ -24,7 +24,7 @@ from minimind import distributed
 from minimind.checkpoint import RunCheckpoint
 from minimind.data import PreparedData
 from minimind.device import resolve_run_device
-from minimind.optim import optimizer_flops_per_step
+from minimind.optim import optimizer_flops_per_token
 from minimind.record import child_params, child_tags, component_labels, device_tags
 from minimind.spec import Spec, dump_spec, flatten
 from minimind.train import MetricSink, Trainer, TrainOutcome
@@ -100,7 +100,7 @@ def train_child(child: ChildRun, hooks: ChildHooks | None = None) -> TrainOutcom
             model_cfg,
             spec.train.seq_len,
             child.seed,
-            optimizer_flops_per_step(model_cfg, spec.train.optimizer) / spec.train.tokens_per_step,
+            optimizer_flops_per_token(model_cfg, spec.train),
         )
         run = child.tracker.start_child(child.parent_run_id, name, params, {**tags, **child.tags})
     else:

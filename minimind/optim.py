@@ -29,7 +29,7 @@ from registry.optimizer import muon_split, newton_schulz_flops
 
 if TYPE_CHECKING:
     from minimind.config import ModelConfig
-    from minimind.spec.sections import OptimizerConfig, ScheduleConfig
+    from minimind.spec.sections import OptimizerConfig, ScheduleConfig, TrainConfig
 
 SCHEDULES = ("cosine", "linear", "constant", "wsd")
 
@@ -89,6 +89,12 @@ def optimizer_flops_per_step(model_cfg: ModelConfig, cfg: OptimizerConfig) -> in
     ns_steps: int = cfg.options()["ns_steps"]  # validated: the default filled in
     hidden = muon_split(model)[0]  # 2-D, so each shape is (rows, columns)
     return sum(newton_schulz_flops((shapes[n][0], shapes[n][1]), ns_steps) for n in hidden)
+
+
+def optimizer_flops_per_token(model_cfg: ModelConfig, train: TrainConfig) -> float:
+    """`optimizer_flops_per_step` over the training tokens of one optimizer step: what a run's
+    `optimizer_flops_per_token` param records."""
+    return optimizer_flops_per_step(model_cfg, train.optimizer) / train.tokens_per_step
 
 
 def lr_multiplier(step: int, cfg: ScheduleConfig, total_steps: int) -> float:

@@ -41,7 +41,7 @@ from minimind.foundations.plain_table import plain_table
 from minimind.foundations.writable import unwritable_dir
 from minimind.initialisation import InitialDraw, shared_fraction
 from minimind.model import MiniMindLM
-from minimind.optim import describe_optimizer, optimizer_flops_per_step
+from minimind.optim import describe_optimizer, optimizer_flops_per_token
 from minimind.probes.monitor import describe as describe_probes
 from minimind.spec import Spec, SpecError, Variant, expand, spec_hash
 from minimind.spec.errors import did_you_mean
@@ -291,7 +291,7 @@ def describe_plan(plan: Plan) -> str:
         steps = train.planned_steps
         precision = resolve_run_device(train, cfg.dim).precision
         budget = [] if train.time_limit is None else [f"<= {train.time_limit:g} s"]
-        optimizer = optimizer_flops_per_step(cfg, train.optimizer) / train.tokens_per_step
+        optimizer = optimizer_flops_per_token(cfg, train)
         rows.append(
             [
                 variant.name,

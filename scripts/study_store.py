@@ -10,7 +10,9 @@ results/study/store/, then `restore` there before `make study`, which skips ever
 and retrains the interrupted ones from their first step (checkpoints stay behind; a seed
 retrains to the same numbers). Each database is copied with sqlite's online backup, so a copy is
 consistent even while a reader has it open, and written atomically; `restore` never overwrites
-a store that exists.
+a store that exists. The runs' artifacts (spec.yaml, loss plots) stay behind: MLflow records
+their absolute paths, which `restore` points at this checkout's results/artifacts/ (from the
+checkout `save` ran in, `root.txt`), so that what the continued study logs lands here.
 """
 
 from __future__ import annotations
@@ -21,24 +23,40 @@ import shutil
 import sqlite3
 import sys
 import tempfile
+from contextlib import closing
 from pathlib import Path
 
 STORES = (Path("results/mlflow.db"), Path("results/optuna.db"))
 SAVED = Path("results/study/store")
+ROOT = SAVED / "root.txt"
+EXIT_BAD_INPUT = 2  # as every minimind command: nothing was written
+
+
+def _fail(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(EXIT_BAD_INPUT)
 
 
 def _backup(source: Path, target: Path) -> None:
     """A consistent copy of the sqlite database `source` at `target`."""
-    with sqlite3.connect(source) as src, sqlite3.connect(target) as dst:
+    with closing(sqlite3.connect(source)) as src, closing(sqlite3.connect(target)) as dst:
         src.backup(dst)
-    with sqlite3.connect(target) as dst:
         dst.execute("VACUUM")
+
+
+def _move_artifacts(store: Path, old_root: str, new_root: str) -> None:
+    """Point the MLflow store's artifact paths under `old_root` at `new_root`."""
+    with closing(sqlite3.connect(store)) as db, db:
+        for table, column in (("experiments", "artifact_location"), ("runs", "artifact_uri")):
+            db.execute(
+                f"UPDATE {table} SET {column} = replace({column}, ?, ?)", (old_root, new_root)
+            )
 
 
 def save() -> None:
     for store in STORES:
         if not store.exists():
-            sys.exit(f"error: {store} not found: nothing to save (run make study first)")
+            _fail(f"{store} not found: nothing to save (run make study first)")
     SAVED.mkdir(parents=True, exist_ok=True)
     for store in STORES:
         with tempfile.TemporaryDirectory() as tmp:
@@ -49,19 +67,23 @@ def save() -> None:
                 shutil.copyfileobj(raw, packed)
             partial.replace(SAVED / f"{store.name}.xz")
         print(f"saved {store} to {SAVED / (store.name + '.xz')}")
+    ROOT.write_text(f"{Path.cwd()}\n", encoding="utf-8")
 
 
 def restore() -> None:
     for store in STORES:
         packed = SAVED / f"{store.name}.xz"
         if store.exists():
-            sys.exit(f"error: {store} exists: move it away first, restore never overwrites a store")
+            _fail(f"{store} exists: move it away first, restore never overwrites a store")
         if not packed.exists():
-            sys.exit(f"error: {packed} not found: nothing to restore")
+            _fail(f"{packed} not found: nothing to restore")
+    old_root = ROOT.read_text(encoding="utf-8").strip() if ROOT.exists() else None
     for store in STORES:
         partial = store.with_suffix(".db.partial")
         with lzma.open(SAVED / f"{store.name}.xz", "rb") as packed, partial.open("wb") as raw:
             shutil.copyfileobj(packed, raw)
+        if store == STORES[0] and old_root is not None:
+            _move_artifacts(partial, old_root, str(Path.cwd()))
         partial.replace(store)
         print(f"restored {store}")
 

@@ -204,7 +204,7 @@ def _bench_problem(args: argparse.Namespace) -> str | None:
 def _bench(study: Study, report_dir: Path, args: argparse.Namespace) -> int:
     """`--bench`: measure the arms' cost and write it to `report_dir`/cost.csv."""
     if problem := unwritable_dir(report_dir):
-        return fail(f"--report-dir: {problem}")
+        return fail(f"{'--report-dir' if args.report_dir else 'report_dir'}: {problem}")
     from minimind.data import DataError
     from minimind.spec import SpecError
     from minimind.study.analysis import StudyError
@@ -216,6 +216,9 @@ def _bench(study: Study, report_dir: Path, args: argparse.Namespace) -> int:
         table = measure_cost(study, CostSettings(rounds, steps))
     except (StudyError, DataError, SpecError) as e:
         return fail(str(e))
+    except KeyboardInterrupt:  # nothing written: the table is written whole or not at all
+        print("interrupted: no cost written", file=sys.stderr)
+        return EXIT_INTERRUPTED
     path = report_dir / COST_FILE
     table.write(path)
     print(describe_cost(table))

@@ -122,7 +122,8 @@ def _metric(runs: pd.DataFrame, key: str) -> pd.Series:
     return pd.Series(np.nan, index=runs.index)
 
 
-def _param(runs: pd.DataFrame, key: str) -> pd.Series:
+def numeric_param(runs: pd.DataFrame, key: str) -> pd.Series:
+    """The param `key` of each run as a number (NaN where a run lacks it, or every run does)."""
     column = f"params.{key}"
     if column in runs.columns:
         return pd.to_numeric(runs[column], errors="coerce")
@@ -168,7 +169,7 @@ def summarize_runs(runset: RunSet, metric: str, group_column: str) -> pd.DataFra
             "seed": runs["seed"],
             "status": runs["status"],
             "start_time": runs["start_time"],
-            **{key: _param(runs, key) for key in SIZE_PARAMS},
+            **{key: numeric_param(runs, key) for key in SIZE_PARAMS},
             # the column counts the optimizer's FLOPs too, so a Muon arm's compute is its own
             "flops_per_token": training_flops_per_token(runs),
             "train/loss": _metric(runs, "train/loss"),
@@ -291,16 +292,16 @@ def curve_key(runset: RunSet, metric: str) -> str:
 def tokens_per_step(runs: pd.DataFrame) -> pd.Series:
     """Each run's training tokens per optimizer step: batch × context × accumulation (NaN for a
     run that lacks them)."""
-    tokens = _param(runs, "train.batch_size") * _param(runs, "train.seq_len")
-    return tokens * _param(runs, "train.grad_accum").fillna(1.0)
+    tokens = numeric_param(runs, "train.batch_size") * numeric_param(runs, "train.seq_len")
+    return tokens * numeric_param(runs, "train.grad_accum").fillna(1.0)
 
 
 def training_flops_per_token(runs: pd.DataFrame) -> pd.Series:
     """Each run's training FLOPs per token: its model's (`flops_per_token`) and its optimizer's
     own matrix arithmetic (`optimizer_flops_per_token`: Muon's Newton–Schulz iterations), which
     runs recorded before that param count as none."""
-    optimizer = _param(runs, "optimizer_flops_per_token").fillna(0.0)
-    return _param(runs, "flops_per_token") + optimizer
+    optimizer = numeric_param(runs, "optimizer_flops_per_token").fillna(0.0)
+    return numeric_param(runs, "flops_per_token") + optimizer
 
 
 def compute_per_step(runs: pd.DataFrame) -> tuple[pd.Series, str]:

@@ -21,7 +21,7 @@ from minimind.compare.power import SeedsPlan, plan_seeds
 from minimind.compare.stats import Sample, paired_differences, power_comparisons
 from minimind.compare.tuning import edge_warnings, trial_runs
 from minimind.record import is_maximized
-from minimind.study.manifest import Arm, ArmComparison, Axis, Expectation, Study
+from minimind.study.manifest import Arm, ArmComparison, Axis, Expectation, Study, where_matches
 from minimind.study.sequential import Standing
 
 Agreement = Literal["agrees", "disagrees", "too weak to tell", "no interval"]
@@ -162,15 +162,6 @@ def newest_per_seed(runs: pd.DataFrame) -> pd.DataFrame:
     return order.groupby("seed").tail(1).drop(columns="_finished").sort_values("seed")
 
 
-def _equals(column: pd.Series, value: object) -> pd.Series:
-    """Which params (MLflow keeps them as text) equal `value`: as numbers when both are numbers
-    (`0.001` is `1e-3`), else as text."""
-    numbers = pd.to_numeric(column, errors="coerce")
-    if isinstance(value, int | float) and not isinstance(value, bool) and numbers.notna().any():
-        return numbers == float(value)
-    return column.astype(str) == str(value)
-
-
 def arm_runs(key: str, arm: Arm, runset: RunSet) -> pd.DataFrame:
     """The runs of `arm` in its experiment's `runset` (`newest_per_seed`), with `variant` set to
     its label: one variant's runs, or `StudyError` naming the arm."""
@@ -196,7 +187,8 @@ def arm_selection(key: str, arm: Arm, runset: RunSet) -> pd.Series:
         for param, value in (arm.where or {}).items():
             if f"params.{param}" not in runs:
                 raise StudyError(f"arms.{key}.where: no run of {arm.experiment} has param {param}")
-            mine &= _equals(runs[f"params.{param}"], value)
+            matches = runs[f"params.{param}"].map(lambda p, v=value: where_matches(p, v))
+            mine &= matches.astype(bool)
     if arm.seeds is not None:  # an A/A arm: its reference's runs on other seeds
         mine &= runs["seed"].isin(arm.seeds)
     if not mine.any():

@@ -17,7 +17,7 @@ import shlex
 from dataclasses import dataclass
 
 from minimind.spec import Variant
-from minimind.study.manifest import Arm, Scalar, Study
+from minimind.study.manifest import Arm, Study, where_matches
 
 
 @dataclass(frozen=True)
@@ -108,15 +108,4 @@ def _selects(arm: Arm, variant: Variant) -> bool:
     from minimind.spec import flatten
 
     params = flatten(variant.spec)
-    return all(k in params and _equal(params[k], v) for k, v in (arm.where or {}).items())
-
-
-def _equal(param: Scalar, value: Scalar) -> bool:
-    """A param equals a `where` value as numbers when the value is one (`0.001` is `1e-3`), else
-    as text: the rule by which `analysis.arm_selection` picks the arm's runs from their params."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        try:
-            return float(param) == float(value)
-        except ValueError:
-            return False
-    return str(param) == str(value)
+    return all(k in params and where_matches(params[k], v) for k, v in (arm.where or {}).items())

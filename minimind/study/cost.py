@@ -238,11 +238,11 @@ def _row(
     """The arm's figures: its seconds per step in each round, the baseline's in the same
     rounds, and its peak MiB."""
     from minimind.bench.timing import median, paired_ratio
-    from minimind.optim import optimizer_flops_per_step
+    from minimind.optim import optimizer_flops_per_token
 
     cfg, model_cfg = trainer.cfg, trainer.model_cfg
     tokens = cfg.tokens_per_step
-    optimizer_flops = optimizer_flops_per_step(model_cfg, cfg.optimizer) / tokens
+    optimizer_flops = optimizer_flops_per_token(model_cfg, cfg)
     return {
         "arm": spec.key,
         "label": spec.arm.label,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from minimind.compare.table import tokens_per_step
+from minimind.compare.table import numeric_param, tokens_per_step
 from minimind.record import DATA_MANIFEST_TAG
 
 
@@ -40,7 +40,7 @@ class DataBudget:
 def tokens_per_run(runs: pd.DataFrame) -> pd.Series:
     """Training tokens of each group's runs (by `variant`): steps × tokens per step."""
     return (
-        (_numbers(runs, "params.train.steps") * tokens_per_step(runs))
+        (numeric_param(runs, "train.steps") * tokens_per_step(runs))
         .groupby(runs["variant"])
         .first()
     )
@@ -51,7 +51,7 @@ def data_budgets(runs: pd.DataFrame) -> dict[str, DataBudget]:
     from minimind.data.prepare import split_tokens  # the tokenizer library, only when read
 
     tokens = tokens_per_run(runs)
-    params = _numbers(runs, "params.num_params")
+    params = numeric_param(runs, "num_params")
     empty = pd.Series(None, index=runs.index, dtype=object)
     caches = runs.get("params.data.cache_dir", empty)
     hashes = runs.get(f"tags.{DATA_MANIFEST_TAG}", empty)
@@ -73,8 +73,3 @@ def data_budgets(runs: pd.DataFrame) -> dict[str, DataBudget]:
         )
         for group in by_group.dropna().unique()
     }
-
-
-def _numbers(runs: pd.DataFrame, column: str) -> pd.Series:
-    """A column as numbers (NaN where a run lacks it, or every run does)."""
-    return pd.to_numeric(runs.get(column, pd.Series(math.nan, index=runs.index)), errors="coerce")

@@ -276,6 +276,18 @@ class Study(StrictNumbers):
         return self
 
 
+def where_matches(param: object, value: Scalar) -> bool:
+    """Whether a param equals an arm's `where` value: as numbers when the value is one (`0.001`
+    is `1e-3`; MLflow keeps params as text), else as text. The one rule by which a tuned arm
+    selects its runs (`analysis.arm_selection`) and its spec (`arm_specs`)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            return float(str(param)) == float(value)
+        except ValueError:
+            return False
+    return str(param) == str(value)
+
+
 def load_study(path: str | Path) -> Study:
     """Read and validate the manifest at `path` (raises `SpecError`, one line)."""
     from minimind.spec.loader import read_yaml_mapping

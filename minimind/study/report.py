@@ -713,9 +713,10 @@ def write_report(
     ladders: Sequence[LadderReading] = (),
 ) -> Path:
     """Write the report into `folder` (made if missing) and return its `index.html`; the arms'
-    cost comes from `folder`/cost.csv when `minimind study {manifest} --bench` wrote one."""
+    cost comes from the cost.csv `minimind study {manifest} --bench` wrote, in `folder` or else
+    in the manifest's `report_dir` (a report re-rendered elsewhere reads the committed one)."""
     folder.mkdir(parents=True, exist_ok=True)
-    cost = read_cost(folder / COST_FILE)
+    cost = read_cost(folder / COST_FILE) or read_cost(study.report_dir / COST_FILE)
     pngs: dict[str, bytes] = {}
     stems: dict[str, list[str]] = {}
     for result in results:
