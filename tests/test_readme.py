@@ -194,7 +194,7 @@ SKIPPED: dict[str, str] = {
         "a Slurm cluster with a partition `gpu` (tests/cluster/ start a one-node cluster and run, "
         "cancel, requeue and resume jobs of each command there)",
     ),
-    "minimind run experiments/ladder.yaml": "trains the committed ladder, about 80 minutes on 2 CPU "
+    "minimind run experiments/ladder.yaml": "trains the committed ladder, 86 minutes on 2 CPU "
     "cores (tests/compare/test_compare_ladder.py trains a tiny ladder through run and compare)",
     "minimind compare ladder --report --report-dir results/ladder": "reads the runs the line "
     "above trains (tests/compare/test_compare_ladder.py compares a tiny ladder, report included)",
