@@ -131,7 +131,7 @@ def measure_cost(study: Study, settings: CostSettings) -> CostTable:
     try:
         trainers = _build({key: specs[key] for key in timed.values()})
         device = next(iter(trainers.values())).device
-        machine = machine_info(device)  # the load before the timing, not the bench's own
+        machine = machine_info(device)  # the load once the trainers are built, before timing
         times = _time(trainers, settings, device)
         memory = {key: _peak_mib(trainer) for key, trainer in trainers.items()}
     finally:
