@@ -178,7 +178,9 @@ def _trainer(
 
 
 def spread(commands: list[str], width: int) -> list[list[str]]:
-    """`commands` in `width` streams, those of one spec file in one stream, one after another.
+    """`commands` in `width` streams, those of one spec file in one stream, one after another;
+    the specs' groups, largest first, each to the stream with the fewest runs so far, so that a
+    look ends when its runs do rather than when its most crowded stream does.
 
     Two look commands of one spec (other seeds, other variants) hash alike, since a spec's hash
     leaves its seeds out: at once, each `--resume` would reopen the same parent run and end the
@@ -187,6 +189,25 @@ def spread(commands: list[str], width: int) -> list[list[str]]:
     for command in commands:
         by_spec.setdefault(shlex.split(command)[2], []).append(command)
     streams: list[list[str]] = [[] for _ in range(width)]
-    for k, group in enumerate(by_spec.values()):
-        streams[k % width].extend(group)
+    loads = [0] * width
+    groups = sorted(by_spec.values(), key=lambda group: -sum(map(_runs_of, group)))
+    for group in groups:  # a stable sort: groups of equal size keep their order
+        k = loads.index(min(loads))
+        streams[k].extend(group)
+        loads[k] += sum(map(_runs_of, group))
     return streams
+
+
+def _runs_of(command: str) -> int:
+    """The runs a look command trains: its variants (`--variant`) times its seeds (`seeds=[..]`)."""
+    argv = shlex.split(command)
+    variants = argv.count("--variant")
+    seeds = next(
+        (
+            len(a.removeprefix("seeds=").strip("[]").split(","))
+            for a in argv
+            if a.startswith("seeds=")
+        ),
+        1,
+    )
+    return max(variants, 1) * seeds

@@ -298,3 +298,14 @@ def test_study_train_runs_the_streams_then_the_looks_and_a_rerun_trains_nothing(
     assert main(argv) == 0
     again = load_experiments(study, mlflow_uri)["tiny"].runs
     assert len(again) == len(runs)
+
+
+def test_a_look_balances_its_streams_by_runs_not_by_spec_count() -> None:
+    # round-robin by spec would give stream 0 the 9 runs of a.yaml and c.yaml (6 + 3), stream 1
+    # the 2 of b.yaml; by runs, the largest spec gets a stream to itself
+    commands = [
+        "minimind run a.yaml -o 'seeds=[3, 4, 5]' --variant x --variant y --resume",
+        "minimind run b.yaml -o 'seeds=[3, 4]' --variant x --resume",
+        "minimind run c.yaml -o 'seeds=[3, 4, 5]' --variant x --resume",
+    ]
+    assert spread(commands, 2) == [commands[:1], [commands[2], commands[1]]]
