@@ -170,7 +170,10 @@ def arm_runs(key: str, arm: Arm, runset: RunSet) -> pd.DataFrame:
 
 
 def arm_variant(key: str, arm: Arm, runset: RunSet) -> str:
-    """The variant tag of the arm's runs (for an arm chosen by params, the one its runs carry)."""
+    """The variant tag of the arm's runs: the one it names, or for an arm chosen by params the
+    one its runs carry (so only such an arm needs a run to know it)."""
+    if arm.variant is not None:  # an A/A arm's first look has no run yet
+        return arm.variant
     return str(runset.runs.loc[arm_selection(key, arm, runset), "variant"].iloc[0])
 
 

@@ -208,6 +208,25 @@ def test_an_aa_arm_goes_only_as_far_as_its_listed_seeds(tmp_path: Path, make_sto
     assert notes == ["aa: base_b vs base_a cannot go on to 6 seeds: arms.base_b.seeds lists 3"]
 
 
+def test_an_aa_arm_with_no_run_yet_gets_its_first_look_trained(tmp_path: Path, make_store) -> None:
+    # the streams train seeds 0-2 of every variant; the A/A arm's own seeds are a look's to train
+    uri = make_store(tmp_path, [0, 1, 2])
+    path = manifest(tmp_path)
+    tree = yaml.safe_load(path.read_text())
+    tree["arms"]["base_a"] = {**tree["arms"]["base"], "label": "base A", "seeds": [0, 1, 2]}
+    tree["arms"]["base_b"] = {**tree["arms"]["base"], "label": "base B", "seeds": [10, 11, 12]}
+    tree["axes"] = [
+        {**tree["axes"][0], "name": "aa", "comparisons": [
+            {"arm": "base_b", "against": "base_a", "expect": "equal"}
+        ]}
+    ]  # fmt: skip
+    path.write_text(yaml.safe_dump(tree, sort_keys=False))
+    study = load_study(path)
+    runs, notes = missing_runs(study, load_experiments(study, uri))
+    assert runs == [LookRuns("arms", ("base",), (10, 11, 12))]
+    assert notes == []
+
+
 def test_a_look_command_adds_seeds_and_variants_to_the_stream_command(
     tmp_path: Path, write_spec
 ) -> None:
