@@ -206,6 +206,7 @@ def _token_stream(
     cache: object = None
     static: object = None
     seen = 0  # tokens in the cache, counted on the host (a static cache's count is on the device)
+    last = ids[:, -1:]  # the newest token [B, 1]
     for step in range(1, max_new_tokens + 1):
         if cache is None or seen >= window:
             context = ids[:, -window:]
@@ -219,15 +220,19 @@ def _token_stream(
             logits = _last_logits(model, model, context, cache)
             seen = context.size(1)
         else:
-            logits = _last_logits(model, decode, ids[:, -1:], cache)
+            # the last token as sampled, not `ids[:, -1:]`: a view of the growing `ids` has a new
+            # stride every step, which recompiles the decode step and makes CUDA graphs record
+            # a graph per token instead of replaying one
+            logits = _last_logits(model, decode, last, cache)
             seen += 1
         logits = apply_repetition_penalty(logits, ids, sampling.repetition_penalty)
         token = sample_next(logits, sampling, generator)
         if eos_token_id is not None:
             token = token.masked_fill(finished, eos_token_id)
             finished |= token == eos_token_id
-        ids = torch.cat((ids, token[:, None]), dim=1)
-        yield token[:, None]
+        last = token[:, None]
+        ids = torch.cat((ids, last), dim=1)
+        yield last
         if (
             eos_token_id is not None
             and step % sampling.eos_check_interval == 0

@@ -4,6 +4,7 @@ import types
 
 import pytest
 import torch
+from torch._dynamo.utils import counters
 from transformers.generation.logits_process import (
     RepetitionPenaltyLogitsProcessor,
     TopKLogitsWarper,
@@ -112,8 +113,12 @@ def test_cache_options_are_checked(model, prompt):
 @pytest.mark.slow
 def test_compiled_static_decode_generates_what_the_uncached_model_does(model, prompt):
     """The compiled one-token step (inductor here; CUDA graphs on CUDA) through the sliding
-    window, greedy and sampled."""
+    window, greedy and sampled, compiled once: a step that recompiled per token (a new stride
+    each step, say) would make CUDA graphs record a graph per token."""
+    torch._dynamo.reset()
+    counters.clear()
     greedy = model.generate(prompt, 30, GREEDY, cache="static", compile_decode=True)
+    assert counters["stats"]["unique_graphs"] == 1
     assert torch.equal(greedy, model.generate(prompt, 30, GREEDY, cache="none"))
     options = SamplingOptions(temperature=0.8, top_k=10)
 
