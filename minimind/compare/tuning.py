@@ -25,13 +25,18 @@ def _numbers(column: pd.Series) -> pd.Series:
     return pd.to_numeric(column, errors="coerce")
 
 
-def edge_warnings(runs: pd.DataFrame, trials: pd.DataFrame) -> list[str]:
+def edge_warnings(
+    runs: pd.DataFrame, trials: pd.DataFrame, beyond: pd.DataFrame | None = None
+) -> list[str]:
     """One line per param searched by the sweep cell of `trials` (the trials of one experiment,
     with `params.*` and `tags.study` columns) that `runs` (one arm's evaluation runs) belong to,
     when the arm's value of it is the lowest or highest the cell tried (of at least `MIN_VALUES`
     distinct numbers). A cell is its trials' Optuna study; the arm belongs to it when it has the
     values that set the cell apart from the others (the ablated ones, such as the block), and a
-    param the cell's trials vary is one it searched. Empty when no cell matches."""
+    param the cell's trials vary is one it searched. Empty when no cell matches.
+
+    `beyond`: plain runs that try a cell's params past its grid (an Optuna grid cannot grow in
+    place); a run of them counts as tried in the cells whose fixed params it shares (`_fixed`)."""
     if trials.empty or runs.empty or f"tags.{STUDY_TAG}" not in trials:
         return []
     params = [c for c in trials.columns if c.startswith("params.") and c in runs]
@@ -43,6 +48,8 @@ def edge_warnings(runs: pd.DataFrame, trials: pd.DataFrame) -> list[str]:
         defining = [c for c in across if c not in varying]
         if not varying or any(not _same(first[c], cell[c].iloc[0]) for c in defining):
             continue
+        if beyond is not None and not beyond.empty:
+            cell = pd.concat([cell, _fixed(cell, varying, beyond)], ignore_index=True)
         for column in varying:
             tried = sorted(set(_numbers(cell[column]).dropna()))
             value = _numbers(runs[column]).dropna()
@@ -58,6 +65,30 @@ def edge_warnings(runs: pd.DataFrame, trials: pd.DataFrame) -> list[str]:
                     "so it is not tuned"
                 )
     return warnings
+
+
+IDENTITY = ("params.name", "params.description", "params.tracking.")
+"""Params that name a spec rather than set how it trains: they differ between a sweep and the
+runs that extend it."""
+
+
+def _fixed(cell: pd.DataFrame, varying: list[str], beyond: pd.DataFrame) -> pd.DataFrame:
+    """The runs of `beyond` that train as the cell's trials do but for its `varying` params:
+    equal to them on every param the trials hold fixed and the run logs, the spec's identity
+    aside (a sweep's own `sweep.*` settings are not logged by a plain run)."""
+    fixed = [
+        c
+        for c in cell.columns
+        if c.startswith("params.")
+        and c not in varying
+        and c in beyond
+        and not c.startswith(IDENTITY)
+        and cell[c].nunique(dropna=False) == 1
+    ]
+    keep = pd.Series(True, index=beyond.index)
+    for c in fixed:
+        keep &= beyond[c].map(lambda v, c=c: _same(v, cell[c].iloc[0]))
+    return beyond[keep]
 
 
 def _same(a: object, b: object) -> bool:

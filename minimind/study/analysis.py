@@ -100,8 +100,11 @@ def agreement(
 
 
 def load_every_run(study: Study, tracking_uri: str) -> dict[str, RunSet]:
-    """Every run of every experiment an arm names, its sweep trials included."""
-    experiments = dict.fromkeys(arm.experiment for arm in study.arms.values())
+    """Every run of every experiment an arm names (`tried_beyond` too), its sweep trials
+    included."""
+    experiments = dict.fromkeys(
+        name for arm in study.arms.values() for name in (arm.experiment, *arm.tried_beyond)
+    )
     return {name: load_runs(tracking_uri, [name], all_runs=True) for name in experiments}
 
 
@@ -143,14 +146,20 @@ def tuning_edges(
     study: Study, every: Mapping[str, RunSet], runsets: Mapping[str, RunSet]
 ) -> dict[str, list[str]]:
     """Per arm, a line for each value its sweep tuned that sits on the edge of what the sweep's
-    trials tried (`compare.tuning`): such an arm is not tuned."""
+    trials and its `tried_beyond` runs at the tuning seeds tried (`compare.tuning`): such an
+    arm is not tuned."""
     edges = {}
     for key, arm in study.arms.items():
         runs = every[arm.experiment].runs
         trials = runs[trial_runs(runs)]
         if not trials.empty:
             mine = arm_runs(key, arm, runsets[arm.experiment])
-            edges[key] = edge_warnings(mine, trials)
+            beyond = [every[name].runs for name in arm.tried_beyond]
+            tried = pd.concat(beyond, ignore_index=True) if beyond else None
+            if tried is not None:
+                finished = tried["status"] == "FINISHED"
+                tried = tried[finished & tried["seed"].isin(study.tuning_seeds)]
+            edges[key] = edge_warnings(mine, trials, tried)
     return edges
 
 

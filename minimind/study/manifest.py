@@ -43,6 +43,10 @@ class Arm(StrictNumbers):
     seeds: list[int] | None = None
     """Only these seeds of the runs: an A/A arm takes its reference's own runs on seeds disjoint
     from the reference's (the study's calibration: it must come out no different)."""
+    tried_beyond: list[str] = []
+    """Experiments whose runs at the tuning seeds try the arm's sweep past its grid (an Optuna
+    grid cannot grow in place): whether the arm's tuned values sit on the edge of what was tried
+    counts their values too."""
 
     def selects(self) -> tuple[str, str | None, str]:
         """What runs the arm takes, seeds aside: two arms equal here are one arm's runs."""

@@ -44,6 +44,28 @@ def test_two_values_tried_have_no_inside_so_no_edge() -> None:
     assert edge_warnings(arm("pre", "0.004"), trials({"pre": [1e-3, 4e-3]})) == []
 
 
+def test_runs_past_the_grid_count_as_tried_where_they_train_as_the_cell_does() -> None:
+    grid = trials({"pre": [1e-3, 2e-3, 4e-3], "post": [1e-3, 2e-3, 4e-3]})
+    grid["params.steps"] = "300"
+
+    def past(block: str, lr: float, steps: str = "300") -> pd.DataFrame:
+        # a plain run of another spec: its own name, no study tag
+        return pd.DataFrame(
+            [{"params.model.block": block, "params.lr": str(lr), "params.steps": steps,
+              "params.name": "edge"}]
+        )  # fmt: skip
+
+    assert edge_warnings(arm("pre", "0.004"), grid, past("pre", 8e-3)) == []
+    # a run of the other cell, or one that trains otherwise, tries nothing for this cell
+    assert edge_warnings(arm("pre", "0.004"), grid, past("post", 8e-3)) != []
+    assert edge_warnings(arm("pre", "0.004"), grid, past("pre", 8e-3, steps="100")) != []
+    # the value tried past the grid is now the edge
+    assert (
+        "highest value its sweep tried ([0.001, 0.008])"
+        in edge_warnings(arm("pre", "0.008"), grid, past("pre", 8e-3))[0]
+    )
+
+
 def test_compare_warns_of_a_group_tuned_on_its_sweep_s_edge(tmp_path, capsys) -> None:
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     client = MlflowClient(uri)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import io
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -515,6 +516,30 @@ def test_runs_of_a_tuning_seed_never_evaluate_an_arm(store: str, tmp_path: Path)
     manifest["arms"]["pre"]["seeds"] = [1, 2]
     with pytest.raises(SpecError, match=r"arms.pre.seeds: seeds \[2\] are tuning seeds"):
         load_study(_write(tmp_path, manifest))
+
+
+def test_runs_tried_past_the_grid_at_a_tuning_seed_settle_the_edge(
+    store: str, tmp_path: Path
+) -> None:
+    shutil.copy(store.removeprefix("sqlite:///"), tmp_path / "mlflow.db")
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    exp = client.create_experiment("edge", artifact_location=str(tmp_path / "edge"))
+    parent = log_parent(client, exp, "edge", T0 + 10**6)
+    past = _params(**{"model.block": "prenorm", "train.optimizer.lr": "0.008"})
+    tuning_run = ""
+    for seed, start in ((0, T0 + 10**6 + 1), (TUNING_SEED, T0 + 10**6 + 2)):
+        tuning_run = log_child(
+            client, exp, parent, "block=prenorm,lr=0.008", seed, start, params=past,
+            metrics=_metrics(2.6, start),
+        )  # fmt: skip
+    manifest = copy.deepcopy(MANIFEST)
+    manifest["arms"]["pre"]["tried_beyond"] = ["edge"]
+    study = load_study(_write(tmp_path, manifest))
+    assert analyse(study, uri)[0][1].findings[1].edges == ()
+    # only a tuning seed's run tried anything: the evaluation seed's alone settles nothing
+    client.delete_run(tuning_run)
+    assert analyse(study, uri)[0][1].findings[1].edges != ()
 
 
 def test_a_tuned_value_on_its_sweep_s_edge_is_flagged_in_the_report(results) -> None:
