@@ -15,7 +15,7 @@ import pandas as pd
 
 from minimind.compare.runs import ALL_RUNS, load_runs
 from minimind.compare.table import Comparison, resolve_group_key
-from minimind.record import STUDY_TAG, TRIAL_NUMBER_TAG
+from minimind.record import STUDY_TAG, TRIAL_NUMBER_TAG, is_maximized
 
 MIN_VALUES = 3
 """Fewer distinct values tried than this have no inside, so no edge."""
@@ -26,7 +26,10 @@ def _numbers(column: pd.Series) -> pd.Series:
 
 
 def edge_warnings(
-    runs: pd.DataFrame, trials: pd.DataFrame, beyond: pd.DataFrame | None = None
+    runs: pd.DataFrame,
+    trials: pd.DataFrame,
+    beyond: pd.DataFrame | None = None,
+    objective: str | None = None,
 ) -> list[str]:
     """One line per param searched by the sweep cell of `trials` (the trials of one experiment,
     with `params.*` and `tags.study` columns) that `runs` (one arm's evaluation runs) belong to,
@@ -36,7 +39,9 @@ def edge_warnings(
     param the cell's trials vary is one it searched. Empty when no cell matches.
 
     `beyond`: plain runs that try a cell's params past its grid (an Optuna grid cannot grow in
-    place); a run of them counts as tried in the cells whose fixed params it shares (`_fixed`)."""
+    place); a run of them counts as tried in the cells whose fixed params it shares (`_fixed`),
+    and with `objective` (a metric column) one that scored better than every trial of the cell
+    is a line too: the arm then runs at a value that is not the best tried."""
     if trials.empty or runs.empty or f"tags.{STUDY_TAG}" not in trials:
         return []
     params = [c for c in trials.columns if c.startswith("params.") and c in runs]
@@ -49,7 +54,10 @@ def edge_warnings(
         if not varying or any(not _same(first[c], cell[c].iloc[0]) for c in defining):
             continue
         if beyond is not None and not beyond.empty:
-            cell = pd.concat([cell, _fixed(cell, varying, beyond)], ignore_index=True)
+            past = _fixed(cell, varying, beyond)
+            if objective is not None:
+                warnings += _beaten(cell, past, varying, objective)
+            cell = pd.concat([cell, past], ignore_index=True)
         for column in varying:
             tried = sorted(set(_numbers(cell[column]).dropna()))
             value = _numbers(runs[column]).dropna()
@@ -89,6 +97,26 @@ def _fixed(cell: pd.DataFrame, varying: list[str], beyond: pd.DataFrame) -> pd.D
     for c in fixed:
         keep &= beyond[c].map(lambda v, c=c: _same(v, cell[c].iloc[0]))
     return beyond[keep]
+
+
+def _beaten(
+    cell: pd.DataFrame, past: pd.DataFrame, varying: list[str], objective: str
+) -> list[str]:
+    """A line when a run of `past` scored better on `objective` than every trial of `cell`."""
+    if past.empty or objective not in past or objective not in cell:
+        return []
+    sign = -1.0 if is_maximized(objective) else 1.0
+    trial_best = (sign * _numbers(cell[objective])).min()
+    scores = sign * _numbers(past[objective])
+    if scores.isna().all() or not scores.min() < trial_best:
+        return []
+    best = past.loc[scores.idxmin()]
+    values = ", ".join(f"{c.removeprefix('params.')} = {best[c]}" for c in varying)
+    return [
+        f"a run past its sweep's grid ({values}) scored {sign * scores.min():.4g}, better than "
+        f"the sweep's best {sign * trial_best:.4g}: the value is not the best tried, so it is "
+        "not tuned"
+    ]
 
 
 def _same(a: object, b: object) -> bool:

@@ -117,7 +117,9 @@ def _agreement_cell(finding: Finding, metric: str) -> Cell:
 
 def _agreement_text(finding: Finding, metric: str) -> str:
     text = _verdict_text(finding, metric)
-    return f"{text}; not tuned: a tuned value on its sweep's edge" if finding.edges else text
+    if not finding.edges:
+        return text
+    return f"{text}; not tuned: a tuned value on its sweep's edge, or beaten past it"
 
 
 def _verdict_text(finding: Finding, metric: str) -> str:

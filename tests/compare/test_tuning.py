@@ -66,6 +66,21 @@ def test_runs_past_the_grid_count_as_tried_where_they_train_as_the_cell_does() -
     )
 
 
+def test_a_run_past_the_grid_that_beat_every_trial_means_the_arm_is_not_tuned() -> None:
+    grid = trials({"pre": [1e-3, 2e-3, 4e-3]})
+    grid["val/bpb"] = [2.6, 2.5, 2.55]  # the sweep's best: 2e-3
+    past = pd.DataFrame([{"params.model.block": "pre", "params.lr": "0.008", "val/bpb": 2.4}])
+    assert edge_warnings(arm("pre", "0.002"), grid, past, "val/bpb") == [
+        "a run past its sweep's grid (lr = 0.008) scored 2.4, better than the sweep's best 2.5: "
+        "the value is not the best tried, so it is not tuned"
+    ]
+    past["val/bpb"] = 2.51  # tried, and worse: 2e-3 stays tuned
+    assert edge_warnings(arm("pre", "0.002"), grid, past, "val/bpb") == []
+    # a larger-is-better objective: the direction is the metric's
+    grid["perf/tokens_per_s"], past["perf/tokens_per_s"] = [1.0, 2.0, 3.0], 2.5
+    assert edge_warnings(arm("pre", "0.002"), grid, past, "perf/tokens_per_s") == []
+
+
 def test_compare_warns_of_a_group_tuned_on_its_sweep_s_edge(tmp_path, capsys) -> None:
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     client = MlflowClient(uri)
