@@ -19,8 +19,17 @@ import pandas as pd
 
 from minimind.compare import CompareError, RunSet
 from minimind.compare.power import ALPHA, SeedsPlan, plan_seeds
-from minimind.study.analysis import AxisResult, StudyError, arm_runs, load_experiments
-from minimind.study.manifest import ArmComparison, Axis, Study
+from minimind.record import is_maximized
+from minimind.study.analysis import (
+    Agreement,
+    AxisResult,
+    Finding,
+    StudyError,
+    arm_runs,
+    load_experiments,
+    plan_finding,
+)
+from minimind.study.manifest import ArmComparison, Axis, Expectation, Study
 from minimind.study.sequential import Decisions, Standing, decide
 
 
@@ -124,17 +133,40 @@ def with_standings(
     study: Study, results: list[AxisResult], runsets: dict[str, RunSet]
 ) -> list[AxisResult]:
     """`results` with each finding's `Standing` in the sequential design, replayed over the
-    evaluation runs `analysis.analyse` compared (the report's look, seeds and why)."""
+    evaluation runs `analysis.analyse` compared (the report's look, seeds and why), and its
+    agreement the design's (`sequential_agreement`): a fixed-sample test over every seed so far
+    would spend the error rate again at each look."""
     standing = standings(study, plan_from_runs(study, runsets))
-    return [
-        replace(
-            r,
-            findings=[
-                replace(f, standing=standing[r.axis.name, f.comparison.arm]) for f in r.findings
-            ],
-        )
-        for r in results
-    ]
+    maximize = is_maximized(study.metric)
+
+    def attach(r: AxisResult, f: Finding) -> Finding:
+        s = standing[r.axis.name, f.comparison.arm]
+        verdict = sequential_agreement(f.comparison.expect, s, maximize)
+        plan = None
+        if verdict == "too weak to tell":  # what would settle it
+            plan = f.plan or plan_finding(
+                r.comparison, f.arm, f.against, f.comparison.expect, study
+            )
+        return replace(f, standing=s, agreement=verdict, plan=plan)
+
+    return [replace(r, findings=[attach(r, f) for f in r.findings]) for r in results]
+
+
+def sequential_agreement(expect: Expectation, standing: Standing, maximize: bool) -> Agreement:
+    """The agreement of where a comparison stopped with `expect`. Open, or at the cap: too weak
+    to tell. Stopped on a difference: `better`/`worse` agree when its direction is theirs;
+    `equal` disagrees when the interval lies wholly outside the margin and is too weak to tell
+    otherwise (a difference smaller than the margin is still equal). Stopped on equivalence:
+    `equal` agrees, `better`/`worse` disagree."""
+    if standing.stop == "equivalent":
+        return "agrees" if expect == "equal" else "disagrees"
+    if standing.stop != "difference":
+        return "too weak to tell"
+    if expect == "equal":
+        outside = standing.low > standing.margin or standing.high < -standing.margin
+        return "disagrees" if outside else "too weak to tell"
+    improved = (standing.low > 0) == maximize
+    return "agrees" if improved == (expect == "better") else "disagrees"
 
 
 def describe_study_plan(study: Study, planned: list[PlannedComparison]) -> str:

@@ -173,6 +173,7 @@ def test_each_verdict_shows_its_arm_s_tokens_per_parameter_and_epochs(
 ) -> None:
     _write_arms(mlflow_uri, tmp_path / "cache")
     manifest = {k: v for k, v in MANIFEST.items() if k != "ladders"}
+    manifest["sequential"] = {"looks": [3]}  # one look at the seeds trained: a decided row
     folder = _study(tmp_path, mlflow_uri, manifest)
     findings = pd.read_csv(folder / "findings.csv").set_index("arm")
     tokens = STEPS * BATCH * SEQ

@@ -225,3 +225,25 @@ def test_the_aa_row_is_the_report_s_calibration(tmp_path, store):
     failed = dataclasses.replace(calibration, row=row)
     assert report._agreement_text(failed, "val/bpb") == "calibration FAILED: runs of one arm differ"
     assert report._agreement_cell(failed, "val/bpb").css == "disagrees"
+
+
+@pytest.mark.parametrize(
+    ("expect", "stop", "low", "high", "answer"),
+    [
+        ("better", "difference", -0.05, -0.01, "agrees"),  # lower is better
+        ("better", "difference", 0.01, 0.05, "disagrees"),
+        ("worse", "difference", 0.01, 0.05, "agrees"),
+        ("worse", "equivalent", -0.01, 0.01, "disagrees"),
+        ("equal", "equivalent", -0.01, 0.01, "agrees"),
+        ("equal", "difference", 0.03, 0.05, "disagrees"),  # wholly outside the margin
+        ("equal", "difference", -0.07, -0.01, "too weak to tell"),  # real, maybe within it
+        ("better", "open", -0.05, -0.01, "too weak to tell"),  # a fixed test is not the design's
+        ("equal", "cap", -0.01, 0.01, "too weak to tell"),
+    ],
+)
+def test_the_agreement_is_the_sequential_design_s(expect, stop, low, high, answer) -> None:
+    from minimind.study.planning import sequential_agreement
+    from minimind.study.sequential import Standing
+
+    standing = Standing(stop, 2, 6, [(s, s) for s in range(6)], low, high, margin=0.02)
+    assert sequential_agreement(expect, standing, maximize=False) == answer
