@@ -127,6 +127,12 @@ def _verdict_text(finding: Finding, metric: str) -> str:
         return _calibration_text(finding, metric)
     if finding.agreement != "too weak to tell":
         return finding.agreement
+    standing = finding.standing
+    if standing is not None and standing.stop == "difference":  # an `equal` that differs
+        return (
+            "too weak to tell: a difference, whose interval reaches inside "
+            f"±{standing.margin:g} (equal within the margin is not ruled out)"
+        )
     mde = finding.row.get(f"{metric}_mde", np.nan)
     parts = [] if pd.isna(mde) else [f"MDE {mde:.2g}"]
     if finding.plan is not None:

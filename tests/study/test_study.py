@@ -557,3 +557,19 @@ def test_a_tuned_value_on_its_sweep_s_edge_is_flagged_in_the_report(results) -> 
     assert "not tuned" in report._agreement_text(tuned, study.metric)
     findings = pd.read_csv(io.StringIO(report.findings_csv(study, axes)))
     assert findings["tuning_edges"].notna().tolist() == [False, False, False, False, True]
+
+
+def test_an_equal_comparison_stopped_on_a_difference_says_what_is_left_open(results) -> None:
+    from dataclasses import replace
+
+    from minimind.study import report
+    from minimind.study.sequential import Standing
+
+    study, axes = results
+    same = axes[1].findings[0]  # expect equal
+    stopped = Standing("difference", 2, 6, [(s, s) for s in range(6)], -0.07, -0.01, 0.02)
+    finding = replace(same, standing=stopped, agreement="too weak to tell")
+    assert report._verdict_text(finding, study.metric) == (
+        "too weak to tell: a difference, whose interval reaches inside ±0.02 (equal within the "
+        "margin is not ruled out)"
+    )
