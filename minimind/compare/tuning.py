@@ -40,7 +40,8 @@ def edge_warnings(
 
     `beyond`: plain runs that try a cell's params past its grid (an Optuna grid cannot grow in
     place); a run of them counts as tried in the cells whose fixed params it shares (`_fixed`),
-    and with `objective` (a metric column) one that scored better than every trial of the cell
+    and with `objective` (a metric's column: `metrics.val/bpb` in a store's runs) one that scored
+    better than every trial of the cell
     is a line too: the arm then runs at a value that is not the best tried."""
     if trials.empty or runs.empty or f"tags.{STUDY_TAG}" not in trials:
         return []
@@ -105,7 +106,7 @@ def _beaten(
     """A line when a run of `past` scored better on `objective` than every trial of `cell`."""
     if past.empty or objective not in past or objective not in cell:
         return []
-    sign = -1.0 if is_maximized(objective) else 1.0
+    sign = -1.0 if is_maximized(objective.removeprefix("metrics.")) else 1.0
     trial_best = (sign * _numbers(cell[objective])).min()
     scores = sign * _numbers(past[objective])
     if scores.isna().all() or not scores.min() < trial_best:

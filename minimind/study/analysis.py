@@ -159,7 +159,7 @@ def tuning_edges(
             if tried is not None:
                 finished = tried["status"] == "FINISHED"
                 tried = tried[finished & tried["seed"].isin(study.tuning_seeds)]
-            edges[key] = edge_warnings(mine, trials, tried, study.metric)
+            edges[key] = edge_warnings(mine, trials, tried, f"metrics.{study.metric}")
     return edges
 
 

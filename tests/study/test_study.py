@@ -538,9 +538,19 @@ def test_runs_tried_past_the_grid_at_a_tuning_seed_settle_the_edge(
     manifest["arms"]["pre"]["tried_beyond"] = ["edge"]
     study = load_study(_write(tmp_path, manifest))
     assert analyse(study, uri)[0][1].findings[1].edges == ()
+    # a run past the grid that beat every trial: the arm is not at the best value tried
+    start = T0 + 10**6 + 3
+    better_run = log_child(
+        client, exp, parent, "block=prenorm,lr=0.016", TUNING_SEED, start,
+        params={**past, "train.optimizer.lr": "0.016"}, metrics=_metrics(1.0, start),
+    )  # fmt: skip
+    (beaten,) = analyse(study, uri)[0][1].findings[1].edges
+    assert "a run past its sweep's grid (train.optimizer.lr = 0.016) scored 1" in beaten
     # only a tuning seed's run tried anything: the evaluation seed's alone settles nothing
-    client.delete_run(tuning_run)
-    assert analyse(study, uri)[0][1].findings[1].edges != ()
+    for run in (tuning_run, better_run):
+        client.delete_run(run)
+    (edge,) = analyse(study, uri)[0][1].findings[1].edges
+    assert "train.optimizer.lr = 0.004 is the highest value its sweep tried" in edge
 
 
 def test_a_tuned_value_on_its_sweep_s_edge_is_flagged_in_the_report(results) -> None:
