@@ -18,6 +18,7 @@ import html
 import io
 import os
 import platform
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -47,7 +48,7 @@ from minimind.study.analysis import AxisResult, Finding
 from minimind.study.cost import COST_FILE, CostTable, read_cost
 from minimind.study.data_budget import DataBudget, data_budgets, tokens_per_run
 from minimind.study.ladders import LadderReading, axis_pointers
-from minimind.study.manifest import Sensitivity, Study
+from minimind.study.manifest import Axis, Sensitivity, Study
 from minimind.study.sequential import describe_pairs
 
 STUDY_CSS = """
@@ -261,7 +262,7 @@ def finding_rows(study: Study, results: list[AxisResult]) -> list[list[Cell]]:
                 [
                     Cell(result.axis.name),
                     Cell(comparison_name(f)),
-                    Cell(f.comparison.expect),
+                    Cell(f.comparison.expect, interval=_cited(result.axis)),
                     _delta_cell(f.row, study.metric),
                     _agreement_cell(f, study.metric),
                     Cell(_ratio(budget.tokens_per_param if budget else np.nan)),
@@ -270,6 +271,13 @@ def finding_rows(study: Study, results: list[AxisResult]) -> list[list[Cell]]:
                 ]
             )
     return rows
+
+
+def _cited(axis: Axis) -> str:
+    """The axis's sources by author and year ('Zhang & Sennrich 2019'), whose words its section
+    quotes: each reference up to its first year."""
+    short = (re.match(r"^.*?\b(?:19|20)\d\d\b", ref) for ref in axis.references)
+    return "; ".join(m.group(0) for m in short if m)
 
 
 def _ratio(value: float) -> str:
@@ -722,9 +730,13 @@ def write_report(
 ) -> Path:
     """Write the report into `folder` (made if missing) and return its `index.html`; the arms'
     cost comes from the cost.csv `minimind study {manifest} --bench` wrote, in `folder` or else
-    in the manifest's `report_dir` (a report re-rendered elsewhere reads the committed one)."""
+    in the manifest's `report_dir` (a report re-rendered elsewhere reads the committed one),
+    never another study's."""
     folder.mkdir(parents=True, exist_ok=True)
-    cost = read_cost(folder / COST_FILE) or read_cost(study.report_dir / COST_FILE)
+    tables = (read_cost(folder / COST_FILE), read_cost(study.report_dir / COST_FILE))
+    cost = next(
+        (t for t in tables if t is not None and t.environment.get("study") == study.name), None
+    )
     pngs: dict[str, bytes] = {}
     stems: dict[str, list[str]] = {}
     for result in results:

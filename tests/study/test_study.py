@@ -583,3 +583,13 @@ def test_an_equal_comparison_stopped_on_a_difference_says_what_is_left_open(resu
         "too weak to tell: a difference, whose interval reaches inside ±0.02 (equal within the "
         "margin is not ruled out)"
     )
+
+
+def test_a_report_never_reads_another_study_s_cost(store: str, tmp_path: Path) -> None:
+    manifest = _write(tmp_path, MANIFEST)
+    folder = tmp_path / "report"
+    folder.mkdir()
+    (folder / "cost.csv").write_text("# study: another\narm,label,ms_per_step\nbase,baseline,1.0\n")
+    code = main(["study", str(manifest), "--tracking-uri", store, "--report-dir", str(folder)])
+    assert code == 0
+    assert "Arm cost: not measured" in (folder / "report.md").read_text()
