@@ -188,19 +188,24 @@ def test_tuning_seeds_never_evaluate_an_arm(tmp_path: Path, make_store) -> None:
     assert not {s for _, s in trained(uri)} & {1, 100}
 
 
-def test_an_aa_arm_goes_only_as_far_as_its_listed_seeds(tmp_path: Path, make_store) -> None:
-    uri = make_store(tmp_path, [0, 1, 2, 3, 4, 5])
-    path = manifest(tmp_path)
+def aa_study(root: Path, b_seeds: list[int]):
+    """The manifest's baseline against itself: base A on seeds 0-2, base B on `b_seeds`."""
+    path = manifest(root)
     tree = yaml.safe_load(path.read_text())
     tree["arms"]["base_a"] = {**tree["arms"]["base"], "label": "base A", "seeds": [0, 1, 2]}
-    tree["arms"]["base_b"] = {**tree["arms"]["base"], "label": "base B", "seeds": [3, 4, 5]}
+    tree["arms"]["base_b"] = {**tree["arms"]["base"], "label": "base B", "seeds": b_seeds}
     tree["axes"] = [
         {**tree["axes"][0], "name": "aa", "comparisons": [
             {"arm": "base_b", "against": "base_a", "expect": "equal"}
         ]}
     ]  # fmt: skip
     path.write_text(yaml.safe_dump(tree, sort_keys=False))
-    study = load_study(path)
+    return load_study(path)
+
+
+def test_an_aa_arm_goes_only_as_far_as_its_listed_seeds(tmp_path: Path, make_store) -> None:
+    uri = make_store(tmp_path, [0, 1, 2, 3, 4, 5])
+    study = aa_study(tmp_path, [3, 4, 5])
     runs, notes = missing_runs(study, load_experiments(study, uri))
     # 3 pairs settle nothing at the first look (O'Brien-Fleming spends almost no error there)
     assert sequential_decisions(study, plan_study(study, uri))["aa"].stop[0, 0] == "open"
@@ -211,17 +216,7 @@ def test_an_aa_arm_goes_only_as_far_as_its_listed_seeds(tmp_path: Path, make_sto
 def test_an_aa_arm_with_no_run_yet_gets_its_first_look_trained(tmp_path: Path, make_store) -> None:
     # the streams train seeds 0-2 of every variant; the A/A arm's own seeds are a look's to train
     uri = make_store(tmp_path, [0, 1, 2])
-    path = manifest(tmp_path)
-    tree = yaml.safe_load(path.read_text())
-    tree["arms"]["base_a"] = {**tree["arms"]["base"], "label": "base A", "seeds": [0, 1, 2]}
-    tree["arms"]["base_b"] = {**tree["arms"]["base"], "label": "base B", "seeds": [10, 11, 12]}
-    tree["axes"] = [
-        {**tree["axes"][0], "name": "aa", "comparisons": [
-            {"arm": "base_b", "against": "base_a", "expect": "equal"}
-        ]}
-    ]  # fmt: skip
-    path.write_text(yaml.safe_dump(tree, sort_keys=False))
-    study = load_study(path)
+    study = aa_study(tmp_path, [10, 11, 12])
     runs, notes = missing_runs(study, load_experiments(study, uri))
     assert runs == [LookRuns("arms", ("base",), (10, 11, 12))]
     assert notes == []
