@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minimind.compare import RunSet
+from minimind.spec.loader import parse_override
 from minimind.study.analysis import StudyError, arm_variant, load_experiments
 from minimind.study.arm_specs import run_commands
 from minimind.study.manifest import Study
@@ -199,15 +200,9 @@ def spread(commands: list[str], width: int) -> list[list[str]]:
 
 
 def _runs_of(command: str) -> int:
-    """The runs a look command trains: its variants (`--variant`) times its seeds (`seeds=[..]`)."""
+    """The runs a look command trains: its variants (`--variant`) times its seeds, those of its
+    last `-o seeds=[...]` (the last override wins, as `minimind run` reads them)."""
     argv = shlex.split(command)
-    variants = argv.count("--variant")
-    seeds = next(
-        (
-            len(a.removeprefix("seeds=").strip("[]").split(","))
-            for a in argv
-            if a.startswith("seeds=")
-        ),
-        1,
-    )
-    return max(variants, 1) * seeds
+    overrides = (parse_override(v) for k, v in zip(argv, argv[1:], strict=False) if k == "-o")
+    seeds = [value for key, value, _ in overrides if key == "seeds"]
+    return max(argv.count("--variant"), 1) * (len(seeds[-1]) if seeds else 1)

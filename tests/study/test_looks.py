@@ -323,3 +323,11 @@ def test_a_look_balances_its_streams_by_runs_not_by_spec_count() -> None:
         "minimind run c.yaml -o 'seeds=[3, 4, 5]' --variant x --resume",
     ]
     assert spread(commands, 2) == [commands[:1], [commands[2], commands[1]]]
+
+
+def test_a_look_command_counts_the_seeds_of_its_last_override() -> None:
+    # a stream command's own `-o seeds=[0,1,2]` comes first, the look's seeds after it, and
+    # `minimind run` reads the last: the look's 6 runs, not the stream's 3
+    six = "minimind run a.yaml -o 'seeds=[0,1,2]' -o 'seeds=[12, 13, 14, 15, 16, 17]' --resume"
+    three = [f"minimind run {name}.yaml -o 'seeds=[3, 4, 5]' --variant x --resume" for name in "bc"]
+    assert spread([*three, six], 2) == [[six], three]
