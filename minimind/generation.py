@@ -206,7 +206,7 @@ def _token_stream(
     cache: object = None
     static: object = None
     seen = 0  # tokens in the cache, counted on the host (a static cache's count is on the device)
-    last = ids[:, -1:]  # the newest token [B, 1]
+    last = ids[:, -1:]  # the newest token [B, 1]: each sampled one replaces it
     for step in range(1, max_new_tokens + 1):
         if cache is None or seen >= window:
             context = ids[:, -window:]

@@ -39,10 +39,10 @@ def edge_warnings(
     param the cell's trials vary is one it searched. Empty when no cell matches.
 
     `beyond`: plain runs that try a cell's params past its grid (an Optuna grid cannot grow in
-    place); a run of them counts as tried in the cells whose fixed params it shares (`_fixed`),
-    and with `objective` (a metric's column: `metrics.val/bpb` in a store's runs) one that scored
-    better than every trial of the cell
-    is a line too: the arm then runs at a value that is not the best tried."""
+    place); a run of them counts as tried in the cells whose fixed params it shares (`_fixed`).
+    With `objective` (a metric's column: `metrics.val/bpb` in a store's runs), one that scored
+    better than every trial of the cell is a line too: the arm runs at a value that is not the
+    best tried."""
     if trials.empty or runs.empty or f"tags.{STUDY_TAG}" not in trials:
         return []
     params = [c for c in trials.columns if c.startswith("params.") and c in runs]

@@ -733,7 +733,7 @@ def write_report(
     in the manifest's `report_dir` (a report re-rendered elsewhere reads the committed one),
     never another study's."""
     folder.mkdir(parents=True, exist_ok=True)
-    tables = (read_cost(folder / COST_FILE), read_cost(study.report_dir / COST_FILE))
+    tables = (read_cost(d / COST_FILE) for d in (folder, study.report_dir))  # lazily: one read
     cost = next(
         (t for t in tables if t is not None and t.environment.get("study") == study.name), None
     )
