@@ -11,8 +11,8 @@ run: install
 	minimind run experiments/quickstart.yaml
 
 # The study: the card's ablations and the modern axes, sequential seeds (3 up to 12 per arm) and a
-# ladder of five sizes, read against the literature into results/study/ (about 4.5 hours on 2 CPU cores;
-# run again, it continues where it stopped).
+# ladder of five sizes, read against the literature into results/study/ (about 4.4 hours on 2
+# CPU cores; run again, it continues where it stopped).
 study: install
 	minimind study experiments/study/study.yaml --train
 
