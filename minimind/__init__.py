@@ -11,18 +11,18 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from minimind.config import ModelConfig
-    from minimind.generation import SamplingOptions
-    from minimind.kv_cache import KVCache
-    from minimind.model import LMOutput, MiniMindLM
+    from minimind.model.config import ModelConfig
+    from minimind.model.generation import SamplingOptions
+    from minimind.model.kv_cache import KVCache
+    from minimind.model.lm import LMOutput, MiniMindLM
 
 # Imported on first use, so that `minimind --help` and the CLI's start-up do not import torch.
 _HOMES = {
-    "KVCache": "minimind.kv_cache",
-    "LMOutput": "minimind.model",
-    "MiniMindLM": "minimind.model",
-    "ModelConfig": "minimind.config",
-    "SamplingOptions": "minimind.generation",
+    "KVCache": "minimind.model.kv_cache",
+    "LMOutput": "minimind.model.lm",
+    "MiniMindLM": "minimind.model.lm",
+    "ModelConfig": "minimind.model.config",
+    "SamplingOptions": "minimind.model.generation",
 }
 
 __all__ = ["KVCache", "LMOutput", "MiniMindLM", "ModelConfig", "SamplingOptions"]

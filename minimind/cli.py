@@ -12,10 +12,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from minimind.allocator import keep_freed_memory
 from minimind.commands import COMMANDS
 from minimind.foundations.redact import redact_log_records, redact_uncaught_exceptions
 from minimind.foundations.verbosity import quiet_libraries
+from minimind.training.allocator import keep_freed_memory
 
 VERBOSE_HELP = (
     "let MLflow, the torch profiler and other libraries print their informational messages "
@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet_libraries(args.verbose)  # before any command imports MLflow or torch's profiler
     redact_uncaught_exceptions()  # a database URL's password never reaches the terminal,
     redact_log_records()  # neither in a traceback nor in a library's log line
-    keep_freed_memory()  # before any tensor is allocated: see minimind/allocator.py
+    keep_freed_memory()  # before any tensor is allocated: see minimind/training/allocator.py
     return int(args.func(args) or 0)
 
 

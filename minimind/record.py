@@ -34,7 +34,7 @@ from minimind.downstream.metrics import is_maximized_eval
 if TYPE_CHECKING:
     import torch
 
-    from minimind.config import ModelConfig
+    from minimind.model.config import ModelConfig
 
 ROLE_TAG = "minimind.role"
 PARENT_ROLE, CHILD_ROLE = "parent", "child"
@@ -218,7 +218,7 @@ def trial_tags(study: str, number: int) -> dict[str, Any]:
 
 
 class ResolvedDevice(Protocol):
-    """What the tags read of a run's resolved device (`minimind.device.RunDevice`, a layer
+    """What the tags read of a run's resolved device (`minimind.training.device.RunDevice`, a layer
     below this one, hence a protocol rather than an import)."""
 
     @property

@@ -5,13 +5,13 @@ Projections are named `q_proj`, `k_proj`, `v_proj`, `o_proj` as in Llama, so wei
 transformers. Training runs `F.scaled_dot_product_attention(is_causal=True)` with `enable_gqa`, so
 K/V are never repeated in memory. Decoding with a cache attends with the mask that the cache gives:
 a cache is anything with the `CacheLayer` interface per layer (the model's caches are in
-`minimind/kv_cache.py`).
+`minimind/model/kv_cache.py`).
 A `DocumentMask` confines attention to each token's own document within a packed window
 (block-causal): a boolean mask for SDPA, or FlexAttention's block mask on CUDA, which skips the
 blocks across documents.
 
 `scale` multiplies the scores q·k (None: 1/sqrt(head_dim)); μP passes its own
-(`minimind.mup.attention_scale`).
+(`minimind.model.mup.attention_scale`).
 
 `qk_norm` (`none|rmsnorm|layernorm`, OLMo-core, modded-nanogpt): q and k are normalised per head,
 over head_dim, before the rotation, by a registry norm of width head_dim shared by the heads
@@ -166,7 +166,7 @@ class CausalSelfAttention(declared.CausalSelfAttention, nn.Module):
         self, x: torch.Tensor, rotate: Rotate
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x [B, T, dim] -> q [B, H, T, hd], k and v [B, Hkv, T, hd]: q and k normalised
-        (`qk_norm`) and rotated, as attention scores them (also read by `minimind.probes`)."""
+        (`qk_norm`) and rotated, as attention scores them (also read by `minimind.training.probes`)."""
         batch, length, _ = x.shape
         q = self.q_proj(x).view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)

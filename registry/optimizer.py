@@ -20,7 +20,7 @@ embedding nor the output head (`OUTPUT_HEADS`); AdamW (`adamw_lr`, `betas`, `eps
 embeddings, the head, norms and biases. The trainer sees one optimizer, `MuonWithAdamW`, whose
 state dict holds both, so a checkpoint resumes bit for bit.
 
-`scales` (AdamW and Muon; the caller's parametrization, `minimind.mup`) gives parameters lr and
+`scales` (AdamW and Muon; the caller's parametrization, `minimind.model.mup`) gives parameters lr and
 weight-decay multipliers of their own: each multiplier pair is a param group at its own lr.
 
 The options are declared in `registry/declarations/optimizer.py`.
@@ -55,7 +55,7 @@ def _embedding_ids(model: nn.Module) -> set[int]:
 
 Scales = Mapping[str, tuple[float, float]]
 """Per-parameter (lr multiplier, weight-decay multiplier) by qualified name, as a caller's
-parametrization sets them (`minimind.mup.lr_scales`); a parameter it does not name keeps (1, 1)."""
+parametrization sets them (`minimind.model.mup.lr_scales`); a parameter it does not name keeps (1, 1)."""
 
 
 def param_groups(

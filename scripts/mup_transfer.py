@@ -25,7 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import optuna  # noqa: E402
 
-from minimind.coordcheck import Coordinate, growth, read_csv  # noqa: E402
+from minimind.bench.coordcheck import Coordinate, growth, read_csv  # noqa: E402
 from minimind.foundations.atomic_file import atomic_write, atomic_write_text  # noqa: E402
 from minimind.spec import expand, load_spec  # noqa: E402
 from minimind.sweep.plan import study_name  # noqa: E402

@@ -196,9 +196,31 @@ def test_the_graph_sees_lazy_and_relative_imports() -> None:
     `TYPE_CHECKING`, and the third-party ones."""
     lazy = [i for i in GRAPH["minimind.record"] if i.target == "torch"]
     assert lazy and not any(i.at_module_level for i in lazy)  # `device_tags` imports torch
-    assert "minimind.config" in internal_edges("minimind.record")  # under TYPE_CHECKING
-    assert "torch.distributed" not in MODULES and "torch" in reachable("minimind.distributed")
+    assert "minimind.model.config" in internal_edges("minimind.record")  # under TYPE_CHECKING
+    assert "torch.distributed" not in MODULES and "torch" in reachable(
+        "minimind.training.distributed"
+    )
     assert "registry.core" in internal_edges("registry.declarations.moe")
+
+
+def test_every_path_the_map_names_exists() -> None:
+    """A row names real folders and files, so a move that forgets the map fails here."""
+    text = ARCHITECTURE.read_text().split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
+    named = {
+        path
+        for line in text.splitlines()
+        if line.startswith("| ") and not line.startswith("| layer")
+        for path in re.findall(r"`([^`]+)`", line.split("|")[2])
+    }
+    assert named, "the layer table names no paths"
+    assert not [path for path in sorted(named) if not (REPO / path).exists()]
+
+
+def test_the_package_root_holds_only_entry_points_and_the_run_record() -> None:
+    """Every other module lives in its layer's package; `record.py` stays at the root because
+    it is a layer of one module that the spec, the run, tracking and compare all read."""
+    root = {m for m, path in MODULES.items() if path.parent == REPO / "minimind"}
+    assert root == {"minimind", "minimind.__main__", "minimind.cli", "minimind.record"}
 
 
 def test_every_module_is_in_one_layer_of_the_map() -> None:
@@ -246,11 +268,11 @@ def test_the_registry_never_imports_minimind() -> None:
     [
         (
             "minimind.sweep",
-            "minimind.runner",
+            "minimind.run.runner",
             "the sweep plans through plan.py and records through record.py, not the run command",
         ),
         (
-            "minimind.distributed",
+            "minimind.training.distributed",
             "minimind.tracking",
             "process plumbing knows nothing of MLflow; the rank-0 tracker lives in tracking",
         ),
@@ -264,6 +286,44 @@ def test_a_package_never_reaches_a_module(importer: str, forbidden: str, why: st
         for target in reachable(module)
     }
     assert not [t for t in reached if t == forbidden or t.startswith(f"{forbidden}.")], why
+
+
+def test_foundations_import_nothing_of_the_package() -> None:
+    leaked = {
+        f"{module} imports {target}"
+        for module in MODULES
+        if module.startswith("minimind.foundations")
+        for target in internal_edges(module)
+        if not target.startswith("minimind.foundations")
+    }
+    assert not leaked, sorted(leaked)
+
+
+def test_only_export_and_bench_import_the_hf_layer() -> None:
+    """transformers is an optional extra: only `minimind export` and `minimind bench` need it."""
+    allowed = ("minimind.hf", "minimind.bench", "minimind.commands.export")
+    importers = {
+        module
+        for module in MODULES
+        if not module.startswith(allowed)
+        for target in internal_edges(module)
+        if target.startswith("minimind.hf")
+    }
+    assert not importers, sorted(importers)
+
+
+@pytest.mark.parametrize("library", ["pandas", "mlflow", "torch"])
+def test_the_statistics_import_no_pandas_mlflow_or_torch(library: str) -> None:
+    """`minimind/stats/` is numpy and scipy alone, lazily too, so that it can be audited and
+    reused without the harness around it."""
+    reached = {
+        f"{module} reaches {library}"
+        for module in MODULES
+        if module.startswith("minimind.stats")
+        for target in reachable(module)
+        if target.split(".")[0] == library
+    }
+    assert not reached, sorted(reached)
 
 
 @pytest.mark.parametrize("start", ["minimind.cli", "minimind.spec", "registry"])

@@ -191,7 +191,7 @@ SKIPPED: dict[str, str] = {
             "minimind study experiments/study/study.yaml --train --launcher slurm "
             "-o launcher.partition=gpu",
         ],
-        "a Slurm cluster with a partition `gpu` (tests/cluster/ start a one-node cluster and run, "
+        "a Slurm cluster with a partition `gpu` (tests/run/ start a one-node cluster and run, "
         "cancel, requeue and resume jobs of each command there)",
     ),
     "minimind run experiments/ladder.yaml": "trains the committed ladder, 86 minutes on 2 CPU "

@@ -17,11 +17,11 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from minimind.cli import main
-from minimind.device import CPU_BF16_MIN_DIM, autocast_dtype, resolve_device
 from minimind.record import RUN_METRICS
 from minimind.spec import expand, load_spec, spec_hash
 from minimind.tracking import git_commit
-from minimind.train import Trainer
+from minimind.training.device import CPU_BF16_MIN_DIM, autocast_dtype, resolve_device
+from minimind.training.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -430,7 +430,7 @@ def test_dry_run_reports_tokens_per_run(write_spec, tmp_path, capsys):
 
 
 def test_dry_run_states_the_seeds_a_power_hint_needs(write_spec, capsys):
-    from minimind.compare.power import seeds_for_difference
+    from minimind.stats.power import seeds_for_difference
 
     ablate = {"model.norm": ["layernorm", "rmsnorm"], "model.mlp": ["swiglu", "relu"]}
     path = write_spec(power={"delta": 0.01, "sd": 0.004}, ablate=ablate, seeds=[0, 1, 2])
@@ -456,7 +456,7 @@ def test_readme_short_run_dry_run_derives_the_warmup(tmp_path, monkeypatch, caps
 def test_dry_run_shows_the_precision_auto_resolves_to_on_this_machine(
     write_spec, monkeypatch, capsys
 ):
-    monkeypatch.setattr("minimind.device.cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr("minimind.training.device.cpu_has_native_bf16", lambda: True)
     path = str(write_spec(train={"device": "cpu"}))  # 32 wide: below CPU_BF16_MIN_DIM
     wide = f"model.dim={CPU_BF16_MIN_DIM}"
     for overrides, shown in (
@@ -693,7 +693,7 @@ def test_sizes_that_cannot_fit_are_refused_with_a_memory_estimate(
 def test_the_dry_run_warns_of_a_batch_beyond_the_memory_with_its_estimate(
     write_spec, capsys, monkeypatch
 ):
-    import minimind.plan as plan_module
+    import minimind.run.plan as plan_module
 
     path = write_spec()
     (variant, *_) = plan_module.plan_run(load_spec(path)).variants

@@ -7,7 +7,7 @@
 Each suite is a module with `run(ctx) -> list[Row]`: model (MiniMindLM vs HF Llama training
 step), moe (MoE layer vs HF Mixtral block), overhead (Trainer.fit vs a bare loop), generate
 (KV cache vs none), data (BPE, tokenization, batch sampling) and mfu (FLOP/s vs matmul peak).
-Timing rules live in `minimind.bench.timing`, memory in `minimind.bench.memory`.
+Timing rules live in `minimind.training.timing`, memory in `minimind.training.memory`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ def run_suites(names: Sequence[str], ctx: BenchContext) -> Report:
     """
     import torch
 
-    from minimind.bench.results import Report, machine_info
+    from minimind.bench.results import Report
+    from minimind.training.machine import machine_info
 
     unknown = sorted(set(names) - set(SUITES))
     if unknown:

@@ -14,7 +14,7 @@ def _to_stderr(message: str) -> None:
 
 
 CUDA_STEPS_PER_ROUND = 12
-"""Consecutive training steps per timed block on CUDA (`minimind.bench.timing`)."""
+"""Consecutive training steps per timed block on CUDA (`minimind.training.timing`)."""
 
 
 @dataclass(frozen=True)

@@ -20,15 +20,15 @@ from minimind.bench import corpus_scale
 from minimind.bench.context import BenchContext
 from minimind.bench.results import Row, Target
 from minimind.bench.steps import Trainee
-from minimind.bench.timing import interleave, median, paired_ratio, time_call
-from minimind.config import ModelConfig
 from minimind.data import DataConfig
 from minimind.data.batches import TrainBatches
 from minimind.data.sources import open_corpus, read_text_corpus, split_text
 from minimind.data.tokenizer import special_ids, train_bpe
 from minimind.data.tokens import ShardJob, TokenStream, shard_paths, token_dtype, tokenize_piece
-from minimind.device import pins_memory
-from minimind.model import MiniMindLM
+from minimind.model.config import ModelConfig
+from minimind.model.lm import MiniMindLM
+from minimind.training.device import pins_memory
+from minimind.training.timing import interleave, median, paired_ratio, time_call
 
 SUITE = "data"
 CORPUS, VOCAB = "tinyshakespeare", 2048

@@ -15,10 +15,10 @@ import torch
 
 from minimind.bench.context import BenchContext
 from minimind.bench.results import Row, Target
-from minimind.bench.timing import interleave, median, paired_ratio, warm_up
-from minimind.config import ModelConfig
-from minimind.generation import GREEDY
-from minimind.model import MiniMindLM
+from minimind.model.config import ModelConfig
+from minimind.model.generation import GREEDY
+from minimind.model.lm import MiniMindLM
+from minimind.training.timing import interleave, median, paired_ratio, warm_up
 
 SUITE = "generate"
 CACHES = ("static", "dynamic", "none")

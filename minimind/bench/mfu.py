@@ -2,7 +2,7 @@
 
 Achieved FLOP/s = `ModelConfig.flops_per_token(seq)` (6·N + attention; docs/architecture.md) × measured
 tokens/s of eager training steps, the two precisions timed in alternation. Both divide by the
-same peak, `minimind.metrics.device_peak_flops`, so that their MFUs compare: on the CPU the best
+same peak, `minimind.training.metrics.device_peak_flops`, so that their MFUs compare: on the CPU the best
 of the measured square-matmul peaks in fp32 and bf16 (cached per machine and thread count); on a
 known GPU its datasheet dense bf16 peak, where the target is gpt2-small at seq 1024 compiled in
 bf16 reaching 45 %.
@@ -26,10 +26,10 @@ import torch
 from minimind.bench.context import BenchContext
 from minimind.bench.results import Row, Target
 from minimind.bench.steps import Trainee
-from minimind.bench.timing import interleave, median, paired_ratio, warm_up
-from minimind.config import ModelConfig
-from minimind.metrics import device_peak_flops
-from minimind.model import MiniMindLM
+from minimind.model.config import ModelConfig
+from minimind.model.lm import MiniMindLM
+from minimind.training.metrics import device_peak_flops
+from minimind.training.timing import interleave, median, paired_ratio, warm_up
 
 SUITE = "mfu"
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}

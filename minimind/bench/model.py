@@ -3,7 +3,7 @@
 Both models have the same dimensions and weights (`to_hf_llama`), train on the same batch with the
 same AdamW, and are timed in alternation: eager fp32, eager bf16 autocast and, except in quick
 mode, `torch.compile` (fp32 on the CPU, bf16 on CUDA). Reported per size: tokens/s ratios at equal
-precision, peak memory (`minimind.bench.memory`), bf16 against fp32, and compile against eager.
+precision, peak memory (`minimind.training.memory`), bf16 against fp32, and compile against eager.
 
 Also reported, without a target: what padding the vocabulary buys (`pad_vocab_multiple`), a
 MiniMindLM training step at GPT-2's 50257 tokens padded to 50304 against the same unpadded, with
@@ -15,13 +15,13 @@ from __future__ import annotations
 import torch
 
 from minimind.bench.context import BenchContext
-from minimind.bench.memory import step_peak_mib
 from minimind.bench.results import Row, Target
 from minimind.bench.steps import Trainee
-from minimind.bench.timing import interleave, median, paired_ratio, warm_up
-from minimind.config import ModelConfig
 from minimind.hf.convert import to_hf_llama
-from minimind.model import MiniMindLM
+from minimind.model.config import ModelConfig
+from minimind.model.lm import MiniMindLM
+from minimind.training.memory import step_peak_mib
+from minimind.training.timing import interleave, median, paired_ratio, warm_up
 
 SUITE = "model"
 

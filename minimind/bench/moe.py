@@ -19,8 +19,8 @@ from torch import nn
 import registry
 from minimind.bench.context import BenchContext
 from minimind.bench.results import Row, Target
-from minimind.bench.timing import interleave, median, paired_ratio
 from minimind.hf.convert import to_hf_mixtral_moe
+from minimind.training.timing import interleave, median, paired_ratio
 from registry.moe import MoE
 
 SUITE = "moe"

@@ -29,12 +29,12 @@ import torch
 
 from minimind.bench.context import BenchContext
 from minimind.bench.results import Row, Target
-from minimind.bench.timing import alternate, median, paired_ratio
-from minimind.config import ModelConfig
 from minimind.data import DataConfig, prepare_data
-from minimind.device import resolve_run_device, synchronize
+from minimind.model.config import ModelConfig
 from minimind.spec.sections import TrainConfig
-from minimind.train import MetricSink, Trainer
+from minimind.training.device import resolve_run_device, synchronize
+from minimind.training.timing import alternate, median, paired_ratio
+from minimind.training.trainer import MetricSink, Trainer
 
 SUITE = "overhead"
 LOG_EVERY = 10

@@ -17,11 +17,11 @@ from pathlib import Path
 from minimind.bench.context import BenchContext
 from minimind.bench.overhead import LOG_EVERY, NullSink, fit_round, timed
 from minimind.bench.results import Row, Target
-from minimind.bench.timing import alternate, median, paired_ratio
 from minimind.data import prepare_data
-from minimind.device import resolve_run_device
 from minimind.spec import load_spec
-from minimind.train import Trainer
+from minimind.training.device import resolve_run_device
+from minimind.training.timing import alternate, median, paired_ratio
+from minimind.training.trainer import Trainer
 
 STUDY_BASE = Path(__file__).resolve().parents[2] / "experiments" / "study" / "base.yaml"
 ROUND_STEPS = 40

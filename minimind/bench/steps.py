@@ -2,7 +2,7 @@
 
 Both MiniMindLM and HF's LlamaForCausalLM take `(input_ids, labels=input_ids)` and shift the
 labels inside, so one step function serves both. Both get the harness's AdamW
-(`minimind.optim.build_optimizer`: foreach on the CPU, fused on CUDA), so a ratio between them
+(`minimind.training.optim.build_optimizer`: foreach on the CPU, fused on CUDA), so a ratio between them
 measures the models, not the optimizers.
 """
 
@@ -15,9 +15,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from minimind.device import autocast
-from minimind.optim import build_optimizer
 from minimind.spec.sections import OptimizerConfig
+from minimind.training.device import autocast
+from minimind.training.optim import build_optimizer
 
 
 @dataclass
@@ -49,7 +49,7 @@ class Trainee:
     ) -> Callable[[], None]:
         """A step: forward (through `compiled` if given), loss + aux loss, backward, AdamW.
 
-        `loss_chunk_tokens` (MiniMindLM only): the loss in chunks (`minimind.loss`)."""
+        `loss_chunk_tokens` (MiniMindLM only): the loss in chunks (`minimind.model.loss`)."""
         forward = compiled if compiled is not None else self.model
         device = self.batch.device
         dtype = torch.bfloat16 if bf16 else None

@@ -63,7 +63,7 @@ def handle(args: argparse.Namespace) -> int:
     import torch  # here, not at the top, so that `minimind --help` does not import torch
 
     from minimind.bench import SUITES, BenchContext, run_suites
-    from minimind.device import resolve_device
+    from minimind.training.device import resolve_device
 
     rounds = args.rounds
     if rounds is None:

@@ -1,5 +1,5 @@
 """`minimind coordcheck SPEC [--widths 32,64,128,256] [--steps 5] [--seeds 0,1] [--out DIR]`:
-μP's coordinate check of a spec's model (`minimind.coordcheck`)."""
+μP's coordinate check of a spec's model (`minimind.bench.coordcheck`)."""
 
 from __future__ import annotations
 
@@ -67,9 +67,9 @@ def handle(args: argparse.Namespace) -> int:
     # Imported here so that `minimind --help` and other commands stay quick.
     from pydantic import ValidationError
 
-    from minimind.config import MUP_OPTIMIZERS
     from minimind.data import DataError
     from minimind.foundations.writable import unwritable_dir
+    from minimind.model.config import MUP_OPTIMIZERS
     from minimind.spec import SpecError, load_spec
     from minimind.spec.errors import first_error
 
@@ -100,7 +100,7 @@ def handle(args: argparse.Namespace) -> int:
     if problem is not None:
         return fail(f"--out: {problem}")
 
-    from minimind.coordcheck import coordinate_check, write
+    from minimind.bench.coordcheck import coordinate_check, write
 
     try:
         rows = coordinate_check(spec, sorted(args.widths), args.steps, args.seeds)

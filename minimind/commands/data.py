@@ -36,7 +36,7 @@ def _prepare(args: argparse.Namespace) -> int:
         return fail(str(err))
     from minimind.data import DataError
     from minimind.foundations.plain_table import plain_table
-    from minimind.plan import plan_run, prepare_all
+    from minimind.run.plan import plan_run, prepare_all
 
     try:
         prepared = prepare_all(plan_run(spec))

@@ -33,7 +33,7 @@ def handle(args: argparse.Namespace) -> int:
         from minimind.hf.source import SourceError, load_source
     except ImportError as exc:
         return fail(f"export needs transformers (pip install 'minimind-lab[hf]'): {exc}")
-    from minimind.model import MiniMindLM
+    from minimind.model.lm import MiniMindLM
 
     try:
         trained = load_source(args.source, args.tracking_uri)

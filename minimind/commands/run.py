@@ -1,6 +1,6 @@
 """`minimind run SPEC [-o KEY=VALUE]... [--dry-run] [--resume] [--variant NAME]... [--nproc N]
 [--launcher slurm]`: train every variant (or the named ones) × seed (in N processes with DDP,
-launched through torchrun), here or as Slurm jobs (`minimind.slurm_run`)."""
+launched through torchrun), here or as Slurm jobs (`minimind.run.slurm_run`)."""
 
 from __future__ import annotations
 
@@ -71,12 +71,12 @@ def _run(args: argparse.Namespace) -> int:
         return fail(str(err))
     # Imported once the spec is valid: a bad spec is answered before torch is imported (seconds),
     # and `minimind --help` and the other commands stay quick.
-    from minimind import distributed
-    from minimind.runner import JobTarget, run_spec
+    from minimind.run.runner import JobTarget, run_spec
+    from minimind.training import distributed
 
     in_job = args.parent_run is not None
     if spec.launcher.name == "slurm" and not in_job:
-        from minimind.slurm_run import submit_spec
+        from minimind.run.slurm_run import submit_spec
 
         return submit_spec(
             spec,
@@ -96,9 +96,9 @@ def _run(args: argparse.Namespace) -> int:
 
 def _relaunch(args: argparse.Namespace, spec: Spec) -> int:
     """Check the plan here (a bad one exits 2 before any process starts), then launch the ranks."""
-    from minimind import distributed
-    from minimind.plan import plan_run
+    from minimind.run.plan import plan_run
     from minimind.spec import SpecError
+    from minimind.training import distributed
 
     try:
         plan_run(spec, world_size=args.nproc, only=args.variant)

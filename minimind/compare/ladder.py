@@ -24,10 +24,10 @@ import numpy as np
 import pandas as pd
 
 from minimind.compare.runs import CompareError, RunSet
-from minimind.compare.scaling import ArmFit, LadderComparison, compare_on_ladder, fit_arm
-from minimind.compare.stats import CIMethod, Correction, Pairing
 from minimind.compare.table import Comparison, compare, compute_per_step
 from minimind.record import ARM_TAG, RUNG_TAG, is_maximized
+from minimind.stats.intervals import CIMethod, Correction, Pairing
+from minimind.stats.scaling import ArmFit, LadderComparison, compare_on_ladder, fit_arm
 
 DEFAULT_EXTRAPOLATION = 10.0
 """The multiple of the top rung's compute the multiplier is extrapolated to by default."""

@@ -14,8 +14,8 @@ import pandas as pd
 
 from minimind.compare import render
 from minimind.compare.ladder import Ladder, LadderResult
-from minimind.compare.scaling import Estimate
 from minimind.foundations.plain_table import plain_table
+from minimind.stats.scaling import Estimate
 
 Table = Callable[[list[str], list[list[str]]], str]
 

@@ -1,4 +1,4 @@
-"""Figures of the training probes (`probe/*`, minimind/probes) of a `Comparison`, per group with
+"""Figures of the training probes (`probe/*`, minimind/training/probes) of a `Comparison`, per group with
 a band over seeds: the maximum attention logit per layer over training, the residual stream's
 RMS per layer at the end, and the spike scores of the loss and gradient norm. A comparison
 whose runs logged no probes has none of these figures."""

@@ -13,11 +13,11 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from minimind.compare.power import MAX_SEEDS, seeds_for_difference
-from minimind.compare.stats import Noise, family_alpha, power_comparisons, signal_to_noise
 from minimind.compare.table import SIZE_PARAMS, SPREAD_METRICS, Comparison
 from minimind.foundations.plain_table import plain_table
 from minimind.spec import PowerHint
+from minimind.stats.intervals import Noise, family_alpha, power_comparisons, signal_to_noise
+from minimind.stats.power import MAX_SEEDS, seeds_for_difference
 
 MISSING = "-"
 PROBLEM_HEADERS = ["run", "variant", "seed", "status", "reason"]

@@ -12,10 +12,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from minimind.compare.compute import Multiplier, compute_multiplier
-from minimind.compare.power import seeds_for_difference
 from minimind.compare.runs import CompareError, RunSet
-from minimind.compare.stats import (
+from minimind.record import (
+    FAILURE_REASON_TAG,
+    PLAN_HASH_TAG,
+    RUN_METRICS,
+    curve_metric,
+    is_maximized,
+)
+from minimind.stats.compute import Multiplier, compute_multiplier
+from minimind.stats.intervals import (
     CIMethod,
     Correction,
     DeltaCI,
@@ -31,13 +37,7 @@ from minimind.compare.stats import (
     seed_values,
     tested_count,
 )
-from minimind.record import (
-    FAILURE_REASON_TAG,
-    PLAN_HASH_TAG,
-    RUN_METRICS,
-    curve_metric,
-    is_maximized,
-)
+from minimind.stats.power import seeds_for_difference
 
 MISSING_GROUP = "(missing)"
 """The group of runs that lack the `--by` param or tag."""

@@ -1,7 +1,7 @@
 """Batches of token windows: a seeded random stream for training, a fixed set for validation.
 
 A batch is a CPU LongTensor [B, seq_len] of consecutive token ids (the model shifts labels
-itself). With `pin_memory` (the trainer sets it for a CUDA run: `minimind.device.pins_memory`)
+itself). With `pin_memory` (the trainer sets it for a CUDA run: `minimind.training.device.pins_memory`)
 it is in pinned memory, so that the copy to the device can be `non_blocking=True`; every batch is
 a fresh tensor, so an in-flight copy is never overwritten.
 """

@@ -21,7 +21,7 @@ import torch
 from tokenizers import Tokenizer
 
 from minimind.downstream.tasks import Task, encode_pair
-from minimind.model import MiniMindLM
+from minimind.model.lm import MiniMindLM
 
 BATCH_SEQUENCES = 32
 

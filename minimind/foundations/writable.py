@@ -1,5 +1,5 @@
 """Whether a directory can be created and written in, found without writing anything: the output
-locations of a spec are checked so before its first file is written (`minimind.plan`)."""
+locations of a spec are checked so before its first file is written (`minimind.run.plan`)."""
 
 from __future__ import annotations
 

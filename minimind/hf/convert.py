@@ -36,10 +36,10 @@ from transformers import (
 from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
 
 import registry
-from minimind.config import ModelConfig
 from minimind.hf.configuration_minimind import MiniMindConfig
 from minimind.hf.modeling_minimind import MiniMindForCausalLM
-from minimind.model import MiniMindLM
+from minimind.model.config import ModelConfig
+from minimind.model.lm import MiniMindLM
 from registry.moe import MoE
 
 Architecture = Literal["llama", "mixtral", "minimind"]

@@ -27,7 +27,7 @@ from minimind.data.tokenizer import BOS, EOS, PAD, special_ids
 from minimind.hf.configuration_minimind import MiniMindConfig
 from minimind.hf.convert import architecture, to_hf
 from minimind.hf.modeling_minimind import MiniMindForCausalLM
-from minimind.model import MiniMindLM
+from minimind.model.lm import MiniMindLM
 
 
 class ExportError(Exception):

@@ -19,9 +19,9 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from minimind import record
-from minimind.checkpoint import OWNER_KEY, CheckpointError, RunCheckpoint, load_checkpoint
-from minimind.config import ModelConfig
+from minimind.model.config import ModelConfig
 from minimind.spec import SpecError, load_spec
+from minimind.training.checkpoint import OWNER_KEY, CheckpointError, RunCheckpoint, load_checkpoint
 
 
 class SourceError(Exception):

@@ -19,9 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from minimind.config import ModelConfig
 from minimind.data.config import DataConfig
 from minimind.foundations.strict_config import field_error
+from minimind.model.config import ModelConfig
 from minimind.spec.errors import did_you_mean, keys_at, show, takes_extra_keys
 from minimind.spec.sections import TrainConfig
 

@@ -28,8 +28,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from minimind.config import ModelConfig
 from minimind.foundations.strict_config import field_error
+from minimind.model.config import ModelConfig
 from minimind.spec.ablation import key_problem
 from minimind.spec.naming import check_name
 from minimind.spec.sections import Section, TrainConfig

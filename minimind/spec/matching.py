@@ -16,7 +16,7 @@ from pydantic import Field
 from minimind.spec.sections import Section
 
 if TYPE_CHECKING:
-    from minimind.config import ModelConfig
+    from minimind.model.config import ModelConfig
 
 Variant = TypeVar("Variant")  # a validated variant: the schema's `Spec`
 

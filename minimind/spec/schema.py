@@ -25,9 +25,9 @@ from pydantic import (
 )
 
 import registry
-from minimind.config import MUP_OPTIMIZERS, ModelConfig
 from minimind.data.config import DataConfig
 from minimind.foundations.strict_config import StrictNumbers, field_error
+from minimind.model.config import MUP_OPTIMIZERS, ModelConfig
 from minimind.spec.ablation import (
     ablated_keys,
     ablation_grid,

@@ -19,7 +19,7 @@ from minimind.spec.naming import check_name
 MAX_SEED = 2**32 - 1  # numpy's generators take no larger seed
 
 
-# The smallest spike window that scores at all (`minimind.probes.guard.MIN_HISTORY`).
+# The smallest spike window that scores at all (`minimind.training.probes.guard.MIN_HISTORY`).
 MIN_SPIKE_WINDOW = 8
 
 
@@ -87,7 +87,7 @@ class EvalTaskConfig(Section):
 
 
 class SpikeConfig(Section):
-    """The spike guard (`minimind.probes.guard`): a loss or gradient norm more than `sigma`
+    """The spike guard (`minimind.training.probes.guard`): a loss or gradient norm more than `sigma`
     standard deviations above the mean of the last `window` steps is a spike; with `skip`, a
     spiking step does not update the weights (OLMo 2). A non-finite loss or gradient always
     stops the run."""
@@ -134,7 +134,7 @@ class TrainConfig(Section):
     # parameters, gradients and optimizer state over the ranks (FSDP2, torch >= 2.6).
     parallel: Literal["ddp", "fsdp"] = "ddp"
     # The LM head and loss computed this many tokens at a time, never holding every token's
-    # logits (`minimind.loss`); null: the whole batch's logits at once.
+    # logits (`minimind.model.loss`); null: the whole batch's logits at once.
     loss_chunk_tokens: int | None = Field(default=None, gt=0)
     # Downstream tasks scored at the evaluations every `evals_every` steps (a multiple of
     # eval_every; null: every evaluation) and at the end (`minimind.downstream`).

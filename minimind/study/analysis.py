@@ -17,12 +17,12 @@ import numpy as np
 import pandas as pd
 
 from minimind.compare import CompareError, Comparison, RunSet, compare, load_runs
-from minimind.compare.power import SeedsPlan, plan_seeds
-from minimind.compare.stats import Sample, paired_differences, power_comparisons
 from minimind.compare.tuning import edge_warnings, trial_runs
 from minimind.record import is_maximized
+from minimind.stats.intervals import Sample, paired_differences, power_comparisons
+from minimind.stats.power import SeedsPlan, plan_seeds
+from minimind.stats.sequential import Standing
 from minimind.study.manifest import Arm, ArmComparison, Axis, Expectation, Study, where_matches
-from minimind.study.sequential import Standing
 
 Agreement = Literal["agrees", "disagrees", "too weak to tell", "no interval"]
 

@@ -6,11 +6,11 @@ spec resolves (`arm_specs`) gets the `Trainer` its runs had (its model, optimize
 batch and sequence length; seed 0), in one process on the study's `threads_per_stream` threads,
 and nothing else runs: after a warm-up block, `rounds` rounds each time a block of `steps`
 consecutive optimizer steps of every arm, the order rotated round by round
-(`minimind.bench.timing.interleave`), so that whatever slows the machine in a round slows every
+(`minimind.training.timing.interleave`), so that whatever slows the machine in a round slows every
 arm of it. Per arm: the median ms/step over the rounds with their range, tokens/s, the ratio to
 the study's cost baseline (`Study.cost_baseline_arm`; the median of the per-round ratios), the
 training FLOPs per token (the model's and the optimizer's own, as a run's params count them)
-and the peak memory of one step (`minimind.bench.memory`). Diagnostics are off
+and the peak memory of one step (`minimind.training.memory`). Diagnostics are off
 (`train.probe_every`): they are the harness's cost, not the arm's, and some arms' specs have
 them and others not. Nothing is logged to MLflow.
 
@@ -41,7 +41,7 @@ from minimind.study.manifest import Study
 if TYPE_CHECKING:
     import torch
 
-    from minimind.train import Trainer
+    from minimind.training.trainer import Trainer
 
 COST_FILE = "cost.csv"
 COLUMNS = [
@@ -114,7 +114,7 @@ def measure_cost(study: Study, settings: CostSettings) -> CostTable:
     terminal, a line per round elsewhere."""
     import torch
 
-    from minimind.bench.results import machine_info
+    from minimind.training.machine import machine_info
 
     specs, notes = arm_specs(study)
     baseline = study.cost_baseline_arm()
@@ -170,9 +170,9 @@ def _build(specs: Mapping[str, ArmSpec]) -> dict[str, Trainer]:
     """Each arm's `Trainer`, as its runs built theirs (seed 0), diagnostics off; each distinct
     `data` section prepared once (the runs' token cache, tokenized only where it is missing)."""
     from minimind.data import PreparedData, prepare_data
-    from minimind.device import resolve_run_device
-    from minimind.plan import data_key
-    from minimind.train import Trainer
+    from minimind.run.plan import data_key
+    from minimind.training.device import resolve_run_device
+    from minimind.training.trainer import Trainer
 
     data: dict[str, PreparedData] = {}
     trainers = {}
@@ -193,8 +193,8 @@ def _time(
     """Seconds per step of each trainer, one figure per round (`bench.timing.interleave`)."""
     import torch
 
-    from minimind.bench.timing import interleave
     from minimind.foundations.progress import display
+    from minimind.training.timing import interleave
 
     print(
         f"study cost: {len(trainers)} arms, {settings.warmup} warm-up block(s) and "
@@ -226,8 +226,8 @@ def _time(
 
 def _peak_mib(trainer: Trainer) -> float:
     """The peak memory of one more step: parameters, gradients, optimizer state and the step's
-    own allocations (`minimind.bench.memory`)."""
-    from minimind.bench.memory import step_peak_mib
+    own allocations (`minimind.training.memory`)."""
+    from minimind.training.memory import step_peak_mib
 
     return step_peak_mib(trainer.step_once, trainer.model, trainer.optimizer, trainer.device)
 
@@ -237,8 +237,8 @@ def _row(
 ) -> dict[str, object]:
     """The arm's figures: its seconds per step in each round, the baseline's in the same
     rounds, and its peak MiB."""
-    from minimind.bench.timing import median, paired_ratio
-    from minimind.optim import optimizer_flops_per_token
+    from minimind.training.optim import optimizer_flops_per_token
+    from minimind.training.timing import median, paired_ratio
 
     cfg, model_cfg = trainer.cfg, trainer.model_cfg
     tokens = cfg.tokens_per_step

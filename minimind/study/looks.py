@@ -6,7 +6,7 @@ equivalence, or the cap):
 
 1. the design is replayed over the runs in the store (`planning.plan_from_runs`,
    `planning.sequential_decisions`), the error rate held across looks by alpha spending and
-   Holm per axis (`minimind.study.sequential`);
+   Holm per axis (`minimind.stats.sequential`);
 2. each comparison still open names, for its two arms, the seeds of the look it waits for (the
    first `looks[k]` of `Study.evaluation_seeds`, the tuning seeds skipped; an A/A arm's own
    listed seeds) that have no finished run: a finished (arm, seed) is never trained again;

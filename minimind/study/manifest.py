@@ -15,10 +15,10 @@ from typing import Literal
 from pydantic import Field, ValidationError, model_validator
 
 from minimind.compare.ladder import DEFAULT_EXTRAPOLATION
-from minimind.compare.stats import Correction
 from minimind.foundations.strict_config import StrictNumbers, field_error
 from minimind.spec.errors import did_you_mean, from_validation_error
-from minimind.study.sequential import SequentialDesign, Spending
+from minimind.stats.intervals import Correction
+from minimind.stats.sequential import SequentialDesign, Spending
 
 Expectation = Literal["better", "worse", "equal"]
 """What the literature expects of an arm against its reference: a better or worse objective,
@@ -127,7 +127,7 @@ class Planning(StrictNumbers):
 
 
 class Sequential(StrictNumbers):
-    """The looks of the sequential design (`minimind.study.sequential`): seeds per arm at each
+    """The looks of the sequential design (`minimind.stats.sequential`): seeds per arm at each
     look, increasing, the last the cap; the alpha-spending function."""
 
     model_config = {"extra": "forbid"}

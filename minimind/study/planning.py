@@ -3,11 +3,11 @@
 Per comparison: the seeds that settle it at the manifest's `planning.power` (80 % unless set):
 a `better`/`worse` comparison detects `planning.effect`; an `equal` one (and an A/A calibration
 row) settles equivalence within the study's margin (TOST power); Holm's first step, alpha over the
-axis's comparisons (`minimind.compare.power`). The noise is the stated `planning.sd` or the sd of
+axis's comparisons (`minimind.stats.power`). The noise is the stated `planning.sd` or the sd of
 the comparison's per-seed differences measured from its runs so far, with the range its
 chi-square interval implies. A comparison needing more seeds than the sequential design's cap is
 flagged: the cap cannot settle it. Then, from the runs so far, where each comparison stands in the
-sequential design (`minimind.study.sequential`) and the seeds the next look needs.
+sequential design (`minimind.stats.sequential`) and the seeds the next look needs.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import numpy as np
 import pandas as pd
 
 from minimind.compare import CompareError, RunSet
-from minimind.compare.power import ALPHA, SeedsPlan, plan_seeds
 from minimind.record import is_maximized
+from minimind.stats.power import ALPHA, SeedsPlan, plan_seeds
+from minimind.stats.sequential import Decisions, Standing, decide
 from minimind.study.analysis import (
     Agreement,
     AxisResult,
@@ -30,7 +31,6 @@ from minimind.study.analysis import (
     plan_finding,
 )
 from minimind.study.manifest import ArmComparison, Axis, Expectation, Study
-from minimind.study.sequential import Decisions, Standing, decide
 
 
 @dataclass(frozen=True)

@@ -44,12 +44,12 @@ from minimind.record import (
     TRIAL_NUMBER_TAG,
     is_maximized,
 )
+from minimind.stats.sequential import describe_pairs
 from minimind.study.analysis import AxisResult, Finding
 from minimind.study.cost import COST_FILE, CostTable, read_cost
 from minimind.study.data_budget import DataBudget, data_budgets, tokens_per_run
 from minimind.study.ladders import LadderReading, axis_pointers
 from minimind.study.manifest import Axis, Sensitivity, Study
-from minimind.study.sequential import describe_pairs
 
 STUDY_CSS = """
 td.agrees { color: #1a7f37; font-weight: 600; } td.disagrees { color: #cf222e; font-weight: 600; }

@@ -22,7 +22,7 @@ from minimind.data import DataError, PreparedData
 from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_OK, fail
 from minimind.foundations.paths import REPORTS_DIR
 from minimind.foundations.verbosity import quiet_optuna
-from minimind.plan import prepare_all
+from minimind.run.plan import prepare_all
 from minimind.spec import SpecError, SweepConfig
 from minimind.sweep.best import best_trial, describe_front, write_best
 from minimind.sweep.liveness import release_orphans
@@ -89,7 +89,7 @@ def run_sweep(
 
 def _check_slurm_launch(plan: SweepPlan) -> None:
     """The worker jobs need submitit, and stores every node reaches; a `SpecError` if not."""
-    from minimind.cluster import slurm
+    from minimind.run.cluster import slurm
 
     slurm.require_submitit()
     spec = plan.spec

@@ -2,7 +2,7 @@
 
 Each seed trains in its own MLflow child run of the study's parent run, named `trial-<n>` (or
 `trial-<n>/seed<k>` with `sweep.seeds_per_trial` > 1), by the path of `minimind run`'s children
-(`minimind.child_run`, with the same artifacts); what a trial adds are its `TrialHooks`. Its params are the resolved spec with the
+(`minimind.run.child_run`, with the same artifacts); what a trial adds are its `TrialHooks`. Its params are the resolved spec with the
 suggested values in it (flattened, as `minimind run` logs them), its tags those of a `run` child
 plus `trial_number`, `study` and `state` (`complete`, `pruned` or `failed`); see
 `minimind.record`.
@@ -24,16 +24,16 @@ from typing import TYPE_CHECKING
 
 import optuna
 
-from minimind.child_run import ChildHooks, ChildRun, train_child
 from minimind.data import DataConfig, PreparedData, prepare_data
-from minimind.plan import data_key
 from minimind.record import TRIAL_STATE_TAG, curve_metric, trial_run_name, trial_tags
+from minimind.run.child_run import ChildHooks, ChildRun, train_child
+from minimind.run.plan import data_key
 from minimind.spec import ReduceConfig, Spec, SpecError, SweepConfig, with_values
 from minimind.sweep.algorithms import is_pruning
 from minimind.sweep.liveness import record_worker
 from minimind.sweep.space import suggest
 from minimind.tracking.lifecycle import describe_exit
-from minimind.train import MetricSink, TrainOutcome
+from minimind.training.trainer import MetricSink, TrainOutcome
 
 if TYPE_CHECKING:
     from minimind.tracking import RunHandle, Tracker
@@ -197,7 +197,7 @@ class TrialObjective:
 
 
 class TrialHooks(ChildHooks):
-    """A trial's additions to `minimind.child_run`: the worker's record of its runs, the
+    """A trial's additions to `minimind.run.child_run`: the worker's record of its runs, the
     `TrialSink` (pruning on the first seed), the `state` tag, and the objective values (or why
     there are none) as `result`."""
 

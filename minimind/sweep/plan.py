@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from minimind.plan import Plan, plan_run
+from minimind.run.plan import Plan, plan_run
 from minimind.spec import (
     BASE_VARIANT,
     Spec,
@@ -122,7 +122,7 @@ def describe_sweep(plan: SweepPlan) -> str:
     """The `--dry-run` listing: per study its target, sampler, pruner, storage and search space,
     and under the Slurm launcher its worker jobs with their resources. The workers are at most
     the target: a study an earlier invocation began runs fewer (its storage is not opened here)."""
-    from minimind.cluster import slurm
+    from minimind.run.cluster import slurm
 
     launcher = plan.spec.launcher
     lines = []

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from minimind.cluster import slurm
+from minimind.run.cluster import slurm
 from minimind.spec.launcher import LauncherConfig
 from minimind.sweep.plan import worker_names
 from minimind.sweep.worker import WorkerJob, worker_main

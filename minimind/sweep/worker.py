@@ -181,8 +181,8 @@ def worker_main(job: WorkerJob, spawned: bool = True) -> None:
     """Entry point of a spawned worker process (`spawned`) or of a Slurm job's; its exit code
     says how it ended. A job's worker stays in the job's process group and outlives the sweep
     that submitted it: Slurm signals and ends it."""
-    from minimind.allocator import keep_freed_memory
     from minimind.tracking import install_termination_handlers
+    from minimind.training.allocator import keep_freed_memory
 
     if spawned and hasattr(os, "setpgid"):
         # A process group of its own: a terminal's Ctrl-C reaches the driver alone, which passes

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from minimind.distributed import main_answer, world_size
 from minimind.tracking.run import RunHandle
 from minimind.tracking.tracker import Tracker
+from minimind.training.distributed import main_answer, world_size
 
 
 class NullRunHandle:

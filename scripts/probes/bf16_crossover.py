@@ -1,7 +1,7 @@
 """Where bf16 autocast starts to pay on this CPU: a training step's tokens/s in bf16 autocast over
-fp32, side by side in one process (`minimind.bench.timing.interleave`), for models of growing
+fp32, side by side in one process (`minimind.training.timing.interleave`), for models of growing
 width (4 layers, vocab 2048) and batches of growing size, at the given thread count. The width
-from which bf16 won at every batch is `minimind.device.CPU_BF16_MIN_DIM`, from which
+from which bf16 won at every batch is `minimind.training.device.CPU_BF16_MIN_DIM`, from which
 `precision: auto` picks bf16 on a CPU with native bf16.
 
     python scripts/probes/bf16_crossover.py [THREADS] [ROUNDS]
@@ -13,7 +13,7 @@ import torch
 
 from minimind import MiniMindLM, ModelConfig
 from minimind.bench.steps import Trainee
-from minimind.bench.timing import interleave, median, paired_ratio
+from minimind.training.timing import interleave, median, paired_ratio
 
 threads = int(sys.argv[1]) if len(sys.argv) > 1 else 1
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 7

@@ -1,4 +1,4 @@
-"""The precision and the interval coverage of the ladder statistics (`minimind.compare.scaling`)
+"""The precision and the interval coverage of the ladder statistics (`minimind.stats.scaling`)
 on simulated ladders of the study's noise: the tables of docs/statistics.md, "Ladders".
 
 Rungs are log-spaced from 1.2e12 to 1.08e15 FLOPs (0.1M to 3M parameters at 20 tokens per
@@ -22,7 +22,7 @@ import sys
 
 import numpy as np
 
-from minimind.compare.scaling import PowerLaw, compare_on_ladder, fit_arm
+from minimind.stats.scaling import PowerLaw, compare_on_ladder, fit_arm
 
 BOTTOM, TOP = 1.2e12, 1.08e15
 BASELINE = PowerLaw(1.5, 1.5 * BOTTOM**0.1, 0.1)

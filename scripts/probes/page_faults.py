@@ -1,5 +1,5 @@
 """Minor page faults per cycle of 12 + 48 MiB tensor allocations, with glibc's default malloc
-thresholds and with `minimind.allocator.keep_freed_memory`.
+thresholds and with `minimind.training.allocator.keep_freed_memory`.
 
     python scripts/probes/page_faults.py default
     python scripts/probes/page_faults.py keep
@@ -10,7 +10,7 @@ import sys
 
 import torch
 
-from minimind.allocator import keep_freed_memory
+from minimind.training.allocator import keep_freed_memory
 
 CYCLES = 50
 

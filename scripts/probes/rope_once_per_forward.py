@@ -8,7 +8,7 @@ import torch
 
 from minimind import MiniMindLM, ModelConfig
 from minimind.bench.steps import Trainee
-from minimind.bench.timing import interleave, median, paired_ratio
+from minimind.training.timing import interleave, median, paired_ratio
 
 torch.set_num_threads(2)
 config = ModelConfig.preset(

@@ -19,7 +19,7 @@ import functools
 import numpy as np
 from scipy import stats
 
-from minimind.study.sequential import (
+from minimind.stats.sequential import (
     SequentialDesign,
     Spending,
     fixed_design_rejections,

@@ -11,16 +11,16 @@ import torch
 
 from minimind.bench import SUITES
 from minimind.bench.context import CUDA_STEPS_PER_ROUND, BenchContext
-from minimind.bench.memory import persistent_bytes, tensor_bytes, transient_peak_bytes
 from minimind.bench.results import Row, Target
-from minimind.bench.timing import (
+from minimind.cli import main
+from minimind.training.memory import persistent_bytes, tensor_bytes, transient_peak_bytes
+from minimind.training.timing import (
     EventStopwatch,
     alternate,
     interleave,
     median,
     paired_ratio,
 )
-from minimind.cli import main
 
 
 class ScriptedClock:

@@ -664,7 +664,7 @@ def test_corrected_family_in_json_csv_and_caption(store, capsys) -> None:
 
 
 def test_noise_and_power_in_table_and_json(store, capsys) -> None:
-    from minimind.compare.power import seeds_for_difference
+    from minimind.stats.power import seeds_for_difference
 
     argv = ["norm", "--tracking-uri", store["uri"], "--noise", "--power", "0.05"]
     code, out, _ = run_cli(capsys, *argv)

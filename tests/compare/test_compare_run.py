@@ -17,7 +17,7 @@ from mlflow import MlflowClient
 from minimind.cli import main
 from minimind.compare import compare, load_runs
 from minimind.compare.report import ARTIFACT_PATH, write_report
-from minimind.device import autocast_dtype
+from minimind.training.device import autocast_dtype
 
 CORPUS = Path(__file__).parents[2] / "minimind" / "data" / "corpora" / "tinyshakespeare.txt.gz"
 

@@ -79,7 +79,7 @@ def test_bad_corpora_exit_2_with_one_line(write_spec, tmp_path, capsys):
 
 
 def test_run_with_document_masks_and_bos_aligned_windows(write_spec, tmp_path, monkeypatch):
-    import minimind.evaluation as evaluation_module
+    import minimind.training.evaluation as evaluation_module
 
     corpus = parquet_dir(tmp_path / "shards")
     data = {"corpus": str(corpus), "cache_dir": str(tmp_path / "cache"), "doc_mask": True}

@@ -13,12 +13,12 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from minimind import MiniMindLM, ModelConfig
 from minimind.cli import main
-from minimind.compare.stats import signal_to_noise
 from minimind.data.tokenizer import with_specials
 from minimind.downstream.metrics import eval_metric
 from minimind.downstream.scoring import evaluate_task, score_requests
 from minimind.downstream.tasks import Item, Task, TaskFileError, encode_pair, load_task
 from minimind.record import is_maximized
+from minimind.stats.intervals import signal_to_noise
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -15,10 +15,10 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from minimind import distributed
 from minimind.cli import build_parser, main
 from minimind.foundations import progress
 from minimind.foundations.verbosity import QUIET_ENVIRONMENT, quiet_libraries
+from minimind.training import distributed
 
 
 def environment_without_quieting() -> dict[str, str]:
@@ -166,7 +166,7 @@ PROFILE = """
 import sys, torch
 from minimind.foundations.verbosity import quiet_libraries
 quiet_libraries(verbose=sys.argv[1] == "verbose")
-from minimind.bench.memory import transient_peak_bytes
+from minimind.training.memory import transient_peak_bytes
 transient_peak_bytes(lambda: torch.ones(64, 64) @ torch.ones(64, 64), torch.device("cpu"))
 """
 

@@ -22,9 +22,9 @@ import registry  # noqa: E402
 from minimind import MiniMindLM, ModelConfig  # noqa: E402
 from minimind.cli import main  # noqa: E402
 from minimind.data.tokenizer import special_ids, with_specials  # noqa: E402
-from minimind.generation import GREEDY  # noqa: E402
 from minimind.hf.convert import architecture, check_exportable  # noqa: E402
 from minimind.hf.export import export_model  # noqa: E402
+from minimind.model.generation import GREEDY  # noqa: E402
 from tests.model.test_model_combinations import ALL_CASES, CASE_IDS, VOCAB, build  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -262,8 +262,8 @@ def test_runs_and_checkpoints_export_from_the_command_line_moe_included(
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from minimind.checkpoint import load_checkpoint
     from minimind.hf.source import load_source
+    from minimind.training.checkpoint import load_checkpoint
 
     trained = load_source(str(checkpoint), mlflow_uri)
     ours = MiniMindLM(trained.config).eval()
@@ -283,8 +283,8 @@ def test_a_run_exports_by_id_and_never_with_another_runs_checkpoint(
     """A run as the harness tags it today (`record.child_tags`) exports by its id; its checkpoint
     path is shared by every invocation of the spec, so a file stamped by another run is refused."""
     assert main(["run", str(write_spec())]) == 0
-    from minimind.checkpoint import OWNER_KEY, load_checkpoint, save_checkpoint
     from minimind.tracking.backend import connect
+    from minimind.training.checkpoint import OWNER_KEY, load_checkpoint, save_checkpoint
 
     (run,) = connect(mlflow_uri).search_runs(
         [connect(mlflow_uri).get_experiment_by_name("tiny").experiment_id],

@@ -4,9 +4,9 @@ per-document forward pass; `data.bos_align` windows through the trainer."""
 import pytest
 import torch
 
-from minimind.config import ModelConfig
 from minimind.data.batches import document_ids
-from minimind.model import MiniMindLM
+from minimind.model.config import ModelConfig
+from minimind.model.lm import MiniMindLM
 from registry.attention import DocumentMask, document_attention
 
 EOS = 2

@@ -19,10 +19,10 @@ import torch
 
 from minimind import MiniMindLM, ModelConfig
 from minimind.data import prepare_data
-from minimind.device import resolve_run_device
-from minimind.optim import build_optimizer
 from minimind.spec import validate_spec
-from minimind.train import Trainer
+from minimind.training.device import resolve_run_device
+from minimind.training.optim import build_optimizer
+from minimind.training.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -12,7 +12,7 @@ from transformers.generation.logits_process import (
 )
 
 from minimind import MiniMindLM, ModelConfig
-from minimind.generation import (
+from minimind.model.generation import (
     CACHE_KINDS,
     GREEDY,
     SamplingOptions,

@@ -1,13 +1,13 @@
 """Common random numbers for the initialisation: arms built with one seed start every tensor they
-have in common bit-identical, and the dry run states the share (`minimind.initialisation`)."""
+have in common bit-identical, and the dry run states the share (`minimind.model.initialisation`)."""
 
 import pytest
 import torch
 
-from minimind.config import ModelConfig
-from minimind.initialisation import shared_fraction
-from minimind.model import MiniMindLM
-from minimind.plan import describe_plan, plan_run
+from minimind.model.config import ModelConfig
+from minimind.model.initialisation import shared_fraction
+from minimind.model.lm import MiniMindLM
+from minimind.run.plan import describe_plan, plan_run
 from minimind.spec import load_spec
 
 BASE = {"vocab_size": 64, "dim": 32, "n_layers": 3, "n_heads": 4, "n_kv_heads": 2}

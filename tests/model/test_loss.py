@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 
 from minimind import MiniMindLM, ModelConfig
-from minimind.bench.memory import transient_peak_bytes
-from minimind.loss import IGNORE_INDEX, chunked_loss_sum, token_loss_sum
+from minimind.model.loss import IGNORE_INDEX, chunked_loss_sum, token_loss_sum
+from minimind.training.memory import transient_peak_bytes
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

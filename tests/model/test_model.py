@@ -9,8 +9,8 @@ from pydantic import ValidationError
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from minimind import MiniMindLM, ModelConfig
-from minimind.generation import GREEDY
-from minimind.loss import IGNORE_INDEX, loss_sums, soft_cap
+from minimind.model.generation import GREEDY
+from minimind.model.loss import IGNORE_INDEX, loss_sums, soft_cap
 
 SMALL = dict(vocab_size=61, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, max_seq_len=32)
 

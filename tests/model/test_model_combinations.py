@@ -11,7 +11,7 @@ import torch
 
 import registry
 from minimind import MiniMindLM, ModelConfig
-from minimind.generation import GREEDY
+from minimind.model.generation import GREEDY
 
 NORMS = ["layernorm", "rmsnorm"]
 POSITIONS = ["none", "learned", "sinusoidal", "rope-neox", "rope-gptj"]

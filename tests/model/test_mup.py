@@ -1,4 +1,4 @@
-"""μP's rules (`minimind.mup`) against their formulas at several widths, and μP at its base width
+"""μP's rules (`minimind.model.mup`) against their formulas at several widths, and μP at its base width
 against the standard parametrization."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import math
 import pytest
 import torch
 
-from minimind.config import ModelConfig
-from minimind.model import MiniMindLM
-from minimind.optim import build_optimizer, build_schedule
+from minimind.model.config import ModelConfig
+from minimind.model.lm import MiniMindLM
 from minimind.spec.sections import OptimizerConfig, ScheduleConfig
+from minimind.training.optim import build_optimizer, build_schedule
 from registry.optimizer import muon_split
 
 BASE_WIDTH = 32
@@ -182,7 +182,7 @@ def test_a_mup_model_has_no_hugging_face_export():
 
 
 def test_attention_and_its_probe_score_with_the_mup_scale():
-    from minimind.probes.activations import forward_probes
+    from minimind.training.probes.activations import forward_probes
 
     model = MiniMindLM(config(128), init_seed=0).eval()
     attention = model.layers[0].attn

@@ -19,7 +19,7 @@ from transformers.models.gptj.modeling_gptj import (
 from transformers.models.gptj.modeling_gptj import create_sinusoidal_positions
 
 import registry
-from minimind.kv_cache import KVCacheLayer
+from minimind.model.kv_cache import KVCacheLayer
 from registry.attention import causal_mask
 from registry.declarations.mlp import swiglu_hidden
 
@@ -402,8 +402,8 @@ def test_dense_mlp_param_counts(spec, expected):
 
 
 def test_qk_norm_under_bf16_autocast_runs_the_fused_norm_without_a_dtype_warning(recwarn):
-    from minimind.config import ModelConfig
-    from minimind.model import MiniMindLM
+    from minimind.model.config import ModelConfig
+    from minimind.model.lm import MiniMindLM
 
     attention = {"name": "mha", "qk_norm": "rmsnorm"}
     model = MiniMindLM(

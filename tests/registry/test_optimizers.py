@@ -12,10 +12,10 @@ import torch.distributed.fsdp
 import registry
 import registry.core
 from minimind import MiniMindLM, ModelConfig
-from minimind.optim import build_optimizer, describe_optimizer
-from minimind.plan import describe_plan, plan_run
+from minimind.run.plan import describe_plan, plan_run
 from minimind.spec import load_spec
 from minimind.spec.sections import OptimizerConfig, TrainConfig
+from minimind.training.optim import build_optimizer, describe_optimizer
 from registry.optimizer import NewtonSchulzMuon, zeropower_via_newtonschulz
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py: tiny ops, one thread

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from minimind.config import ModelConfig
 from minimind.data.config import DataConfig
+from minimind.model.config import ModelConfig
 from minimind.spec import (
     Objective,
     Spec,

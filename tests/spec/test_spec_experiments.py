@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from minimind.config import ModelConfig
+from minimind.model.config import ModelConfig
 from minimind.spec import expand, load_spec
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"

@@ -192,7 +192,7 @@ def test_an_override_of_what_the_ladder_sets_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_dry_run_lists_every_rung_and_its_budget(tmp_path: Path) -> None:
-    from minimind.plan import describe_plan, plan_run
+    from minimind.run.plan import describe_plan, plan_run
 
     tree = _tree()
     tree["tracking"] = {"uri": f"sqlite:///{tmp_path}/m.db"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from minimind.model import MiniMindLM
+from minimind.model.lm import MiniMindLM
 from minimind.spec import SpecError, expand, validate_spec
 from registry.declarations.mlp import swiglu_hidden
 

@@ -12,10 +12,10 @@ import torch
 import yaml
 
 from minimind.cli import main
-from minimind.optim import optimizer_flops_per_step
 from minimind.study.arm_specs import arm_specs
 from minimind.study.cost import COST_FILE, CostSettings, measure_cost, read_cost
 from minimind.study.manifest import load_study
+from minimind.training.optim import optimizer_flops_per_step
 
 
 @pytest.fixture
@@ -145,7 +145,7 @@ def test_every_arm_is_timed_alone_side_by_side_and_written_beside_the_report(
 def test_each_round_times_a_block_of_steps_of_every_arm_in_rotated_order(
     study_path: Path, monkeypatch
 ) -> None:
-    from minimind.train import Trainer
+    from minimind.training.trainer import Trainer
 
     calls: list[int] = []
     step_once = Trainer.step_once

@@ -21,8 +21,8 @@ from scipy import stats
 
 from minimind.cli import main
 from minimind.compare import load_runs
-from minimind.compare.power import detectable_difference, plan_seeds
 from minimind.spec import SpecError, expand, flatten, load_spec
+from minimind.stats.power import detectable_difference, plan_seeds
 from minimind.study.analysis import agreement, analyse
 from minimind.study.manifest import Sensitivity, load_study
 from minimind.study.report import sensitivity_figure
@@ -572,8 +572,8 @@ def test_a_tuned_value_on_its_sweep_s_edge_is_flagged_in_the_report(results) -> 
 def test_an_equal_comparison_stopped_on_a_difference_says_what_is_left_open(results) -> None:
     from dataclasses import replace
 
+    from minimind.stats.sequential import Standing
     from minimind.study import report
-    from minimind.study.sequential import Standing
 
     study, axes = results
     same = axes[1].findings[0]  # expect equal

@@ -17,7 +17,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric
 
 from minimind.cli import main
-from minimind.compare.power import plan_seeds
+from minimind.stats.power import plan_seeds
 from minimind.study.analysis import analyse
 from minimind.study.manifest import load_study
 
@@ -242,8 +242,8 @@ def test_the_aa_row_is_the_report_s_calibration(tmp_path, store):
     ],
 )
 def test_the_agreement_is_the_sequential_design_s(expect, stop, low, high, answer) -> None:
+    from minimind.stats.sequential import Standing
     from minimind.study.planning import sequential_agreement
-    from minimind.study.sequential import Standing
 
     standing = Standing(stop, 2, 6, [(s, s) for s in range(6)], low, high, margin=0.02)
     assert sequential_agreement(expect, standing, maximize=False) == answer

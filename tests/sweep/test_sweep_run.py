@@ -13,11 +13,11 @@ from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState
 
 from minimind.cli import main
-from minimind.device import resolve_device
 from minimind.foundations.paths import REPORTS_DIR
 from minimind.spec import load_spec
 from minimind.sweep import run_sweep
 from minimind.sweep.objective import TrialSink
+from minimind.training.device import resolve_device
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from minimind import record
-from minimind.device import PRECISIONS, RunDevice, precision_name
 from minimind.spec import validate_spec
+from minimind.training.device import PRECISIONS, RunDevice, precision_name
 
 COMPARE = Path(__file__).resolve().parents[2] / "minimind" / "compare"
 

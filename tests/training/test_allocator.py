@@ -10,17 +10,17 @@ import sys
 
 import pytest
 
-from minimind.allocator import USER_SETTINGS, keep_freed_memory
+from minimind.training.allocator import USER_SETTINGS, keep_freed_memory
 
 pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc only")
 
 # Allocate, touch and free 48 MiB ten times in a fresh process; print the minor page faults.
-# The process holds what a training process holds (minimind.train and the libraries it loads):
+# The process holds what a training process holds (minimind.training.trainer and the libraries it loads):
 # with torch alone, glibc's heap layout differs and the blocks are not all reused.
 PROBE = """
 import resource, sys, torch
-import minimind.train
-from minimind.allocator import keep_freed_memory
+import minimind.training.trainer
+from minimind.training.allocator import keep_freed_memory
 applied = keep_freed_memory() if sys.argv[1] == "keep" else False
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(10):
@@ -34,7 +34,7 @@ print(applied, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 def faults(mode: str, hash_seed: int = 1) -> tuple[str, int]:
     # One heap layout: glibc's depends on the address-space layout (randomised; `setarch -R`
     # turns that off) and on what the imports allocated (reordered by Python's hash seed), and in
-    # some layouts the kept blocks are still faulted in on most cycles (minimind/allocator.py).
+    # some layouts the kept blocks are still faulted in on most cycles (minimind/training/allocator.py).
     env = {k: v for k, v in os.environ.items() if k not in USER_SETTINGS}
     env["PYTHONHASHSEED"] = str(hash_seed)
     out = subprocess.run(
@@ -79,8 +79,8 @@ def test_a_new_peak_memory_window_does_not_count_memory_kept_from_before():
     back, so the runs of one process each report their own peak."""
     probe = """
 import torch
-from minimind.allocator import keep_freed_memory
-from minimind.metrics import peak_memory_mb, reset_peak_memory
+from minimind.training.allocator import keep_freed_memory
+from minimind.training.metrics import peak_memory_mb, reset_peak_memory
 assert keep_freed_memory()
 reset_peak_memory("cpu")
 before = peak_memory_mb("cpu")

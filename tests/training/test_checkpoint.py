@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 import torch
 
-from minimind.checkpoint import (
+from minimind.foundations.atomic_file import atomic_write
+from minimind.training.checkpoint import (
     CheckpointError,
     RunCheckpoint,
     capture_rng_state,
@@ -28,7 +29,6 @@ from minimind.checkpoint import (
     restore_rng_state,
     save_checkpoint,
 )
-from minimind.foundations.atomic_file import atomic_write
 
 
 def training_state() -> dict:

@@ -16,9 +16,9 @@ from mlflow.tracking import MlflowClient
 
 from minimind.cli import main
 from minimind.data.batches import TrainBatches
-from minimind.distributed import local_batch_size, torchrun_arguments
-from minimind.plan import plan_run
+from minimind.run.plan import plan_run
 from minimind.spec import SpecError, load_spec
+from minimind.training.distributed import local_batch_size, torchrun_arguments
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -207,7 +207,7 @@ def test_the_launcher_exits_as_one_process_would(monkeypatch, capsys, failure, c
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
-    from minimind import distributed
+    from minimind.training import distributed
 
     def run(args):
         assert args.nproc_per_node == "2" and args.standalone

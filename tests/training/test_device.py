@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from minimind import device as device_module
-from minimind.device import (
+from minimind.spec import TrainConfig
+from minimind.training import device as device_module
+from minimind.training.device import (
     CPU_BF16_MIN_DIM,
     RunDevice,
     autocast,
@@ -16,7 +17,6 @@ from minimind.device import (
     resolve_run_device,
     synchronize,
 )
-from minimind.spec import TrainConfig
 
 CPU = torch.device("cpu")
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from minimind import metrics
-from minimind.metrics import (
+from minimind.training import metrics
+from minimind.training.metrics import (
     ThroughputMeter,
     device_peak_flops,
     known_gpu_peak_flops,

@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from minimind.model import MiniMindLM
-from minimind.optim import build_optimizer, build_schedule, lr_multiplier
+from minimind.model.lm import MiniMindLM
 from minimind.spec.sections import OptimizerConfig, ScheduleConfig
+from minimind.training.optim import build_optimizer, build_schedule, lr_multiplier
 from registry.optimizer import param_groups
 
 
@@ -127,8 +127,8 @@ def test_newton_schulz_flops_equal_torchs_flop_counter(shape, ns_steps):
 
 
 def test_optimizer_flops_count_muons_hidden_matrices_only():
-    from minimind.config import ModelConfig
-    from minimind.optim import optimizer_flops_per_step
+    from minimind.model.config import ModelConfig
+    from minimind.training.optim import optimizer_flops_per_step
     from registry.optimizer import newton_schulz_flops
 
     cfg = ModelConfig(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=256, max_seq_len=64)

@@ -1,4 +1,4 @@
-"""Training probes and the spike and NaN guard (minimind/probes): each measurement against a
+"""Training probes and the spike and NaN guard (minimind/training/probes): each measurement against a
 hand computation on a tiny model, the guard on injected spikes and NaNs, resume and compile
 with probes on."""
 
@@ -11,18 +11,23 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from minimind.checkpoint import RunCheckpoint, load_checkpoint
-from minimind.config import ModelConfig
 from minimind.data import prepare_data
-from minimind.device import resolve_run_device
-from minimind.model import MiniMindLM
-from minimind.probes.activations import forward_probes
-from minimind.probes.groups import ParameterGroups
-from minimind.probes.guard import MIN_HISTORY, SpikeWindow
-from minimind.probes.monitor import PROBE_ROWS, grad_norms
-from minimind.probes.stats import attention_stats, output_stats, parameter_group, query_positions
+from minimind.model.config import ModelConfig
+from minimind.model.lm import MiniMindLM
 from minimind.spec import spec_hash, validate_spec
-from minimind.train import Trainer
+from minimind.training.checkpoint import RunCheckpoint, load_checkpoint
+from minimind.training.device import resolve_run_device
+from minimind.training.probes.activations import forward_probes
+from minimind.training.probes.groups import ParameterGroups
+from minimind.training.probes.guard import MIN_HISTORY, SpikeWindow
+from minimind.training.probes.monitor import PROBE_ROWS, grad_norms
+from minimind.training.probes.stats import (
+    attention_stats,
+    output_stats,
+    parameter_group,
+    query_positions,
+)
+from minimind.training.trainer import Trainer
 from tests.training.test_train import Recorder, assert_same_weights, weights
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -339,7 +344,7 @@ def test_probe_settings_leave_the_spec_hash_alone_unless_spikes_skip(tiny_spec):
 
 
 def test_the_dry_run_says_how_probes_run(write_spec):
-    from minimind.plan import describe_plan, plan_run
+    from minimind.run.plan import describe_plan, plan_run
     from minimind.spec import load_spec
 
     off = describe_plan(plan_run(load_spec(write_spec())))

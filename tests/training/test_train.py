@@ -7,13 +7,13 @@ import math
 import pytest
 import torch
 
-from minimind import metrics
-from minimind.checkpoint import RunCheckpoint, load_checkpoint
 from minimind.data import prepare_data
-from minimind.device import RunDevice, resolve_run_device
-from minimind.optim import lr_multiplier
 from minimind.spec import TrainConfig, validate_spec
-from minimind.train import Trainer
+from minimind.training import metrics
+from minimind.training.checkpoint import RunCheckpoint, load_checkpoint
+from minimind.training.device import RunDevice, resolve_run_device
+from minimind.training.optim import lr_multiplier
+from minimind.training.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -229,7 +229,7 @@ def test_z_loss_is_logged_and_trained_on(make):
 
 
 def test_cpu_batches_are_not_pinned_even_where_cuda_exists(make):
-    # Pinned by the run's device (`minimind.device.pins_memory`), not by whether CUDA exists.
+    # Pinned by the run's device (`minimind.training.device.pins_memory`), not by whether CUDA exists.
     trainer = make(train={"device": "cpu"})
     assert trainer.device == torch.device("cpu")
     assert not next(trainer.batches).is_pinned()
