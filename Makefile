@@ -14,7 +14,8 @@ run: install
 # ladder of five sizes, read against the literature into results/study/ (about 4.4 hours on 2
 # CPU cores; run again, it continues where it stopped).
 study: install
-	minimind study experiments/study/study.yaml --train
+	minimind study train experiments/study/study.yaml
+	minimind study report experiments/study/study.yaml
 
 # The default suite (CPU, well under 15 minutes on 2 cores).
 test: install

@@ -111,7 +111,7 @@ RUNS: dict[str, Run] = {
     "minimind sweep experiments/lr_sweep.yaml --launcher slurm --workers 8 --dry-run": Run(
         "job worker 7: partition (default), 1 CPU(s)"
     ),
-    "minimind study experiments/study/study.yaml --train --launcher slurm "
+    "minimind study train experiments/study/study.yaml --launcher slurm "
     "-o launcher.partition=gpu --dry-run": Run(
         "run experiments/study/arms.yaml --launcher slurm --override=launcher.partition=gpu --resume"
     ),
@@ -137,7 +137,7 @@ RUNS: dict[str, Run] = {
     "minimind compare quickstart --report": Run(
         "Report written to results/generated/quickstart/index.html"
     ),
-    "minimind study experiments/study/study.yaml --plan": Run("sequential looks at 3, 6, 9, 12"),
+    "minimind study plan experiments/study/study.yaml": Run("sequential looks at 3, 6, 9, 12"),
     "minimind coordcheck experiments/mup/coordcheck.yaml": Run(
         "results/generated/coordcheck/mup_coordcheck/coordcheck.png",
         ("--widths", "32,64", "--steps", "1"),
@@ -188,7 +188,7 @@ SKIPPED: dict[str, str] = {
             "minimind run experiments/norm.yaml --launcher slurm --resume",
             "minimind run experiments/norm.yaml --launcher slurm --nproc 4 -o launcher.gpus_per_node=4",
             "minimind sweep experiments/lr_sweep.yaml --launcher slurm --workers 8",
-            "minimind study experiments/study/study.yaml --train --launcher slurm "
+            "minimind study train experiments/study/study.yaml --launcher slurm "
             "-o launcher.partition=gpu",
         ],
         "a Slurm cluster with a partition `gpu` (tests/run/ start a one-node cluster and run, "
@@ -205,10 +205,10 @@ SKIPPED: dict[str, str] = {
     "(tests/study/test_study_store.py saves and restores fixture stores through the same script)",
     "python scripts/study_store.py restore": "restores what the line above saved "
     "(tests/study/test_study_store.py)",
-    "minimind study experiments/study/study.yaml --bench": "needs the study's best.yaml files "
+    "minimind study bench experiments/study/study.yaml": "needs the study's best.yaml files "
     "and an idle machine, minutes per arm (tests/study/test_cost.py times a tiny study through "
     "the same command)",
-    "minimind study experiments/study/study.yaml --report-dir results/generated/study": "reads "
+    "minimind study report experiments/study/study.yaml --report-dir results/generated/study": "reads "
     "the runs `make study` trains (tests/study/test_study.py renders a report through the same command "
     "from a fixture store)",
 }
@@ -250,6 +250,15 @@ def test_make_run_trains_the_quickstart_the_readme_test_runs_in_its_place():
     assert recipe is not None and recipe.group(1).strip() == QUICKSTART
 
 
+def test_make_study_trains_then_reports_the_shipped_study():
+    makefile = (REPO / "Makefile").read_text()
+    recipe = re.search(r"^study: install\n((?:\t.*\n)+)", makefile, re.MULTILINE)
+    assert recipe is not None
+    assert [line.strip() for line in recipe.group(1).splitlines()] == [
+        f"minimind study {action} experiments/study/study.yaml" for action in ("train", "report")
+    ]
+
+
 @pytest.mark.slow
 def test_every_readme_command_runs_as_written(tmp_path):
     shutil.copytree(REPO / "experiments", tmp_path / "experiments")
@@ -288,5 +297,5 @@ def test_every_readme_command_runs_as_written(tmp_path):
 def test_the_study_re_render_line_says_that_make_study_must_run_first():
     """On a fresh clone the store holds no arm: the README says so next to the command."""
     text = (REPO / "README.md").read_text()
-    after = text.split("minimind study experiments/study/study.yaml --report-dir")[1][:600]
+    after = text.split("minimind study report experiments/study/study.yaml --report-dir")[1][:600]
     assert "`make study`" in after and "first" in after and "fresh clone" in after

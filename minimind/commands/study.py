@@ -1,9 +1,11 @@
-"""`minimind study`: train a study's runs (`--train`) and write its report."""
+"""`minimind study plan|train|bench|report MANIFEST`: plan a study's seeds, train its runs, time
+its arms' cost, and write its report."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,160 +17,212 @@ from minimind.foundations.writable import unwritable_dir
 if TYPE_CHECKING:
     from minimind.study.manifest import Study
 
-# `--bench`: (1 + 5) x 10 steps of each arm, minutes for the shipped study on one thread
+# `bench`: (1 + 5) x 10 steps of each arm, minutes for the shipped study on one thread
 BENCH_ROUNDS, BENCH_STEPS = 5, 10
+
+Action = Callable[[argparse.Namespace, "Study"], int]
+Check = Callable[[argparse.Namespace], "str | None"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
+    parser = subparsers.add_parser(
         "study",
         help="run a study's ablations and report them against the literature",
         description=(
-            "Report a study (a manifest such as experiments/study/study.yaml): per axis the "
-            "corrected, paired comparison of its arms, the compute multipliers and budgets, "
-            "and whether each result agrees with what the literature expects, as index.html "
-            "and report.md. With --train, first run the manifest's training commands (its "
-            "streams side by side), then the sequential design's further looks. Bad input exits "
-            "with code 2."
+            "A study is a manifest such as experiments/study/study.yaml: its arms, its axes of "
+            "comparisons with what the literature expects of each, and the streams of steps "
+            "that train the runs. `plan` states the seeds each comparison needs, `train` trains "
+            "the runs look after look, `bench` times each arm's training cost alone, `report` "
+            "writes the per-axis corrected comparisons and their agreement with the literature "
+            "as index.html and report.md. Bad input exits with code 2."
         ),
     )
-    p.add_argument("manifest", type=Path, help="study manifest (YAML)")
-    p.add_argument(
-        "--train",
-        action="store_true",
-        help=(
-            "train first: the manifest's streams (the first look), then look after look the next "
-            "seeds of the comparisons still open, until each stops or reaches the cap; run "
-            "again, it continues where it stopped"
-        ),
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    plan = _action(
+        actions,
+        "plan",
+        "the seeds each comparison needs, and where the sequential looks stand",
+        "print per comparison the seeds it needs at the planned power, a warning where the "
+        "sequential design's cap cannot settle it, and where each stands after the runs so far; "
+        "trains and writes nothing",
     )
-    p.add_argument(
-        "--plan",
-        action="store_true",
-        help=(
-            "print per comparison the seeds it needs at the planned power, a warning where the "
-            "sequential design's cap cannot settle it, and where each stands after the runs so "
-            "far; trains and writes nothing"
-        ),
+    _tracking_argument(plan)
+    plan.set_defaults(func=_on_manifest(_plan))
+
+    train = _action(
+        actions,
+        "train",
+        "train the streams, then the sequential looks",
+        "train the manifest's streams side by side (the first look), then look after look the "
+        "next seeds of the comparisons still open, until each stops or reaches the cap; run "
+        "again, it continues where it stopped. `report` writes the report afterwards",
     )
-    p.add_argument(
-        "--bench",
-        action="store_true",
-        help=(
-            "measure each arm's training cost alone: its runs' trainer (model, optimizer, "
-            "precision, batch, threads_per_stream threads), the arms timed side by side in "
-            "rounds, written to the report folder's cost.csv, which the report reads; trains "
-            "nothing into MLflow. Run it on an otherwise idle machine"
-        ),
-    )
-    p.add_argument(
-        "--rounds",
-        type=int,
-        help=f"with --bench: timed rounds (default {BENCH_ROUNDS})",
-    )
-    p.add_argument(
-        "--steps-per-round",
-        type=int,
-        help=f"with --bench: consecutive optimizer steps of each arm per round, after one such "
-        f"block of warm-up (default {BENCH_STEPS})",
-    )
-    p.add_argument(
+    _tracking_argument(train)
+    train.add_argument(
         "--dry-run",
         action="store_true",
-        help="with --train: print each stream's training commands as they would be launched "
-        "(--launcher and -o included); trains, submits and writes nothing",
+        help="print each stream's steps as they would be launched (--launcher and -o "
+        "included); trains, submits and writes nothing",
     )
-    p.add_argument(
-        "--report-dir", type=Path, help="report folder (default: the manifest's report_dir)"
-    )
-    p.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="MLflow tracking URI")
-    add_launcher_argument(p)
-    p.add_argument(
+    add_launcher_argument(train)
+    train.add_argument(
         "-o",
         "--override",
         action="append",
         default=[],
         metavar="launcher.KEY=VALUE",
-        help="a launcher setting passed to every training command (repeatable): "
+        help="a launcher setting passed to every training step (repeatable): "
         "-o launcher.partition=gpu",
     )
-    p.set_defaults(func=run_study)
+    train.set_defaults(func=_on_manifest(_train, _launch_problem))
+
+    bench = _action(
+        actions,
+        "bench",
+        "time each arm's training step alone, into cost.csv",
+        "measure each arm's training cost alone: its runs' trainer (model, optimizer, "
+        "precision, batch, threads_per_stream threads), the arms timed side by side in rounds, "
+        "written to the report folder's cost.csv, which the report reads; trains nothing into "
+        "MLflow. Run it on an otherwise idle machine",
+    )
+    bench.add_argument(
+        "--rounds", type=int, default=BENCH_ROUNDS, help=f"timed rounds (default {BENCH_ROUNDS})"
+    )
+    bench.add_argument(
+        "--steps-per-round",
+        type=int,
+        default=BENCH_STEPS,
+        help=f"consecutive optimizer steps of each arm per round, after one such block of "
+        f"warm-up (default {BENCH_STEPS})",
+    )
+    _report_dir_argument(bench)
+    bench.set_defaults(func=_on_manifest(_bench, _bench_problem))
+
+    report = _action(
+        actions,
+        "report",
+        "write the report (index.html, report.md) from the runs in the store",
+        "write the report from the runs in the store: per axis the corrected, paired "
+        "comparison of its arms, where the sequential design stopped it, the compute "
+        "multipliers and budgets, and whether each result agrees with what the literature "
+        "expects, as index.html, report.md and CSV files",
+    )
+    _tracking_argument(report)
+    _report_dir_argument(report)
+    report.set_defaults(func=_on_manifest(_report))
 
 
-def run_study(args: argparse.Namespace) -> int:
+def _action(
+    actions: argparse._SubParsersAction, name: str, summary: str, text: str
+) -> argparse.ArgumentParser:
+    parser = actions.add_parser(name, help=summary, description=f"{text}.")
+    parser.add_argument("manifest", type=Path, help="study manifest (YAML)")
+    return parser
+
+
+def _tracking_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="MLflow tracking URI")
+
+
+def _report_dir_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--report-dir", type=Path, help="report folder (default: the manifest's report_dir)"
+    )
+
+
+def _on_manifest(action: Action, check: Check | None = None) -> Callable[[argparse.Namespace], int]:
+    """`action` on the loaded manifest, after `check` of the options (its one-line problem, if
+    any, exits 2 before the manifest is read)."""
+
+    def run(args: argparse.Namespace) -> int:
+        from minimind.spec import SpecError
+        from minimind.study.manifest import load_study
+
+        if check is not None and (problem := check(args)):
+            return fail(problem)
+        try:
+            study = load_study(args.manifest)
+        except SpecError as e:
+            return fail(f"{args.manifest}: {e}")
+        return action(args, study)
+
+    return run
+
+
+def _plan(args: argparse.Namespace, study: Study) -> int:
+    from minimind.compare import CompareError
+    from minimind.study.planning import describe_study_plan, plan_study
+
+    try:
+        print(describe_study_plan(study, plan_study(study, args.tracking_uri)))
+    except CompareError as e:
+        return fail(str(e), e.exit_code)
+    return EXIT_OK
+
+
+def _launch_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with `-o`, in one line: a setting that is not the launcher's, or one that
+    no training step would accept (checked here, not in every stream's log after the study has
+    started)."""
     from minimind.spec import SpecError
-    from minimind.study.manifest import load_study
 
     for override in args.override:
         if not override.startswith("launcher."):
-            return fail(f"-o: a study passes launcher settings only, got {override}")
-    if args.dry_run and not args.train:
-        return fail("--dry-run: lists what --train would launch; add --train")
-    if problem := _bench_problem(args):
-        return fail(problem)
-    try:  # here, not in every stream command's log after the study has started
+            return f"-o: a study passes launcher settings only, got {override}"
+    try:
         _check_launcher_settings(args.override)
     except SpecError as e:
-        return fail(str(e))
-    try:
-        study = load_study(args.manifest)
-    except SpecError as e:
-        return fail(f"{args.manifest}: {e}")
-    if args.bench:
-        return _bench(study, args.report_dir or study.report_dir, args)
-    if args.dry_run:
-        from minimind.study.streams import Launch, describe_streams
+        return str(e)
+    return None
 
-        print(describe_streams(study, Launch(args.launcher, tuple(args.override))))
-        return EXIT_OK
+
+def _train(args: argparse.Namespace, study: Study) -> int:
     from minimind.compare import CompareError
+    from minimind.study.looks import train_looks
+    from minimind.study.streams import Launch, command_line, describe_streams, train
 
-    if args.plan:
-        from minimind.study.planning import describe_study_plan, plan_study
-
-        try:
-            print(describe_study_plan(study, plan_study(study, args.tracking_uri)))
-        except CompareError as e:
-            return fail(str(e), e.exit_code)
+    launch = Launch(args.launcher, tuple(args.override))
+    if args.dry_run:
+        print(describe_streams(study, launch))
         return EXIT_OK
-    report_dir = args.report_dir or study.report_dir
     logs = REPORTS_DIR / study.name
-    # Both checked before an hour of training, not found unwritable after it.
-    outputs = [("--report-dir", report_dir), *([("the stream logs", logs)] if args.train else [])]
-    for what, folder in outputs:
-        if problem := unwritable_dir(folder):
-            return fail(f"{what}: {problem}")
-    if args.train:
-        from minimind.study.looks import train_looks
-        from minimind.study.streams import Launch, train
-
-        launch = Launch(args.launcher, tuple(args.override))
-        try:
-            failures = train(study, logs, launch) or train_looks(
-                study, args.tracking_uri, logs, launch=launch
-            )
-        except KeyboardInterrupt:
-            if args.launcher == "slurm":
-                return fail(
-                    "interrupted; the Slurm jobs go on: run the same command again to collect "
-                    "them and continue",
-                    EXIT_INTERRUPTED,
-                )
+    if problem := unwritable_dir(logs):  # before an hour of training, not after it
+        return fail(f"the stream logs: {problem}")
+    try:
+        failures = train(study, logs, launch) or train_looks(
+            study, args.tracking_uri, logs, launch=launch
+        )
+    except KeyboardInterrupt:
+        if args.launcher == "slurm":
             return fail(
-                "interrupted; the runs ended KILLED (run it again to continue)", EXIT_INTERRUPTED
+                "interrupted; the Slurm jobs go on: run the same command again to collect "
+                "them and continue",
+                EXIT_INTERRUPTED,
             )
-        except CompareError as e:
-            return fail(str(e), e.exit_code)
-        if failures:
-            named = "; ".join(
-                f"stream {f.stream}: {f.command} (exit {f.exit_code})" for f in failures
-            )
-            return fail(f"training failed: {named}", EXIT_FAILED)
+        return fail(
+            "interrupted; the runs ended KILLED (run it again to continue)", EXIT_INTERRUPTED
+        )
+    except CompareError as e:
+        return fail(str(e), e.exit_code)
+    if failures:
+        named = "; ".join(
+            f"stream {f.stream}: {command_line(f.step)} (exit {f.exit_code})" for f in failures
+        )
+        return fail(f"training failed: {named}", EXIT_FAILED)
+    print(f"trained; the report: minimind study report {args.manifest}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _report(args: argparse.Namespace, study: Study) -> int:
+    from minimind.compare import CompareError
     from minimind.study.analysis import analyse
     from minimind.study.ladders import read_ladders
     from minimind.study.planning import with_standings
     from minimind.study.report import write_report
 
+    report_dir = args.report_dir or study.report_dir
+    if problem := unwritable_dir(report_dir):
+        return fail(f"{'--report-dir' if args.report_dir else 'report_dir'}: {problem}")
     try:
         results, sweeps, runsets = analyse(study, args.tracking_uri)
         results = with_standings(study, results, runsets)
@@ -186,23 +240,16 @@ def run_study(args: argparse.Namespace) -> int:
 
 
 def _bench_problem(args: argparse.Namespace) -> str | None:
-    """What is wrong with `--bench` and its settings as given, in one line; None if nothing."""
-    settings = {"--rounds": args.rounds, "--steps-per-round": args.steps_per_round}
-    given = [name for name, value in settings.items() if value is not None]
-    if not args.bench:
-        return f"{given[0]}: sets the cost measurement; add --bench" if given else None
-    others = [flag for flag in ("train", "plan", "launcher") if getattr(args, flag)]
-    if others or args.override:
-        clash = f"--{others[0]}" if others else "-o"
-        return f"--bench: measures the arms' cost alone, without training; drop {clash}"
-    for name, value in settings.items():
-        if value is not None and value < 1:
+    """What is wrong with the cost measurement's settings, in one line; None if nothing."""
+    for name, value in (("--rounds", args.rounds), ("--steps-per-round", args.steps_per_round)):
+        if value < 1:
             return f"{name} must be >= 1, got {value}"
     return None
 
 
-def _bench(study: Study, report_dir: Path, args: argparse.Namespace) -> int:
-    """`--bench`: measure the arms' cost and write it to `report_dir`/cost.csv."""
+def _bench(args: argparse.Namespace, study: Study) -> int:
+    """Measure the arms' cost and write it to the report folder's cost.csv."""
+    report_dir = args.report_dir or study.report_dir
     if problem := unwritable_dir(report_dir):
         return fail(f"{'--report-dir' if args.report_dir else 'report_dir'}: {problem}")
     from minimind.data import DataError
@@ -210,10 +257,8 @@ def _bench(study: Study, report_dir: Path, args: argparse.Namespace) -> int:
     from minimind.study.analysis import StudyError
     from minimind.study.cost import COST_FILE, CostSettings, describe_cost, measure_cost
 
-    rounds = BENCH_ROUNDS if args.rounds is None else args.rounds
-    steps = BENCH_STEPS if args.steps_per_round is None else args.steps_per_round
     try:
-        table = measure_cost(study, CostSettings(rounds, steps))
+        table = measure_cost(study, CostSettings(args.rounds, args.steps_per_round))
     except (StudyError, DataError, SpecError) as e:
         return fail(str(e))
     except KeyboardInterrupt:  # nothing written: the table is written whole or not at all
@@ -227,7 +272,7 @@ def _bench(study: Study, report_dir: Path, args: argparse.Namespace) -> int:
 
 
 def _check_launcher_settings(overrides: list[str]) -> None:
-    """A `SpecError` naming the field of the first `-o launcher.*` that no training command would
+    """A `SpecError` naming the field of the first `-o launcher.*` that no training step would
     accept (the launcher section they make, validated as a spec's is)."""
     from pydantic import ValidationError
 

@@ -1,4 +1,4 @@
-"""`minimind study MANIFEST --bench`: each arm's training cost, measured alone and side by side.
+"""`minimind study bench MANIFEST`: each arm's training cost, measured alone and side by side.
 
 The throughput a study's runs log was measured while the streams shared the cores, which slows
 identical configs unequally, so an arm's cost cannot be read from it. Here every arm whose
@@ -37,6 +37,7 @@ from minimind.foundations.atomic_file import atomic_write_text
 from minimind.study.analysis import StudyError
 from minimind.study.arm_specs import ArmSpec, arm_specs
 from minimind.study.manifest import Study
+from minimind.study.steps import RunStep
 
 if TYPE_CHECKING:
     import torch
@@ -122,7 +123,7 @@ def measure_cost(study: Study, settings: CostSettings) -> CostTable:
         raise StudyError(f"cost_baseline: {baseline} cannot be measured: {notes[baseline]}")
     # Arms that take the same runs (an A/A pair and its reference) are timed once, as the
     # first of them in the manifest.
-    timed: dict[tuple[str, tuple[str, ...], str], str] = {}
+    timed: dict[tuple[RunStep, str], str] = {}
     for key, spec in specs.items():
         timed.setdefault(_candidate(spec), key)
     reference = timed[_candidate(specs[baseline])]
@@ -162,8 +163,8 @@ def measure_cost(study: Study, settings: CostSettings) -> CostTable:
     return CostTable(environment, pd.DataFrame(rows, columns=COLUMNS))
 
 
-def _candidate(spec: ArmSpec) -> tuple[str, tuple[str, ...], str]:
-    return spec.command.path, spec.command.overrides, spec.variant.name
+def _candidate(spec: ArmSpec) -> tuple[RunStep, str]:
+    return spec.command.step, spec.variant.name
 
 
 def _build(specs: Mapping[str, ArmSpec]) -> dict[str, Trainer]:

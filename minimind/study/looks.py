@@ -1,4 +1,4 @@
-"""`minimind study --train` after the streams: the sequential design's looks, each trained for
+"""`minimind study train` after the streams: the sequential design's looks, each trained for
 the comparisons still open.
 
 The streams train the first look. Then, until every comparison has stopped (a difference,
@@ -10,10 +10,11 @@ equivalence, or the cap):
 2. each comparison still open names, for its two arms, the seeds of the look it waits for (the
    first `looks[k]` of `Study.evaluation_seeds`, the tuning seeds skipped; an A/A arm's own
    listed seeds) that have no finished run: a finished (arm, seed) is never trained again;
-3. those runs are trained: per experiment, set of seeds and stream command that trains the
-   variants one `minimind run SPEC [its overrides] -o seeds=[...] --variant V ... --resume`,
-   SPEC and its overrides those of that stream command, the commands side by side in as many
-   streams as the manifest has, those of one spec in one stream (`spread`).
+3. those runs are trained: per experiment, set of seeds and stream run step that trains the
+   variants, one run step with that step's spec and overrides, the look's seeds in place of
+   the step's and the variants named (`minimind run SPEC [its overrides] -o seeds=[...]
+   --variant V ... --resume`), the steps side by side in as many streams as the manifest has,
+   those of one spec in one stream (`spread`).
 
 Nothing is remembered between invocations: what a look trains is read from the store, so a study
 stopped anywhere and run again continues where it stopped.
@@ -21,18 +22,17 @@ stopped anywhere and run again continues where it stopped.
 
 from __future__ import annotations
 
-import shlex
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from minimind.compare import RunSet
-from minimind.spec.loader import parse_override
 from minimind.study.analysis import StudyError, arm_variant, load_experiments
 from minimind.study.arm_specs import run_commands
 from minimind.study.manifest import Study
 from minimind.study.planning import arm_values, plan_from_runs, sequential_decisions
+from minimind.study.steps import RunStep
 from minimind.study.streams import Failure, Launch, run_streams
 
 
@@ -91,15 +91,15 @@ def _finished_seeds(study: Study, key: str, runsets: Mapping[str, RunSet]) -> se
         return set()  # none trained yet
 
 
-def look_commands(study: Study, runs: list[LookRuns]) -> list[str]:
-    """The `minimind run` commands of each `LookRuns`: one per stream command that trains some
-    of its variants, each variant from the first that does (`StudyError` naming a variant no
-    stream command trains)."""
+def look_steps(study: Study, runs: list[LookRuns]) -> list[RunStep]:
+    """The run steps of each `LookRuns`: one per stream run step that trains some of its
+    variants, each variant from the first that does (`StudyError` naming a variant no stream
+    step trains)."""
     sources = run_commands(study)[0]
-    commands = []
+    steps = []
     for look in runs:
-        # each variant from the first command that trains it: an experiment two specs log to
-        # gets a command per spec
+        # each variant from the first step that trains it: an experiment two specs log to gets
+        # a step per spec
         by_source: dict[int, list[str]] = {}
         for variant in look.variants:
             source = next(
@@ -112,20 +112,14 @@ def look_commands(study: Study, runs: list[LookRuns]) -> list[str]:
             )
             if source is None:
                 raise StudyError(
-                    f"streams: no `minimind run` command trains {variant} of "
-                    f"{look.experiment}; a look adds seeds to the specs the streams run"
+                    f"streams: no run step trains {variant} of {look.experiment}; a look adds "
+                    "seeds to the specs the streams run"
                 )
             by_source.setdefault(source, []).append(variant)
         for source, variants in by_source.items():
-            command = sources[source]
-            argv = ["minimind", "run", command.path]
-            seeds = f"seeds=[{', '.join(map(str, look.seeds))}]"
-            for override in [*command.overrides, seeds]:
-                argv += ["-o", override]
-            for variant in variants:
-                argv += ["--variant", variant]
-            commands.append(shlex.join([*argv, "--resume"]))
-    return commands
+            update = {"variants": tuple(variants), "seeds": look.seeds}
+            steps.append(sources[source].step.model_copy(update=update))
+    return steps
 
 
 def train_looks(
@@ -137,7 +131,7 @@ def train_looks(
 ) -> list[Failure]:
     """Train look after look until every comparison has stopped or one cannot go on; the
     failures of the look that failed, empty otherwise. `train` trains a look's runs (by
-    default `look_commands` side by side, in as many streams as the manifest has, each with
+    default `look_steps` side by side, in as many streams as the manifest has, each with
     `launch`: under Slurm a look's jobs are submitted only after the previous look was analysed)."""
     train = train or _trainer(study, log_dir, launch or Launch())
     previous: list[LookRuns] | None = None
@@ -171,25 +165,25 @@ def _trainer(
     looks = iter(range(1, 10_000))
 
     def train(runs: list[LookRuns]) -> list[Failure]:
-        streams = spread(look_commands(study, runs), len(study.streams))
+        streams = spread(look_steps(study, runs), len(study.streams))
         look = f"look{next(looks)}-stream"
         return run_streams(streams, study.threads_per_stream, log_dir, look, launch)
 
     return train
 
 
-def spread(commands: list[str], width: int) -> list[list[str]]:
-    """`commands` in `width` streams, those of one spec file in one stream, one after another;
+def spread(steps: list[RunStep], width: int) -> list[list[RunStep]]:
+    """`steps` in `width` streams, those of one spec file in one stream, one after another;
     the specs' groups, largest first, each to the stream with the fewest runs so far, so that a
     look ends when its runs do rather than when its most crowded stream does.
 
-    Two look commands of one spec (other seeds, other variants) hash alike, since a spec's hash
+    Two look steps of one spec (other seeds, other variants) hash alike, since a spec's hash
     leaves its seeds out: at once, each `--resume` would reopen the same parent run and end the
     other's runs as stale, and under Slurm rewrite the spec file the other's jobs read."""
-    by_spec: dict[str, list[str]] = {}
-    for command in commands:
-        by_spec.setdefault(shlex.split(command)[2], []).append(command)
-    streams: list[list[str]] = [[] for _ in range(width)]
+    by_spec: dict[str, list[RunStep]] = {}
+    for step in steps:
+        by_spec.setdefault(step.spec, []).append(step)
+    streams: list[list[RunStep]] = [[] for _ in range(width)]
     loads = [0] * width
     groups = sorted(by_spec.values(), key=lambda group: -sum(map(_runs_of, group)))
     for group in groups:  # a stable sort: groups of equal size keep their order
@@ -199,10 +193,6 @@ def spread(commands: list[str], width: int) -> list[list[str]]:
     return streams
 
 
-def _runs_of(command: str) -> int:
-    """The runs a look command trains: its variants (`--variant`) times its seeds, those of its
-    last `-o seeds=[...]` (the last override wins, as `minimind run` reads them)."""
-    argv = shlex.split(command)
-    overrides = (parse_override(v) for k, v in zip(argv, argv[1:], strict=False) if k == "-o")
-    seeds = [value for key, value, _ in overrides if key == "seeds"]
-    return max(argv.count("--variant"), 1) * (len(seeds[-1]) if seeds else 1)
+def _runs_of(step: RunStep) -> int:
+    """The runs a look step trains: its variants times its seeds (a look step names both)."""
+    return max(len(step.variants), 1) * (len(step.seeds) if step.seeds is not None else 1)

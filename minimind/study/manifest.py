@@ -1,5 +1,5 @@
 """The study manifest: which runs make each arm, which comparisons each axis makes, what the
-literature expects of each, and the commands that train the runs.
+literature expects of each, and the steps that train the runs (`steps.py`).
 
 A study is read from YAML like a spec (safe loader, duplicate keys rejected) and validated
 whole; every problem is one `SpecError` naming its field path, e.g.
@@ -8,9 +8,8 @@ whole; every problem is one `SpecError` naming its field path, e.g.
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
@@ -19,6 +18,7 @@ from minimind.foundations.strict_config import StrictNumbers, field_error
 from minimind.spec.errors import did_you_mean, from_validation_error
 from minimind.stats.intervals import Correction
 from minimind.stats.sequential import SequentialDesign, Spending
+from minimind.study.steps import RunStep, Step
 
 Expectation = Literal["better", "worse", "equal"]
 """What the literature expects of an arm against its reference: a better or worse objective,
@@ -115,7 +115,7 @@ class StudyLadder(StrictNumbers):
 
 
 class Planning(StrictNumbers):
-    """What `minimind study --plan` plans for: the difference a `better`/`worse` comparison must
+    """What `minimind study plan` plans for: the difference a `better`/`worse` comparison must
     detect (`effect`, in the metric's units) at `power`, from `sd`, the sd of the per-seed paired
     differences, or, when omitted, the sd measured from each comparison's runs so far."""
 
@@ -158,9 +158,9 @@ class Study(StrictNumbers):
     equivalence_margin: float = Field(gt=0)
     """The largest difference of the objective that counts as "equal" (in its units)."""
     report_dir: Path = Path("results/study")
-    streams: list[list[str]] = Field(min_length=1)
-    """The commands that train the study's runs: each stream's in order, the streams side by
-    side (`minimind study --train`)."""
+    streams: list[Annotated[list[Step], Field(min_length=1)]] = Field(min_length=1)
+    """The steps that train the study's runs: each stream's in order, the streams side by side
+    (`minimind study train`)."""
     threads_per_stream: int = Field(default=1, gt=0)
     """`OMP_NUM_THREADS` of each stream: one thread per process keeps a busy core from
     stalling the others, and makes a seed's numbers independent of the machine's load."""
@@ -169,7 +169,7 @@ class Study(StrictNumbers):
     ladders: list[StudyLadder] = []
     planning: Planning | None = None
     sequential: Sequential = Sequential()
-    """The looks `--plan` and `--train` use (3, 6, 9, 12 seeds unless set); its last look
+    """The looks `study plan` and `study train` use (3, 6, 9, 12 seeds unless set); its last look
     is the cap, beyond which a comparison is not settled."""
     tuning_seeds: list[int] = []
     """The seeds the sweeps behind tuned arms train their trials on. No run of these seeds
@@ -177,7 +177,7 @@ class Study(StrictNumbers):
     again, a selection bias (the analysis refuses a tuned arm whose sweep tuned on another
     seed)."""
     cost_baseline: str | None = None
-    """The arm the others' training cost is a ratio of (`minimind study --bench`); by default
+    """The arm the others' training cost is a ratio of (`minimind study bench`); by default
     the reference of the most comparisons (`cost_baseline_arm`)."""
 
     def evaluation_seeds(self, count: int) -> list[int]:
@@ -204,80 +204,97 @@ class Study(StrictNumbers):
         """An A/A comparison: both arms take the same runs, on disjoint seeds."""
         return self.arms[comparison.arm].selects() == self.arms[comparison.against].selects()
 
+    def run_steps(self) -> list[RunStep]:
+        """Every stream's `run` steps, in the streams' order."""
+        return [step for stream in self.streams for step in stream if isinstance(step, RunStep)]
+
     @model_validator(mode="after")
     def _references_resolve(self) -> Study:
-        for i, stream in enumerate(self.streams):
-            if not stream:
-                field_error(("streams", i), "a stream lists at least one command")
-            for j, command in enumerate(stream):
-                if not command.startswith("minimind "):
-                    field_error(("streams", i, j), "a command is `minimind ...`")
-                try:
-                    shlex.split(command)
-                except ValueError as e:
-                    field_error(("streams", i, j), f"cannot be split into arguments: {e}")
-        names = list(self.arms)
+        """Each name the manifest uses names something it defines, once; the first problem is
+        one `field_error` naming its path."""
+        self._seeds_apart_from_tuning()
+        self._cost_baseline_known()
+        self._labels_unique()
+        for i, axis in enumerate(self.axes):
+            self._comparisons_resolve(i, axis)
+        self._axis_names_unique()
+        self._ladders_resolve()
+        return self
+
+    def _seeds_apart_from_tuning(self) -> None:
         for key, arm in self.arms.items():
             if clash := sorted(set(arm.seeds or []) & set(self.tuning_seeds)):
                 field_error(
                     ("arms", key, "seeds"),
                     f"seeds {clash} are tuning seeds: evaluation seeds are apart from them",
                 )
-        if self.cost_baseline is not None and self.cost_baseline not in self.arms:
-            field_error(
-                ("cost_baseline",),
-                f"unknown arm {self.cost_baseline!r}; arms: {', '.join(names)}"
-                + did_you_mean(self.cost_baseline, names),
-            )
+
+    def _cost_baseline_known(self) -> None:
+        if self.cost_baseline is not None:
+            _known(("cost_baseline",), self.cost_baseline, list(self.arms), "arm")
+
+    def _labels_unique(self) -> None:
         labels = [arm.label for arm in self.arms.values()]
         for key, arm in self.arms.items():
             if labels.count(arm.label) > 1:
                 field_error(("arms", key, "label"), f"label {arm.label!r} names another arm too")
-        for i, axis in enumerate(self.axes):
-            compared = set()
-            for j, comparison in enumerate(axis.comparisons):
-                for side in ("arm", "against"):
-                    key = getattr(comparison, side)
-                    if key not in self.arms:
-                        field_error(
-                            ("axes", i, "comparisons", j, side),
-                            f"unknown arm {key!r}; arms: {', '.join(names)}{did_you_mean(key, names)}",
-                        )
-                if comparison.arm == comparison.against:
-                    field_error(("axes", i, "comparisons", j, "against"), "an arm against itself")
-                arm, against = self.arms[comparison.arm], self.arms[comparison.against]
-                if arm.selects() == against.selects() and (
-                    arm.seeds is None
-                    or against.seeds is None
-                    or set(arm.seeds) & set(against.seeds)
-                ):
-                    field_error(
-                        ("axes", i, "comparisons", j, "arm"),
-                        f"{comparison.arm} takes the runs of {comparison.against}: an A/A "
-                        "calibration gives both arms disjoint seeds",
-                    )
-                if comparison.arm in compared:
-                    field_error(
-                        ("axes", i, "comparisons", j, "arm"),
-                        f"{comparison.arm} is compared twice in this axis",
-                    )
-                compared.add(comparison.arm)
-        seen = [axis.name for axis in self.axes]
-        for i, name in enumerate(seen):
-            if name in seen[:i]:
+
+    def _comparisons_resolve(self, i: int, axis: Axis) -> None:
+        """Axis `i`'s comparisons: known arms, not an arm against itself, an A/A pair on
+        disjoint seeds, each arm compared once."""
+        compared: set[str] = set()
+        for j, comparison in enumerate(axis.comparisons):
+            path = ("axes", i, "comparisons", j)
+            for side in ("arm", "against"):
+                _known((*path, side), getattr(comparison, side), list(self.arms), "arm")
+            if comparison.arm == comparison.against:
+                field_error((*path, "against"), "an arm against itself")
+            if self._shares_seeds(comparison):
+                field_error(
+                    (*path, "arm"),
+                    f"{comparison.arm} takes the runs of {comparison.against}: an A/A "
+                    "calibration gives both arms disjoint seeds",
+                )
+            if comparison.arm in compared:
+                field_error((*path, "arm"), f"{comparison.arm} is compared twice in this axis")
+            compared.add(comparison.arm)
+
+    def _shares_seeds(self, comparison: ArmComparison) -> bool:
+        """Both arms take the same runs on seeds that are not disjoint (or not listed)."""
+        arm, against = self.arms[comparison.arm], self.arms[comparison.against]
+        if arm.selects() != against.selects():
+            return False
+        return (
+            arm.seeds is None or against.seeds is None or bool(set(arm.seeds) & set(against.seeds))
+        )
+
+    def _axis_names_unique(self) -> None:
+        names = [axis.name for axis in self.axes]
+        for i, name in enumerate(names):
+            if name in names[:i]:
                 field_error(("axes", i, "name"), f"duplicate axis {name!r}")
-        ladders = [ladder.experiment for ladder in self.ladders]
+
+    def _ladders_resolve(self) -> None:
+        experiments = [ladder.experiment for ladder in self.ladders]
+        axes = [axis.name for axis in self.axes]
         for i, ladder in enumerate(self.ladders):
-            if ladder.experiment in ladders[:i]:
+            if ladder.experiment in experiments[:i]:
                 field_error(("ladders", i, "experiment"), f"ladder {ladder.experiment!r} twice")
             for tag, target in ladder.axes.items():
-                if target not in seen:
-                    field_error(
-                        ("ladders", i, "axes", tag),
-                        f"unknown axis {target!r}; axes: {', '.join(seen)}"
-                        + did_you_mean(target, seen),
-                    )
-        return self
+                _known(("ladders", i, "axes", tag), target, axes, "axis")
+
+
+_PLURAL = {"arm": "arms", "axis": "axes"}
+
+
+def _known(path: tuple[str | int, ...], name: str, names: list[str], kind: str) -> None:
+    """A `field_error` at `path` unless `name` is one of `names`, the manifest's `kind`s."""
+    if name not in names:
+        field_error(
+            path,
+            f"unknown {kind} {name!r}; {_PLURAL[kind]}: {', '.join(names)}"
+            + did_you_mean(name, names),
+        )
 
 
 def where_matches(param: object, value: Scalar) -> bool:

@@ -1,4 +1,4 @@
-"""`minimind study MANIFEST --plan`: before (or between) training, what each comparison needs.
+"""`minimind study plan MANIFEST`: before (or between) training, what each comparison needs.
 
 Per comparison: the seeds that settle it at the manifest's `planning.power` (80 % unless set):
 a `better`/`worse` comparison detects `planning.effect`; an `equal` one (and an A/A calibration
@@ -170,7 +170,7 @@ def sequential_agreement(expect: Expectation, standing: Standing, maximize: bool
 
 
 def describe_study_plan(study: Study, planned: list[PlannedComparison]) -> str:
-    """The `--plan` text: per axis and comparison, the seeds needed, the cap's warning, and where
+    """The `study plan` text: per axis and comparison, the seeds needed, the cap's warning, and where
     the sequential design stands."""
     cap = study.sequential.looks[-1]
     standing = standings(study, planned)

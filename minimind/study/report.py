@@ -50,6 +50,7 @@ from minimind.study.cost import COST_FILE, CostTable, read_cost
 from minimind.study.data_budget import DataBudget, data_budgets, tokens_per_run
 from minimind.study.ladders import LadderReading, axis_pointers
 from minimind.study.manifest import Axis, Sensitivity, Study
+from minimind.study.streams import command_line
 
 STUDY_CSS = """
 td.agrees { color: #1a7f37; font-weight: 600; } td.disagrees { color: #cf222e; font-weight: 600; }
@@ -223,7 +224,7 @@ def axis_rows(result: AxisResult, costs: Mapping[str, pd.Series] | None = None) 
 
 def _cost_cells(label: str, costs: Mapping[str, pd.Series] | None) -> list[Cell]:
     """ms/step (the range over the rounds under it) and the ratio to the cost baseline, as
-    measured alone (`minimind study --bench`); never the runs' throughput, logged while the
+    measured alone (`minimind study bench`); never the runs' throughput, logged while the
     streams shared the cores."""
     row = None if costs is None else costs.get(label)
     if row is None:
@@ -235,11 +236,11 @@ def _cost_cells(label: str, costs: Mapping[str, pd.Series] | None) -> list[Cell]
 def cost_note(cost: CostTable | None, manifest: str) -> str:
     """How the cost columns were measured, or how to measure them."""
     if cost is None:
-        return f"Arm cost: not measured (run `minimind study {manifest} --bench`)."
+        return f"Arm cost: not measured (run `minimind study bench {manifest}`)."
     env = {key: cost.environment.get(key, "unknown") for key in _COST_ENVIRONMENT}
     return (
         f"Arm cost (ms/step, cost ×): each arm's training step measured alone by `minimind "
-        f"study {manifest} --bench` ({env['measured']}; {env['timing']}; {env['cpu']}, "
+        f"study bench {manifest}` ({env['measured']}; {env['timing']}; {env['cpu']}, "
         f"{env['device']}, {env['threads']} thread(s), torch {env['torch']}). ms/step is the "
         f"median over the rounds, their range under it; cost × is the median of the per-round "
         f"ratios to {env['cost baseline']}, timed in the same rounds. Not the runs' logged "
@@ -413,7 +414,10 @@ def _png(fig: Figure) -> bytes:
 
 
 def _commands(study: Study) -> list[str]:
-    lines = [f"# stream {k + 1}" + "\n" + "\n".join(s) for k, s in enumerate(study.streams)]
+    lines = [
+        f"# stream {k + 1}" + "\n" + "\n".join(map(command_line, s))
+        for k, s in enumerate(study.streams)
+    ]
     return [f"OMP_NUM_THREADS={study.threads_per_stream} (each stream on its own)", *lines]
 
 
@@ -729,7 +733,7 @@ def write_report(
     ladders: Sequence[LadderReading] = (),
 ) -> Path:
     """Write the report into `folder` (made if missing) and return its `index.html`; the arms'
-    cost comes from the cost.csv `minimind study {manifest} --bench` wrote, in `folder` or else
+    cost comes from the cost.csv `minimind study bench {manifest}` wrote, in `folder` or else
     in the manifest's `report_dir` (a report re-rendered elsewhere reads the committed one),
     never another study's."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -186,7 +186,7 @@ class Trainer:
         return self._outcome("FINISHED", samples=samples)
 
     def step_once(self) -> None:
-        """One optimizer step outside `fit`, as `minimind study --bench` times an arm: no
+        """One optimizer step outside `fit`, as `minimind study bench` times an arm: no
         logging, evaluation, checkpoint, budget or progress."""
         self._train_step()
         self.step += 1

@@ -1,4 +1,4 @@
-"""`minimind study --train --launcher slurm` on a real single-node Slurm (tests/slurm_cluster.py):
+"""`minimind study train --launcher slurm` on a real single-node Slurm (tests/slurm_cluster.py):
 stopped mid-way, the study run again collects its jobs and continues, training no run twice."""
 
 from __future__ import annotations
@@ -63,9 +63,10 @@ def test_a_stopped_study_collects_its_jobs_and_continues_when_run_again(
 ):
     train = {"steps": 200, "eval_every": 100, "log_every": 20}
     spec = write_spec(seeds=[0, 1], ablate={"model.norm": ["rmsnorm", "layernorm"]}, train=train)
-    command = [sys.executable, "-m", "minimind", "study", str(manifest(tmp_path, spec)), "--train"]
+    study_path = manifest(tmp_path, spec)
+    command = [sys.executable, "-m", "minimind", "study", "train", str(study_path)]
     command += ["--launcher", "slurm", "-o", f"launcher.folder={tmp_path / 'slurm'}"]
-    command += ["--tracking-uri", mlflow_uri, "--report-dir", str(tmp_path / "report")]
+    command += ["--tracking-uri", mlflow_uri]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     study = subprocess.Popen(
         command, cwd=tmp_path, env=env, start_new_session=True, stderr=subprocess.PIPE, text=True
@@ -91,4 +92,9 @@ def test_a_stopped_study_collects_its_jobs_and_continues_when_run_again(
     names = sorted(run.info.run_name for run in runs)
     assert len(names) == RUNS and len(set(names)) == RUNS  # none trained twice
     assert {run.info.status for run in runs} == {"FINISHED"}
+    # the report reads what the jobs logged
+    report = [sys.executable, "-m", "minimind", "study", "report", str(study_path)]
+    report += ["--tracking-uri", mlflow_uri, "--report-dir", str(tmp_path / "report")]
+    written = subprocess.run(report, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert written.returncode == 0, written.stderr
     assert (tmp_path / "report" / "report.md").exists()

@@ -1,4 +1,4 @@
-"""`minimind study --bench`: each arm resolved to the spec its runs train, timed alone on tiny
+"""`minimind study bench`: each arm resolved to the spec its runs train, timed alone on tiny
 models side by side, written to cost.csv beside the report; its command line's errors."""
 
 from __future__ import annotations
@@ -94,13 +94,11 @@ def test_each_arm_resolves_to_the_variant_of_the_command_that_trains_it(study_pa
     # a tuned arm: the best.yaml cell whose params equal its `where`, with the stream's overrides
     muon = specs["muon"]
     assert muon.variant.spec.train.optimizer.name == "muon"
-    assert muon.command.path.endswith("sweep/best.yaml") and muon.command.overrides == (
-        "seeds=[0]",
-    )
+    assert muon.command.step.spec.endswith("sweep/best.yaml") and muon.command.step.seeds == (0,)
     assert muon.variant.spec.seeds == [0]
     # the best.yaml its sweep never wrote: the arm is left out with a note naming the file
     (note,) = notes.values()
-    assert note.startswith("arms.gone: no stream's `minimind run` command trains where")
+    assert note.startswith("arms.gone: no stream's run step trains where")
     assert "other-sweep/best.yaml" in note and "not loaded" in note
     assert study.cost_baseline_arm() == "base"
 
@@ -110,7 +108,7 @@ def test_every_arm_is_timed_alone_side_by_side_and_written_beside_the_report(
 ) -> None:
     threads = torch.get_num_threads()
     report = tmp_path / "report"
-    code = main(["study", str(study_path), "--bench", "--rounds", "2", "--steps-per-round", "2"])
+    code = main(["study", "bench", str(study_path), "--rounds", "2", "--steps-per-round", "2"])
     assert code == 0
     assert torch.get_num_threads() == threads  # the study's threads only while timing
     err = capsys.readouterr().err
@@ -171,16 +169,14 @@ def test_each_round_times_a_block_of_steps_of_every_arm_in_rotated_order(
 
 
 def _bench(path: Path, *extra: str) -> list[str]:
-    return ["study", str(path), *extra]
+    return ["study", "bench", str(path), *extra]
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--rounds", "2"], "--rounds: sets the cost measurement; add --bench"),
-        (["--bench", "--train"], "--bench: measures the arms' cost alone, without training"),
-        (["--bench", "--plan"], "drop --plan"),
-        (["--bench", "--steps-per-round", "0"], "--steps-per-round must be >= 1, got 0"),
+        (["--rounds", "0"], "--rounds must be >= 1, got 0"),
+        (["--steps-per-round", "0"], "--steps-per-round must be >= 1, got 0"),
     ],
 )
 def test_bad_bench_options_exit_2_in_one_line(
@@ -204,7 +200,7 @@ def test_a_baseline_that_cannot_be_measured_exits_2(
 ) -> None:
     tree = yaml.safe_load(study_path.read_text())
     study_path.write_text(yaml.safe_dump({**tree, "cost_baseline": baseline}))
-    assert main(_bench(study_path, "--bench", "--rounds", "1")) == 2
+    assert main(_bench(study_path, "--rounds", "1")) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "report" / COST_FILE).exists()

@@ -1,4 +1,4 @@
-"""`minimind study --train` after the streams: look after look, the next seeds of the open
+"""`minimind study train` after the streams: look after look, the next seeds of the open
 comparisons only, never a finished (arm, seed) again, resumable, tuning seeds skipped."""
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric
 
 from minimind.study.analysis import StudyError, load_experiments
-from minimind.study.looks import LookRuns, look_commands, missing_runs, spread, train_looks
+from minimind.study.looks import LookRuns, look_steps, missing_runs, spread, train_looks
 from minimind.study.manifest import load_study
 from minimind.study.planning import plan_study, sequential_decisions
-from minimind.study.streams import _argv
+from minimind.study.steps import RunStep
+from minimind.study.streams import command_line
 
 T0 = 1_700_000_000_000
 OFFSET = {"base": 0.0, "good": -0.03, "same": 0.001, "near": 0.012}
@@ -222,52 +223,48 @@ def test_an_aa_arm_with_no_run_yet_gets_its_first_look_trained(tmp_path: Path, m
     assert notes == []
 
 
-def test_a_look_command_adds_seeds_and_variants_to_the_stream_command(
-    tmp_path: Path, write_spec
-) -> None:
+def test_a_look_step_adds_seeds_and_variants_to_the_stream_step(tmp_path: Path, write_spec) -> None:
     spec = write_spec(ablate={"model.norm": ["rmsnorm", "layernorm"]})
-    path = manifest(tmp_path, streams=[[f"minimind run {spec} -o train.steps=3"]])
+    path = manifest(tmp_path, streams=[[f"minimind run {spec} -o train.steps=3 -o seeds=[0,1]"]])
     study = load_study(path)
     look = LookRuns("tiny", ("norm=layernorm",), (3, 4, 5))
-    assert look_commands(study, [look]) == [
-        f"minimind run {spec} -o train.steps=3 -o 'seeds=[3, 4, 5]' --variant norm=layernorm "
-        "--resume"
-    ]
-    with pytest.raises(StudyError, match="no `minimind run` command trains gelu of tiny"):
-        look_commands(study, [LookRuns("tiny", ("gelu",), (3,))])
+    (step,) = look_steps(study, [look])
+    # the stream step's spec and overrides, the look's seeds in place of the step's own
+    assert (step.spec, step.overrides) == (str(spec), ("train.steps=3",))
+    assert (step.variants, step.seeds) == (("norm=layernorm",), (3, 4, 5))
+    assert command_line(step) == (
+        f"minimind run {spec} -o train.steps=3 -o 'seeds=[3,4,5]' --variant norm=layernorm"
+    )
+    with pytest.raises(StudyError, match="no run step trains gelu of tiny"):
+        look_steps(study, [LookRuns("tiny", ("gelu",), (3,))])
 
 
-def test_a_look_of_an_experiment_two_specs_train_gets_a_command_per_spec(
+def test_a_look_of_an_experiment_two_specs_train_gets_a_step_per_spec(
     tmp_path: Path, write_spec
 ) -> None:
     norms = write_spec(ablate={"model.norm": ["rmsnorm", "layernorm"]})
     mlps = tmp_path / "mlps.yaml"
     tree = yaml.safe_load(norms.read_text())
     mlps.write_text(yaml.safe_dump({**tree, "ablate": {"model.mlp": ["swiglu", "gelu"]}}))
-    path = manifest(tmp_path, streams=[[f"minimind run {norms}"], [f"minimind run {mlps}"]])
+    path = manifest(tmp_path, streams=[[{"run": str(norms)}], [{"run": str(mlps)}]])
     look = LookRuns("tiny", ("norm=layernorm", "mlp=gelu"), (3,))
-    assert look_commands(load_study(path), [look]) == [
-        f"minimind run {norms} -o 'seeds=[3]' --variant norm=layernorm --resume",
-        f"minimind run {mlps} -o 'seeds=[3]' --variant mlp=gelu --resume",
+    assert look_steps(load_study(path), [look]) == [
+        step(norms, ("norm=layernorm",), (3,)),
+        step(mlps, ("mlp=gelu",), (3,)),
     ]
 
 
-def test_a_look_never_runs_two_commands_of_one_spec_at_once() -> None:
-    # an A/A row's two arms of one variant miss other seeds: two commands of a.yaml, which
-    # would reopen one parent run side by side (a spec's hash leaves its seeds out)
-    commands = [
-        "minimind run a.yaml -o 'seeds=[4]' --variant base --resume",
-        "minimind run a.yaml -o 'seeds=[5]' --variant base --resume",
-        "minimind run b.yaml -o 'seeds=[3]' --variant x --resume",
-    ]
-    assert spread(commands, 2) == [commands[:2], commands[2:]]
-    assert spread(commands, 3) == [commands[:2], commands[2:], []]
+def step(spec: Path | str, variants: tuple[str, ...], seeds: tuple[int, ...]) -> RunStep:
+    return RunStep.model_validate({"run": str(spec), "variants": variants, "seeds": seeds})
 
 
-def test_a_stream_s_run_resumes_so_that_a_rerun_skips_finished_runs() -> None:
-    assert _argv("minimind run a.yaml -o seeds=[0]")[-1] == "--resume"
-    assert _argv("minimind run a.yaml --resume").count("--resume") == 1
-    assert "--resume" not in _argv("minimind sweep a.yaml")
+def test_a_look_never_runs_two_steps_of_one_spec_at_once() -> None:
+    # an A/A row's two arms of one variant miss other seeds: two steps of a.yaml, which would
+    # reopen one parent run side by side (a spec's hash leaves its seeds out)
+    steps = [step("a.yaml", ("base",), (4,)), step("a.yaml", ("base",), (5,))]
+    steps.append(step("b.yaml", ("x",), (3,)))
+    assert spread(steps, 2) == [steps[:2], steps[2:]]
+    assert spread(steps, 3) == [steps[:2], steps[2:], []]
 
 
 @pytest.mark.slow
@@ -298,7 +295,7 @@ def test_study_train_runs_the_streams_then_the_looks_and_a_rerun_trains_nothing(
         sequential={"looks": [2, 3]},
     )
     monkeypatch.chdir(tmp_path)  # the stream logs go under results/generated/
-    argv = ["study", str(path), "--train", "--tracking-uri", mlflow_uri, "--report-dir", "r"]
+    argv = ["study", "train", str(path), "--tracking-uri", mlflow_uri]
     assert main(argv) == 0
     study = load_study(path)
     runs = load_experiments(study, mlflow_uri)["tiny"].runs
@@ -307,7 +304,8 @@ def test_study_train_runs_the_streams_then_the_looks_and_a_rerun_trains_nothing(
     seeds = set(range(int(stopped.seeds[0, 0])))
     for variant in ("norm=rmsnorm", "norm=layernorm"):
         assert sorted(runs.loc[runs["variant"] == variant, "seed"]) == sorted(seeds)
-    assert (tmp_path / "r" / "index.html").exists()
+    report = ["study", "report", str(path), "--tracking-uri", mlflow_uri, "--report-dir", "r"]
+    assert main(report) == 0 and (tmp_path / "r" / "index.html").exists()
     # run again: the stream's run resumes and skips, the looks find nothing to train
     assert main(argv) == 0
     again = load_experiments(study, mlflow_uri)["tiny"].runs
@@ -317,17 +315,21 @@ def test_study_train_runs_the_streams_then_the_looks_and_a_rerun_trains_nothing(
 def test_a_look_balances_its_streams_by_runs_not_by_spec_count() -> None:
     # round-robin by spec would give stream 0 the 9 runs of a.yaml and c.yaml (6 + 3), stream 1
     # the 2 of b.yaml; by runs, the largest spec gets a stream to itself
-    commands = [
-        "minimind run a.yaml -o 'seeds=[3, 4, 5]' --variant x --variant y --resume",
-        "minimind run b.yaml -o 'seeds=[3, 4]' --variant x --resume",
-        "minimind run c.yaml -o 'seeds=[3, 4, 5]' --variant x --resume",
+    steps = [
+        step("a.yaml", ("x", "y"), (3, 4, 5)),
+        step("b.yaml", ("x",), (3, 4)),
+        step("c.yaml", ("x",), (3, 4, 5)),
     ]
-    assert spread(commands, 2) == [commands[:1], [commands[2], commands[1]]]
+    assert spread(steps, 2) == [steps[:1], [steps[2], steps[1]]]
 
 
-def test_a_look_command_counts_the_seeds_of_its_last_override() -> None:
-    # a stream command's own `-o seeds=[0,1,2]` comes first, the look's seeds after it, and
-    # `minimind run` reads the last: the look's 6 runs, not the stream's 3
-    six = "minimind run a.yaml -o 'seeds=[0,1,2]' -o 'seeds=[12, 13, 14, 15, 16, 17]' --resume"
-    three = [f"minimind run {name}.yaml -o 'seeds=[3, 4, 5]' --variant x --resume" for name in "bc"]
+def test_a_look_step_counts_the_seeds_it_trains_not_the_stream_step_s(
+    tmp_path: Path, write_spec
+) -> None:
+    # the stream step trains seeds 0-2; its look step trains 12-17 of the variant: 6 runs,
+    # against the 3 of each other spec's look step
+    spec = write_spec(name="six")
+    path = manifest(tmp_path, streams=[[f"minimind run {spec} -o seeds=[0,1,2]"]])
+    (six,) = look_steps(load_study(path), [LookRuns("six", ("base",), tuple(range(12, 18)))])
+    three = [step(f"{name}.yaml", ("x",), (3, 4, 5)) for name in "bc"]
     assert spread([*three, six], 2) == [[six], three]

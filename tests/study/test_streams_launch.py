@@ -1,34 +1,115 @@
-"""`minimind study --train --launcher slurm`: what each stream command gets, and the one-line
-refusal of an override that is not a launcher setting."""
+"""`minimind study train --launcher slurm`: what each step's process gets, for the shipped
+manifest as its command lines gave it before steps were typed, and the one-line refusal of an
+override that is not a launcher setting."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+
+import yaml
 
 from minimind.cli import main
-from minimind.study.streams import Launch, _argv
+from minimind.study.manifest import load_study
+from minimind.study.steps import RunStep, SweepStep
+from minimind.study.streams import Launch, command_line, step_argv
 
 SLURM = Launch("slurm", ("launcher.partition=gpu",))
+HEAD = [sys.executable, "-m", "minimind"]
+ADDED = ["--launcher", "slurm", "--override=launcher.partition=gpu"]
+SHIPPED = Path(__file__).resolve().parents[2] / "experiments" / "study" / "study.yaml"
+BEST = "results/generated/study_tune_{}/best.yaml"
+# The shipped manifest's streams as command lines (before its steps were typed), and the argv
+# each was launched with under SLURM then.
+OLD_STREAMS = [
+    [
+        ("minimind run experiments/ladder.yaml", ["run", "experiments/ladder.yaml", *ADDED]),
+        *(
+            (
+                f"minimind run experiments/study/{name}.yaml",
+                ["run", f"experiments/study/{name}.yaml", *ADDED],
+            )
+            for name in ("arms", "tune_adamw_edge", "tune_muon_edge")
+        ),
+    ],
+    [
+        *(
+            line
+            for name in ("adamw", "postnorm", "muon")
+            for line in (
+                (
+                    f"minimind sweep experiments/study/tune_{name}.yaml",
+                    ["sweep", f"experiments/study/tune_{name}.yaml", *ADDED],
+                ),
+                (
+                    f"minimind sweep experiments/study/tune_{name}.yaml --best",
+                    ["sweep", f"experiments/study/tune_{name}.yaml", "--best"],
+                ),
+            )
+        ),
+        *(
+            (
+                f"minimind run experiments/study/{name}.yaml",
+                ["run", f"experiments/study/{name}.yaml", *ADDED],
+            )
+            for name in ("stability", "mlp")
+        ),
+        *(
+            (
+                f"minimind run {BEST.format(name)} -o seeds=[0,1,2]",
+                ["run", BEST.format(name), "-o", "seeds=[0,1,2]", *ADDED],
+            )
+            for name in ("adamw", "muon", "postnorm")
+        ),
+    ],
+]
 
 
-def test_training_commands_get_the_launch_and_a_run_resumes():
-    head = [sys.executable, "-m", "minimind"]
-    added = ["--launcher", "slurm", "--override=launcher.partition=gpu"]
-    assert _argv("minimind run a.yaml", SLURM) == [*head, "run", "a.yaml", *added, "--resume"]
-    assert _argv("minimind run a.yaml --resume", SLURM).count("--resume") == 1
-    assert _argv("minimind sweep s.yaml", SLURM) == [*head, "sweep", "s.yaml", *added]
-    assert _argv("minimind sweep s.yaml --best", SLURM) == [*head, "sweep", "s.yaml", "--best"]
-    assert _argv("minimind registry norm", SLURM) == [*head, "registry", "norm"]
-    assert _argv("minimind run a.yaml") == [*head, "run", "a.yaml", "--resume"]  # local
-    local = Launch("local")
-    assert _argv("minimind run a.yaml", local) == [
-        *head,
-        *("run", "a.yaml", "--launcher", "local", "--resume"),
+def test_the_shipped_steps_launch_as_their_old_command_lines_did(tmp_path: Path) -> None:
+    study = load_study(SHIPPED)
+    launched = [[step_argv(step, SLURM) for step in stream] for stream in study.streams]
+    expected = [
+        [[*HEAD, *words, *(["--resume"] if words[0] == "run" else [])] for _, words in stream]
+        for stream in OLD_STREAMS
     ]
+    assert launched == expected
+    # the old lines, as the shorthand, read into the same steps
+    tree = yaml.safe_load(SHIPPED.read_text())
+    tree["streams"] = [[line for line, _ in stream] for stream in OLD_STREAMS]
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(tree, sort_keys=False))
+    assert load_study(tmp_path / "study.yaml").streams == study.streams
+
+
+def test_training_steps_get_the_launch_and_a_run_resumes():
+    run = RunStep.model_validate({"run": "a.yaml"})
+    sweep = SweepStep.model_validate({"sweep": "s.yaml"})
+    best = SweepStep.model_validate({"sweep": "s.yaml", "best": True})
+    assert step_argv(run, SLURM) == [*HEAD, "run", "a.yaml", *ADDED, "--resume"]
+    assert step_argv(sweep, SLURM) == [*HEAD, "sweep", "s.yaml", *ADDED]
+    assert step_argv(best, SLURM) == [*HEAD, "sweep", "s.yaml", "--best"]  # trains nothing
+    assert step_argv(run) == [*HEAD, "run", "a.yaml", "--resume"]  # as each spec says
+    local = Launch("local")
+    assert step_argv(run, local) == [*HEAD, "run", "a.yaml", "--launcher", "local", "--resume"]
+
+
+def test_a_run_step_s_overrides_variants_and_seeds_are_its_arguments():
+    step = RunStep.model_validate(
+        {"run": "a b.yaml", "overrides": ["train.steps=3"], "variants": ["x", "y"], "seeds": [4, 2]}
+    )
+    assert step_argv(step)[3:] == [
+        *("run", "a b.yaml", "-o", "train.steps=3", "-o", "seeds=[4,2]"),
+        *("--variant", "x", "--variant", "y", "--resume"),
+    ]
+    # as a shell reads it: the spec's space and the seeds' brackets quoted
+    assert command_line(step) == (
+        "minimind run 'a b.yaml' -o train.steps=3 -o 'seeds=[4,2]' --variant x --variant y"
+    )
+    sweep = SweepStep.model_validate({"sweep": "s.yaml", "overrides": ["sweep.trials=2"]})
+    assert command_line(sweep) == "minimind sweep s.yaml -o sweep.trials=2"
 
 
 def test_a_study_override_must_be_a_launcher_setting(tmp_path, capsys):
-    code = main(["study", str(tmp_path / "study.yaml"), "--train", "-o", "train.steps=5"])
+    code = main(["study", "train", str(tmp_path / "study.yaml"), "-o", "train.steps=5"])
     assert code == 2
     err = capsys.readouterr().err
     assert err == "error: -o: a study passes launcher settings only, got train.steps=5\n"
@@ -36,7 +117,7 @@ def test_a_study_override_must_be_a_launcher_setting(tmp_path, capsys):
 
 def test_a_bad_launcher_setting_is_refused_before_any_stream_starts(tmp_path, capsys):
     manifest = tmp_path / "study.yaml"
-    argv = ["study", str(manifest), "--train", "-o", "launcher.timeout_min=0"]
+    argv = ["study", "train", str(manifest), "-o", "launcher.timeout_min=0"]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: launcher.timeout_min: ") and err.count("\n") == 1

@@ -26,7 +26,7 @@ from minimind.stats.power import detectable_difference, plan_seeds
 from minimind.study.analysis import agreement, analyse
 from minimind.study.manifest import Sensitivity, load_study
 from minimind.study.report import sensitivity_figure
-from minimind.study.streams import train
+from minimind.study.streams import command_line, train
 
 T0 = 1_700_000_000_000
 STEPS, BATCH, SEQ, FLOPS_PER_TOKEN = 10, 4, 8, 1000.0
@@ -262,7 +262,8 @@ def test_the_report_is_rendered_from_the_runs(store: str, tmp_path: Path) -> Non
     # one look at the 3 seeds trained: the design stops (or not) where a fixed test would
     manifest = _write(tmp_path, {**MANIFEST, "sequential": {"looks": [3]}})
     folder = tmp_path / "report"
-    code = main(["study", str(manifest), "--tracking-uri", store, "--report-dir", str(folder)])
+    argv = ["study", "report", str(manifest), "--tracking-uri", store, "--report-dir", str(folder)]
+    code = main(argv)
     assert code == 0
     files = {p.name for p in folder.iterdir()}
     assert {"index.html", "report.md", "findings.csv", "runs.csv"} <= files
@@ -276,7 +277,7 @@ def test_the_report_is_rendered_from_the_runs(store: str, tmp_path: Path) -> Non
     )
     assert "| 320 | 3.2e+05 |" in report  # tokens and FLOPs per run: 10 x 4 x 8, x 1000
     assert "git commit of the runs" in report and "minimind run a.yaml" in report
-    assert f"Arm cost: not measured (run `minimind study {manifest} --bench`)." in report
+    assert f"Arm cost: not measured (run `minimind study bench {manifest}`)." in report
     findings = pd.read_csv(folder / "findings.csv")
     assert list(findings["agreement"]) == [
         "agrees", "disagrees", "too weak to tell", "agrees", "agrees",
@@ -353,9 +354,14 @@ def test_the_report_shows_each_arm_s_measured_cost_beside_it(results, tmp_path: 
         (lambda m: m["axes"][0]["comparisons"][1].update(arm="good"), "compared twice"),
         (lambda m: m["arms"]["bad"].update(label="good"), "arms.bad.label: label 'good'"),
         (lambda m: m["arms"]["bad"].update(where={"x": 1}), "give exactly one of variant"),
-        (lambda m: m.update(streams=[["python evil.py"]]), "streams[0][0]: a command is"),
+        (lambda m: m.update(streams=[["python evil.py"]]), "streams[0][0]: a step is `minimind"),
         (lambda m: m["axes"][0]["comparisons"][0].update(expect="nicer"), "expect"),
         (lambda m: m.update(streams=[["minimind run 'a.yaml"]]), "streams[0][0]: cannot be split"),
+        (
+            lambda m: m.update(streams=[[{"run": "a.yaml", "seeds": [-1]}]]),
+            "streams[0][0].seeds[0]",
+        ),
+        (lambda m: m.update(streams=[[]]), "streams[0]: must have at least 1 item"),
         (
             lambda m: m["axes"][1]["sensitivity"][0].update(x="train.optimizer.lrr"),
             "axes[1].sensitivity[0].x: no run of grid has param train.optimizer.lrr",
@@ -377,10 +383,8 @@ def test_bad_manifests_exit_2_naming_the_field(
     manifest = yaml.safe_load(yaml.safe_dump(MANIFEST))
     change(manifest)
     path = _write(tmp_path, manifest)
-    assert (
-        main(["study", str(path), "--tracking-uri", store, "--report-dir", str(tmp_path / "r")])
-        == 2
-    )
+    report = ["--tracking-uri", store, "--report-dir", str(tmp_path / "r")]
+    assert main(["study", "report", str(path), *report]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists()
@@ -390,27 +394,28 @@ def test_an_arm_without_runs_exits_2_naming_it(store: str, tmp_path: Path, capsy
     manifest = yaml.safe_load(yaml.safe_dump(MANIFEST))
     manifest["arms"]["noisy"]["variant"] = "never-ran"
     path = _write(tmp_path, manifest)
-    assert (
-        main(["study", str(path), "--tracking-uri", store, "--report-dir", str(tmp_path / "r")])
-        == 2
-    )
+    report = ["--tracking-uri", store, "--report-dir", str(tmp_path / "r")]
+    assert main(["study", "report", str(path), *report]) == 2
     assert "arms.noisy: no run of variant 'never-ran' in arms" in capsys.readouterr().err
 
 
 def test_streams_run_side_by_side_and_a_stream_stops_at_its_failure(tmp_path: Path) -> None:
     manifest = yaml.safe_load(yaml.safe_dump(MANIFEST))
+    spec = EXPERIMENTS / "quickstart.yaml"
     manifest["streams"] = [
-        ["minimind registry norm"],
-        ["minimind run missing.yaml", "minimind registry mlp"],
+        [f"minimind sweep {spec} --best"],  # no sweep: section, exit 2 (after stream 2's start)
+        ["minimind run missing.yaml", f"minimind run {spec}"],
     ]
     study = load_study(_write(tmp_path, manifest))
     failures = train(study, tmp_path / "logs")
-    assert [(f.stream, f.command, f.exit_code) for f in failures] == [
-        (2, "minimind run missing.yaml", 2)
+    assert sorted((f.stream, command_line(f.step), f.exit_code) for f in failures) == [
+        (1, f"minimind sweep {spec} --best", 2),
+        (2, "minimind run missing.yaml", 2),
     ]
-    assert "rmsnorm" in (tmp_path / "logs" / "stream1.log").read_text()
+    first = (tmp_path / "logs" / "stream1.log").read_text()
+    assert "sweep: missing: `minimind sweep` needs a sweep" in first
     second = (tmp_path / "logs" / "stream2.log").read_text()
-    assert "missing.yaml" in second and "registry mlp" not in second
+    assert "missing.yaml" in second and "quickstart" not in second
 
 
 STUDY = EXPERIMENTS / "study"
@@ -436,10 +441,10 @@ def test_the_shipped_study_names_arms_its_specs_make() -> None:
         spec = load_spec(EXPERIMENTS / f"{ladder.experiment}.yaml")
         assert spec.name == ladder.experiment
         assert set(ladder.axes) <= {v.arm for v in expand(spec)}, ladder.experiment
-    commands = [c for stream in study.streams for c in stream]
+    specs_run = {step.spec for stream in study.streams for step in stream}
     for path in STUDY.glob("*.yaml"):
         if path.name not in ("study.yaml", "base.yaml"):
-            assert any(f"experiments/study/{path.name}" in c for c in commands), path.name
+            assert f"experiments/study/{path.name}" in specs_run, path.name
 
 
 def _flat_value(spec, key: str) -> str:
@@ -500,8 +505,8 @@ def test_a_sweep_s_seeds_must_be_stated_as_tuning_seeds(store: str, tmp_path: Pa
     manifest = yaml.safe_load(yaml.safe_dump(MANIFEST))
     del manifest["tuning_seeds"]  # the trials' seed 7 could then evaluate the tuned arms
     path = _write(tmp_path, manifest)
-    for extra in (["--report-dir", str(tmp_path)], ["--plan"]):
-        assert main(["study", str(path), "--tracking-uri", store, *extra]) == 2
+    for action, extra in (("report", ["--report-dir", str(tmp_path)]), ("plan", [])):
+        assert main(["study", action, str(path), "--tracking-uri", store, *extra]) == 2
         assert capsys.readouterr().err.startswith(
             "error: tuning_seeds: the sweep trials in grid ran seeds [7], which tuning_seeds "
             "does not"
@@ -590,6 +595,7 @@ def test_a_report_never_reads_another_study_s_cost(store: str, tmp_path: Path) -
     folder = tmp_path / "report"
     folder.mkdir()
     (folder / "cost.csv").write_text("# study: another\narm,label,ms_per_step\nbase,baseline,1.0\n")
-    code = main(["study", str(manifest), "--tracking-uri", store, "--report-dir", str(folder)])
+    argv = ["study", "report", str(manifest), "--tracking-uri", store, "--report-dir", str(folder)]
+    code = main(argv)
     assert code == 0
     assert "Arm cost: not measured" in (folder / "report.md").read_text()

@@ -101,7 +101,10 @@ def _study(tmp_path: Path, uri: str, manifest: dict = MANIFEST) -> Path:
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(manifest, sort_keys=False))
     folder = tmp_path / "report"
-    assert main(["study", str(path), "--tracking-uri", uri, "--report-dir", str(folder)]) == 0
+    assert (
+        main(["study", "report", str(path), "--tracking-uri", uri, "--report-dir", str(folder)])
+        == 0
+    )
     return folder
 
 
@@ -214,6 +217,6 @@ def test_bad_ladder_entries_exit_2_naming_the_field(
     change(manifest)
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(manifest, sort_keys=False))
-    assert main(["study", str(path), "--report-dir", str(tmp_path / "r")]) == 2
+    assert main(["study", "report", str(path), "--report-dir", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1

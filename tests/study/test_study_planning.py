@@ -1,4 +1,4 @@
-"""`minimind study --plan`: seeds per comparison for a stated effect or margin, the cap's warning,
+"""`minimind study plan`: seeds per comparison for a stated effect or margin, the cap's warning,
 the A/A calibration row, and where the sequential design stands after the runs so far."""
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def write(tmp_path: Path, tree: dict) -> str:
 
 def plan_text(tmp_path: Path, store: str, capsys, **changes) -> str:
     path = write(tmp_path, manifest(**changes))
-    assert main(["study", path, "--plan", "--tracking-uri", store]) == 0
+    assert main(["study", "plan", path, "--tracking-uri", store]) == 0
     return capsys.readouterr().out
 
 
@@ -153,7 +153,7 @@ def test_an_aa_row_compares_one_arm_on_disjoint_seeds_and_finds_no_difference(tm
 def test_aa_arms_must_take_disjoint_seeds(tmp_path, capsys):
     tree = manifest()
     tree["arms"]["base_b"]["seeds"] = [2, 3]
-    assert main(["study", write(tmp_path, tree), "--plan"]) == 2
+    assert main(["study", "plan", write(tmp_path, tree)]) == 2
     err = capsys.readouterr().err
     assert "axes[1].comparisons[0].arm" in err and "disjoint seeds" in err
 
@@ -176,7 +176,7 @@ def test_seeds_a_later_invocation_trains_join_the_earlier_ones(tmp_path, capsys)
                 )  # fmt: skip
     tree = manifest()
     tree["axes"] = [{**tree["axes"][0], "comparisons": tree["axes"][0]["comparisons"][:1]}]
-    assert main(["study", write(tmp_path, tree), "--plan", "--tracking-uri", uri]) == 0
+    assert main(["study", "plan", write(tmp_path, tree), "--tracking-uri", uri]) == 0
     assert "stopped at look 2 (6 seeds: 0-5): a difference" in capsys.readouterr().out
 
 
