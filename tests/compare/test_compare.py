@@ -23,7 +23,13 @@ from mlflow.entities import Metric
 from scipy import stats
 
 from minimind.cli import main
-from minimind.compare import CompareError, compare, load_runs, print_comparison
+from minimind.compare import (
+    CompareError,
+    CompareOptions,
+    compare,
+    load_runs,
+    print_comparison,
+)
 
 T0 = 1_700_000_000_000  # ms; start times are spaced by a second so that run order is known
 
@@ -204,7 +210,7 @@ def test_paired_interval_matches_hand_computation(norm) -> None:
 
 
 def test_welch_interval_matches_hand_computation(store) -> None:
-    rms = _row(compare(load_runs(store["uri"], ["norm"]), paired="off"), RMS)
+    rms = _row(compare(load_runs(store["uri"], ["norm"]), CompareOptions(paired="off")), RMS)
     # stds 0.02 (rmsnorm) and 0.05 (layernorm), 3 seeds each
     vx, vy = 0.02**2 / 3, 0.05**2 / 3
     df = (vx + vy) ** 2 / (vx**2 / 2 + vy**2 / 2)
@@ -218,7 +224,7 @@ def test_welch_interval_matches_hand_computation(store) -> None:
 
 
 def test_bootstrap_on_request(store) -> None:
-    rms = _row(compare(load_runs(store["uri"], ["norm"]), ci="bootstrap"), RMS)
+    rms = _row(compare(load_runs(store["uri"], ["norm"]), CompareOptions(ci="bootstrap")), RMS)
     assert rms["val/bpb_delta_method"] == "bootstrap"  # bootstrap resamples each side alone
     # never narrower than Welch's interval, and its verdict is Welch's corrected test
     welch = stats.ttest_ind(FINAL_BPB[RMS], FINAL_BPB[LN], equal_var=False)
@@ -236,7 +242,7 @@ def test_failed_and_killed_runs_are_listed_with_reason(norm) -> None:
 
 
 def test_all_runs_and_group_by_param(store) -> None:
-    c = compare(load_runs(store["uri"], ["norm"], all_runs=True), by="model.norm")
+    c = compare(load_runs(store["uri"], ["norm"], all_runs=True), CompareOptions(by="model.norm"))
     assert c.by == "model.norm"
     ln = _row(c, "layernorm")
     assert ln["n"] == 4  # the old invocation's run has model.norm=layernorm too
@@ -255,7 +261,7 @@ def test_filter_across_experiments(store) -> None:
 
 
 def test_other_objective_sorts_by_it(store) -> None:
-    c = compare(load_runs(store["uri"], ["norm"]), metric="perf/tokens_per_s")
+    c = compare(load_runs(store["uri"], ["norm"]), CompareOptions(metric="perf/tokens_per_s"))
     assert list(c.table["variant"]) == [RMS, LN]  # larger throughput first
     assert c.maximize
 
@@ -488,7 +494,7 @@ def report(store, tmp_path_factory) -> Path:
 
     folder = tmp_path_factory.mktemp("report") / "norm"
     runset = load_runs(store["uri"], ["mlp", "norm"], all_runs=True)
-    return write_report(compare(runset, baseline=LN), folder)
+    return write_report(compare(runset, CompareOptions(baseline=LN)), folder)
 
 
 FIGURES = ["curves_train_loss", "curves_val_bpb", "final", "pareto", "moe_load"]
@@ -983,7 +989,7 @@ def test_the_power_line_names_the_family_it_corrects_for(store) -> None:
     from minimind.compare import render
 
     runset = load_runs(store["uri"], ["norm"], all_runs=True)
-    c = compare(runset, power_delta=0.05, references={RMS: LN})
+    c = compare(runset, CompareOptions(power_delta=0.05, references={RMS: LN}))
     assert len(c.table) == 3 and c.power_comparisons == 1 and c.power_alpha == pytest.approx(0.05)
     assert "(holm over 1 comparison(s))" in "\n".join(render.noise_lines(c))
 
@@ -992,7 +998,7 @@ def test_one_family_size_for_the_correction_the_level_and_the_power_line(store) 
     """The old invocation's one-run variant is compared with nothing testable: k is the one
     tested comparison in the correction, the intervals' level and the power line alike."""
     runset = load_runs(store["uri"], ["norm"], all_runs=True)
-    c = compare(runset, baseline=LN, power_delta=0.05)
+    c = compare(runset, CompareOptions(baseline=LN, power_delta=0.05))
     assert len(c.table) == 3 and c.table["val/bpb_p"].notna().sum() == 1
     assert c.n_comparisons == 1 and c.power_comparisons == 1
     assert c.level == pytest.approx(0.95) and c.power_alpha == pytest.approx(0.05)
