@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from minimind.foundations.corrections import CORRECTIONS, DEFAULT_CORRECTION
-from minimind.foundations.extrapolation import DEFAULT_EXTRAPOLATION
+from minimind.foundations.errors import fail_with
 from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_OK, fail
+from minimind.foundations.extrapolation import DEFAULT_EXTRAPOLATION
 from minimind.foundations.paths import DEFAULT_TRACKING_URI, REPORTS_DIR
 
 if TYPE_CHECKING:
@@ -176,7 +177,7 @@ def run_compare(args: argparse.Namespace) -> int:
             return _compare_ladder(args, runset)
         comparison = compare(runset, _options(args))
     except CompareError as e:
-        return fail(str(e), e.exit_code)
+        return fail_with(e)
     if args.format == "table" and sys.stdout.isatty():
         render.print_rich(comparison, args.noise)
     else:
@@ -213,7 +214,7 @@ def _compare_ladder(args: argparse.Namespace, runset: RunSet) -> int:
     try:
         ladder = compare_ladder(runset, _options(args), extrapolate_factor=args.extrapolate)
     except CompareError as e:
-        return fail(str(e), e.exit_code)
+        return fail_with(e)
     writers = {
         "table": lambda: ladder_render.to_plain(ladder, args.noise),
         "csv": lambda: ladder_render.to_csv(ladder),

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from minimind.commands.options import add_launcher_argument
+from minimind.foundations.errors import MinimindError, fail_with
 from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, fail
 from minimind.foundations.paths import DEFAULT_TRACKING_URI, REPORTS_DIR
 from minimind.foundations.writable import unwritable_dir
@@ -205,17 +206,14 @@ def _bench(study: Study, report_dir: Path, args: argparse.Namespace) -> int:
     """`--bench`: measure the arms' cost and write it to `report_dir`/cost.csv."""
     if problem := unwritable_dir(report_dir):
         return fail(f"{'--report-dir' if args.report_dir else 'report_dir'}: {problem}")
-    from minimind.data import DataError
-    from minimind.spec import SpecError
-    from minimind.study.analysis import StudyError
     from minimind.study.cost import COST_FILE, CostSettings, describe_cost, measure_cost
 
     rounds = BENCH_ROUNDS if args.rounds is None else args.rounds
     steps = BENCH_STEPS if args.steps_per_round is None else args.steps_per_round
     try:
         table = measure_cost(study, CostSettings(rounds, steps))
-    except (StudyError, DataError, SpecError) as e:
-        return fail(str(e))
+    except MinimindError as e:
+        return fail_with(e)
     except KeyboardInterrupt:  # nothing written: the table is written whole or not at all
         print("interrupted: no cost written", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from minimind.compare.runs import CompareError, RunSet
-from minimind.compare.table import Comparison, CompareOptions, compare, compute_per_step
+from minimind.compare.table import CompareOptions, Comparison, compare, compute_per_step
 from minimind.foundations.extrapolation import DEFAULT_EXTRAPOLATION
 from minimind.record import ARM_TAG, RUNG_TAG, is_maximized
 from minimind.stats.scaling import ArmFit, LadderComparison, compare_on_ladder, fit_arm

@@ -418,9 +418,7 @@ def _check_metric(runset: RunSet, metric: str) -> None:
         )
 
 
-def _references(
-    groups: list[str], options: CompareOptions
-) -> tuple[str | None, dict[str, str]]:
+def _references(groups: list[str], options: CompareOptions) -> tuple[str | None, dict[str, str]]:
     """The baseline group and each compared group's reference: `options.references`, else every
     group against the baseline (by default the first group, the spec's first variant)."""
     baseline = options.baseline
@@ -494,7 +492,9 @@ def _compute_columns(
     found = [multipliers.get(g, none) for g in table["variant"]]
     # A bound is never a value: readers of the CSV would take it for the multiplier.
     table["compute_x"] = [m.value if m.where == "inside" else np.nan for m in found]
-    table["compute_x_bound"] = [m.value if m.where in ("beyond", "before") else np.nan for m in found]
+    table["compute_x_bound"] = [
+        m.value if m.where in ("beyond", "before") else np.nan for m in found
+    ]
     table["compute_x_low"] = [m.low for m in found]
     table["compute_x_high"] = [m.high for m in found]
     table["compute_x_where"] = [m.where for m in found]

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from minimind.data import DataError, PreparedData
+from minimind.data import PreparedData
+from minimind.foundations.errors import MinimindError, fail_with
 from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_OK, fail
 from minimind.foundations.redact import print_exception, redact
 from minimind.record import (
@@ -83,8 +84,8 @@ def run_spec(
     try:
         with distributed.main_process_first():  # rank 0 fills the token cache, then the others
             data = prepare_all(plan)
-    except (DataError, SpecError) as err:
-        return fail(str(err))
+    except MinimindError as err:
+        return fail_with(err)
     from minimind.tracking import run_until_stopped
 
     if job is not None:

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from minimind.data import DataError
 from minimind.foundations.atomic_file import atomic_write_text
+from minimind.foundations.errors import MinimindError, fail_with
 from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_OK, fail
 from minimind.foundations.redact import redact
 from minimind.record import FAILURE_REASON_TAG
@@ -73,8 +73,8 @@ def submit_spec(
         return fail(f"tracking.uri: {problem}")
     try:
         prepare_all(plan)  # here, once: the jobs then find every token cache filled
-    except (DataError, SpecError) as err:
-        return fail(str(err))
+    except MinimindError as err:
+        return fail_with(err)
     from minimind.tracking import run_until_stopped
 
     return run_until_stopped(
