@@ -107,8 +107,7 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
     from minimind.tracking.rank_zero import make_tracker
 
     spec = plan.spec
-    experiment = spec.tracking.experiment
-    assert experiment is not None  # the spec defaults it to its name
+    experiment = spec.experiment
     try:
         tracker = make_tracker(spec.tracking.uri, experiment)
     except TrackingUnreachable as err:
@@ -155,8 +154,7 @@ def train_in_job(plan: Plan, data: dict[str, PreparedData], job: JobTarget) -> i
     from minimind.tracking.rank_zero import make_tracker
 
     variant, seed = runs_by_name(plan)[job.name]  # checked by `run_spec`
-    experiment = plan.spec.tracking.experiment
-    assert experiment is not None  # the spec defaults it to its name
+    experiment = plan.spec.experiment
     try:
         tracker = make_tracker(plan.spec.tracking.uri, experiment)
     except TrackingUnreachable as err:
@@ -255,8 +253,7 @@ def run_child(
     """Train one variant × seed in its child run (created with `tags` besides its own, or
     reopened from `earlier`)."""
     spec = variant.spec
-    experiment = plan.spec.tracking.experiment
-    assert experiment is not None  # the spec defaults it to its name
+    experiment = plan.spec.experiment
     path = checkpoint_path(
         spec.train.checkpoint_dir, experiment, plan.plan_hash, variant.name, seed
     )

@@ -88,9 +88,8 @@ def _submit_and_collect(plan: Plan, resume: bool, nproc: int) -> int:
     from minimind.tracking import Tracker, TrackingUnreachable
 
     spec, launcher = plan.spec, plan.spec.launcher
-    assert spec.tracking.experiment is not None  # the spec defaults it to its name
     try:
-        tracker = Tracker(spec.tracking.uri, spec.tracking.experiment)
+        tracker = Tracker(spec.tracking.uri, spec.experiment)
     except TrackingUnreachable as err:
         return fail(str(err))
     parent, earlier = open_parent(tracker, plan, resume, by_jobs=True)
@@ -136,7 +135,7 @@ def _submit_and_collect(plan: Plan, resume: bool, nproc: int) -> int:
             parent.end(
                 "FAILED", f"{len(failed)} of {plan.n_runs} runs did not finish: {', '.join(failed)}"
             )
-    print_comparison_unless_unreachable(tracker.uri, spec.tracking.experiment, parent.run_id)
+    print_comparison_unless_unreachable(tracker.uri, spec.experiment, parent.run_id)
     print(redact(f"\nbrowse the runs: mlflow ui --backend-store-uri {tracker.uri}"))
     return EXIT_FAILED if failed else EXIT_OK
 

@@ -108,9 +108,8 @@ def _sweep_all(
     from minimind.tracking import Tracker, TrackingUnreachable
 
     spec = plan.spec
-    assert spec.tracking.experiment is not None  # the spec defaults it to its name
     try:
-        tracker = Tracker(spec.tracking.uri, spec.tracking.experiment)
+        tracker = Tracker(spec.tracking.uri, spec.experiment)
     except TrackingUnreachable as err:
         return fail(str(err))
     ok = True
