@@ -503,7 +503,10 @@ def test_plugins_are_loaded_before_the_model_validates(tmp_path: Path) -> None:
             "ablate.train.seq_len[1]: must be <= model.max_seq_len",
         ),
         (
-            {"name": "x", "sweep": {"params": {"train.seq_len": {"type": "int", "low": 64, "high": 100000}}}},
+            {
+                "name": "x",
+                "sweep": {"params": {"train.seq_len": {"type": "int", "low": 64, "high": 100000}}},
+            },
             "sweep.params.train.seq_len.high: must be <= model.max_seq_len",
         ),
     ],
