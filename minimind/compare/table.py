@@ -43,7 +43,14 @@ MISSING_GROUP = "(missing)"
 """The group of runs that lack the `--by` param or tag."""
 
 
-SIZE_PARAMS = ("num_params", "num_non_embedding_params", "num_active_params", "flops_per_token")
+RECORDED_SIZES = ("num_params", "num_non_embedding_params", "num_active_params")
+"""The size params a run records and the table shows as they are."""
+TRAINING_FLOPS = "training_flops_per_token"
+"""The column of a run's training FLOPs per token: its model's (the run's `flops_per_token`
+param, what MFU counts) and its optimizer's (`optimizer_flops_per_token`), summed by
+`training_flops_per_token`."""
+SIZE_PARAMS = (*RECORDED_SIZES, TRAINING_FLOPS)
+"""The size columns of the per-run and per-group tables."""
 SPREAD_METRICS = ("val/loss", "val/bpb")
 """Final values reported as mean ± std over seeds."""
 
@@ -169,9 +176,9 @@ def summarize_runs(runset: RunSet, metric: str, group_column: str) -> pd.DataFra
             "seed": runs["seed"],
             "status": runs["status"],
             "start_time": runs["start_time"],
-            **{key: numeric_param(runs, key) for key in SIZE_PARAMS},
-            # the column counts the optimizer's FLOPs too, so a Muon arm's compute is its own
-            "flops_per_token": training_flops_per_token(runs),
+            **{key: numeric_param(runs, key) for key in RECORDED_SIZES},
+            # the optimizer's FLOPs counted too, so that a Muon arm's compute is its own
+            TRAINING_FLOPS: training_flops_per_token(runs),
             "train/loss": _metric(runs, "train/loss"),
             **{key: _metric(runs, key) for key in dict.fromkeys([*SPREAD_METRICS, metric])},
             # One estimator: the best of the curve's evaluations (the periodic estimates when
