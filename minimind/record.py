@@ -167,8 +167,11 @@ def child_params(
     optimizer_flops_per_token: float,
 ) -> dict[str, Any]:
     """A child run's params: its flattened resolved spec (`spec.flatten`), its seed, the size
-    of its model `cfg` (FLOPs per token at `seq_len`) and the FLOPs per training token its
-    optimizer adds (`optim.optimizer_flops_per_step` over the tokens of a step)."""
+    of its model `cfg` (`flops_per_token`: the model's FLOPs per token at `seq_len`, what MFU
+    counts) and the FLOPs per training token its optimizer adds (`optimizer_flops_per_token`:
+    `optim.optimizer_flops_per_step` over the tokens of a step). A comparison's
+    `training_flops_per_token` is their sum; runs recorded before the optimizer's param count it
+    as none."""
     return {
         **flat_spec,
         "seed": seed,

@@ -39,7 +39,6 @@ from minimind.spec import Spec
 from minimind.training.optim import build_optimizer
 from minimind.training.probes.stats import rms
 
-DEFAULT_WIDTHS = (32, 64, 128, 256)
 PARAMETRIZATIONS = ("standard", "mup")
 
 

@@ -8,11 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from minimind.foundations.corrections import CORRECTIONS, DEFAULT_CORRECTION
+from minimind.foundations.errors import fail_with
 from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_OK, fail
+from minimind.foundations.extrapolation import DEFAULT_EXTRAPOLATION
 from minimind.foundations.paths import DEFAULT_TRACKING_URI, REPORTS_DIR
 
 if TYPE_CHECKING:
     from minimind.compare.runs import RunSet
+    from minimind.compare.table import CompareOptions
 
 FORMATS = ("table", "csv", "markdown", "json")
 
@@ -93,10 +96,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--extrapolate",
         type=float,
-        default=10.0,
+        default=DEFAULT_EXTRAPOLATION,
         metavar="FACTOR",
         help="on a ladder, read each comparison's multiplier off the arms' fitted laws at "
-        "FACTOR times the top rung's compute (default: 10)",
+        f"FACTOR times the top rung's compute (default: {DEFAULT_EXTRAPOLATION:g})",
     )
     p.add_argument("--report", action="store_true", help="write an HTML/markdown report")
     p.add_argument(
@@ -131,6 +134,21 @@ def _option_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _options(args: argparse.Namespace) -> CompareOptions:
+    """The comparison the arguments ask for, for a plain comparison or each rung of a ladder."""
+    from minimind.compare.table import CompareOptions
+
+    return CompareOptions(
+        metric=args.metric,
+        by=args.by,
+        baseline=args.baseline,
+        ci=args.ci,
+        correction=args.correction,
+        paired=args.paired,
+        power_delta=args.power,
+    )
+
+
 def run_compare(args: argparse.Namespace) -> int:
     # Imported here so that `minimind --help` and other commands stay quick.
     from minimind.compare import CompareError, compare, load_runs, render
@@ -157,18 +175,9 @@ def run_compare(args: argparse.Namespace) -> int:
             )
         if args.by is None and is_ladder(runset):
             return _compare_ladder(args, runset)
-        comparison = compare(
-            runset,
-            metric=args.metric,
-            by=args.by,
-            baseline=args.baseline,
-            ci=args.ci,
-            correction=args.correction,
-            paired=args.paired,
-            power_delta=args.power,
-        )
+        comparison = compare(runset, _options(args))
     except CompareError as e:
-        return fail(str(e), e.exit_code)
+        return fail_with(e)
     if args.format == "table" and sys.stdout.isatty():
         render.print_rich(comparison, args.noise)
     else:
@@ -203,17 +212,9 @@ def _compare_ladder(args: argparse.Namespace, runset: RunSet) -> int:
     from minimind.compare.ladder import compare_ladder
 
     try:
-        ladder = compare_ladder(
-            runset,
-            metric=args.metric,
-            baseline=args.baseline,
-            ci=args.ci,
-            correction=args.correction,
-            paired=args.paired,
-            extrapolate_factor=args.extrapolate,
-        )
+        ladder = compare_ladder(runset, _options(args), extrapolate_factor=args.extrapolate)
     except CompareError as e:
-        return fail(str(e), e.exit_code)
+        return fail_with(e)
     writers = {
         "table": lambda: ladder_render.to_plain(ladder, args.noise),
         "csv": lambda: ladder_render.to_csv(ladder),

@@ -10,6 +10,7 @@ from minimind.commands.options import add_spec_arguments
 from minimind.foundations.exit_codes import EXIT_OK, fail
 from minimind.foundations.paths import REPORTS_DIR
 
+DEFAULT_WIDTHS = (32, 64, 128, 256)
 DEFAULT_STEPS = 5
 
 
@@ -43,8 +44,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--widths",
         type=_positive_ints,
-        default=[32, 64, 128, 256],
-        help="model widths (dim), comma-separated (default 32,64,128,256)",
+        default=list(DEFAULT_WIDTHS),
+        help=f"model widths (dim), comma-separated (default {','.join(map(str, DEFAULT_WIDTHS))})",
     )
     parser.add_argument(
         "--steps",

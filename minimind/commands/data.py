@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from minimind.commands.options import add_spec_arguments
+from minimind.foundations.errors import MinimindError, fail_with
 from minimind.foundations.exit_codes import EXIT_OK, fail
 
 
@@ -34,14 +35,13 @@ def _prepare(args: argparse.Namespace) -> int:
         spec = load_spec(args.spec, args.override)
     except SpecError as err:
         return fail(str(err))
-    from minimind.data import DataError
     from minimind.foundations.plain_table import plain_table
     from minimind.run.plan import plan_run, prepare_all
 
     try:
         prepared = prepare_all(plan_run(spec))
-    except (DataError, SpecError) as err:
-        return fail(str(err))
+    except MinimindError as err:
+        return fail_with(err)
     headers = ["corpus", "manifest", "vocab", "train tokens", "val tokens", "val bytes", "shards"]
     rows = [
         [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from minimind.foundations.errors import MinimindError, fail_with
 from minimind.foundations.exit_codes import EXIT_OK, fail
 from minimind.foundations.paths import DEFAULT_TRACKING_URI
 
@@ -29,8 +30,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     # Imported here so that other commands never import transformers.
     try:
-        from minimind.hf.export import ExportError, export_model
-        from minimind.hf.source import SourceError, load_source
+        from minimind.hf.export import export_model
+        from minimind.hf.source import load_source
     except ImportError as exc:
         return fail(f"export needs transformers (pip install 'minimind-lab[hf]'): {exc}")
     from minimind.model.lm import MiniMindLM
@@ -40,8 +41,8 @@ def handle(args: argparse.Namespace) -> int:
         model = MiniMindLM(trained.config)
         model.load_state_dict(trained.weights)
         arch = export_model(model, trained.tokenizer, args.out_dir)
-    except (SourceError, ExportError) as exc:
-        return fail(str(exc))
+    except MinimindError as exc:
+        return fail_with(exc)
     except ValueError as exc:  # a component without an exact export
         return fail(str(exc))
     except RuntimeError as exc:  # load_state_dict: weights of another shape

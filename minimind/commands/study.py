@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from minimind.commands.options import add_launcher_argument
+from minimind.foundations.errors import MinimindError, fail_with
 from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, fail
 from minimind.foundations.paths import DEFAULT_TRACKING_URI, REPORTS_DIR
 from minimind.foundations.writable import unwritable_dir
@@ -252,15 +253,12 @@ def _bench(args: argparse.Namespace, study: Study) -> int:
     report_dir = args.report_dir or study.report_dir
     if problem := unwritable_dir(report_dir):
         return fail(f"{'--report-dir' if args.report_dir else 'report_dir'}: {problem}")
-    from minimind.data import DataError
-    from minimind.spec import SpecError
-    from minimind.study.analysis import StudyError
     from minimind.study.cost import COST_FILE, CostSettings, describe_cost, measure_cost
 
     try:
         table = measure_cost(study, CostSettings(args.rounds, args.steps_per_round))
-    except (StudyError, DataError, SpecError) as e:
-        return fail(str(e))
+    except MinimindError as e:
+        return fail_with(e)
     except KeyboardInterrupt:  # nothing written: the table is written whole or not at all
         print("interrupted: no cost written", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -1,7 +1,8 @@
 """Comparing runs from MLflow: which variant differences are real and which are seed noise.
 
 `load_runs` selects the runs (histories are fetched when needed), `compare` aggregates them into a
-`Comparison`, `render` formats it, `plots` draws the figures and `report` writes the report.
+`Comparison` (what it is asked: `CompareOptions`), `render` formats it, `plots` draws the figures
+and `report` writes the report.
 """
 
 from __future__ import annotations
@@ -9,9 +10,17 @@ from __future__ import annotations
 import sys
 
 from minimind.compare.runs import CompareError, RunSet, load_runs
-from minimind.compare.table import Comparison, compare
+from minimind.compare.table import CompareOptions, Comparison, compare
 
-__all__ = ["CompareError", "Comparison", "RunSet", "compare", "load_runs", "print_comparison"]
+__all__ = [
+    "CompareError",
+    "CompareOptions",
+    "Comparison",
+    "RunSet",
+    "compare",
+    "load_runs",
+    "print_comparison",
+]
 
 
 def print_comparison(tracking_uri: str, experiment: str, parent_run_id: str | None = None) -> None:

@@ -1,7 +1,7 @@
 """A ladder's comparison: the runs of a spec with `ladder:`, tagged `rung` and `arm`
 (`minimind.record.ladder_tags`), compared rung by rung and across the rungs.
 
-    ladder = compare_ladder(load_runs(uri, ["ladder"]), extrapolate_factor=10)
+    ladder = compare_ladder(load_runs(uri, ["ladder"]), CompareOptions(metric="val/bpb"))
 
 - Per rung, the usual comparison (`table.compare`) of the rung's arms against the baseline arm
   of the same rung: deltas with their intervals and the compute multiplier, as for any spec.
@@ -17,20 +17,17 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 import numpy as np
 import pandas as pd
 
 from minimind.compare.runs import CompareError, RunSet
-from minimind.compare.table import Comparison, compare, compute_per_step
+from minimind.compare.table import CompareOptions, Comparison, compare, compute_per_step
+from minimind.foundations.extrapolation import DEFAULT_EXTRAPOLATION
 from minimind.record import ARM_TAG, RUNG_TAG, is_maximized
-from minimind.stats.intervals import CIMethod, Correction, Pairing
 from minimind.stats.scaling import ArmFit, LadderComparison, compare_on_ladder, fit_arm
-
-DEFAULT_EXTRAPOLATION = 10.0
-"""The multiple of the top rung's compute the multiplier is extrapolated to by default."""
 
 
 @dataclass(frozen=True)
@@ -98,25 +95,22 @@ def is_ladder(runset: RunSet) -> bool:
 
 def compare_ladder(
     runset: RunSet,
+    options: CompareOptions | None = None,
     *,
-    metric: str = "val/bpb",
-    baseline: str | None = None,
-    ci: CIMethod = "auto",
-    correction: Correction = "holm",
-    paired: Pairing = "auto",
     extrapolate_factor: float = DEFAULT_EXTRAPOLATION,
     level: float = 0.95,
 ) -> Ladder:
-    """The ladder's comparison of `runset` (`is_ladder`). `baseline` names an arm (default: the
-    arm of the earliest run, the spec's first); each rung's comparison takes the other arms
-    against it with `ci`, `correction` and `paired` as `table.compare` does."""
+    """The ladder's comparison of `runset` (`is_ladder`). `options.baseline` names an arm
+    (default: the arm of the earliest run, the spec's first); each rung's comparison takes the
+    other arms against it with the other `options` (`table.compare`)."""
+    options = options or CompareOptions()
+    metric = options.metric
     if not extrapolate_factor > 0:
         raise CompareError(f"--extrapolate: must be a factor > 0, got {extrapolate_factor}")
     runs = runset.runs.sort_values("start_time", kind="stable")
     rung_of, arm_of = runs[f"tags.{RUNG_TAG}"].astype(str), runs[f"tags.{ARM_TAG}"].astype(str)
     arms = list(dict.fromkeys(arm_of))
-    if baseline is None:
-        baseline = arms[0]
+    baseline = arms[0] if options.baseline is None else options.baseline
     if baseline not in arms:
         raise CompareError(f"unknown --baseline {baseline!r}; arms: {', '.join(arms)}")
     per_step, unit = compute_per_step(runset.runs)
@@ -133,11 +127,7 @@ def compare_ladder(
         group = str(runs.loc[base_runs.index[0], "variant"])
         comparison = compare(
             runset.subset(runset.runs["run_id"].isin(runs.loc[mine, "run_id"])),
-            metric=metric,
-            baseline=group,
-            ci=ci,
-            correction=correction,
-            paired=paired,
+            replace(options, baseline=group),
         )
         first = base_runs.iloc[0]
         rungs.append(Rung(name, float(params[first]), float(spent[first]), comparison))

@@ -16,6 +16,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Run, ViewType
 from mlflow.exceptions import MlflowException
 
+from minimind.foundations.errors import MinimindError
 from minimind.foundations.exit_codes import EXIT_BAD_INPUT
 from minimind.record import (
     LEGACY_HASH_TAG,
@@ -34,7 +35,7 @@ ALL_RUNS = "all runs"
 """The selection of `load_runs(all_runs=True)` with no filter: every child run of the experiments."""
 
 
-class CompareError(Exception):
+class CompareError(MinimindError):
     """A comparison that cannot be made; `exit_code` is `EXIT_BAD_INPUT` for usage errors,
     `EXIT_FAILED` otherwise."""
 

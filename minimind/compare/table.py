@@ -43,7 +43,14 @@ MISSING_GROUP = "(missing)"
 """The group of runs that lack the `--by` param or tag."""
 
 
-SIZE_PARAMS = ("num_params", "num_non_embedding_params", "num_active_params", "flops_per_token")
+RECORDED_SIZES = ("num_params", "num_non_embedding_params", "num_active_params")
+"""The size params a run records and the table shows as they are."""
+TRAINING_FLOPS = "training_flops_per_token"
+"""The column of a run's training FLOPs per token: its model's (the run's `flops_per_token`
+param, what MFU counts) and its optimizer's (`optimizer_flops_per_token`), summed by
+`training_flops_per_token`."""
+SIZE_PARAMS = (*RECORDED_SIZES, TRAINING_FLOPS)
+"""The size columns of the per-run and per-group tables."""
 SPREAD_METRICS = ("val/loss", "val/bpb")
 """Final values reported as mean ± std over seeds."""
 
@@ -169,9 +176,9 @@ def summarize_runs(runset: RunSet, metric: str, group_column: str) -> pd.DataFra
             "seed": runs["seed"],
             "status": runs["status"],
             "start_time": runs["start_time"],
-            **{key: numeric_param(runs, key) for key in SIZE_PARAMS},
-            # the column counts the optimizer's FLOPs too, so a Muon arm's compute is its own
-            "flops_per_token": training_flops_per_token(runs),
+            **{key: numeric_param(runs, key) for key in RECORDED_SIZES},
+            # the optimizer's FLOPs counted too, so that a Muon arm's compute is its own
+            TRAINING_FLOPS: training_flops_per_token(runs),
             "train/loss": _metric(runs, "train/loss"),
             **{key: _metric(runs, key) for key in dict.fromkeys([*SPREAD_METRICS, metric])},
             # One estimator: the best of the curve's evaluations (the periodic estimates when
@@ -353,139 +360,216 @@ def _multipliers(
     return out, unit
 
 
-def compare(
-    runset: RunSet,
-    *,
-    metric: str = "val/bpb",
-    by: str | None = None,
-    baseline: str | None = None,
-    ci: CIMethod = "auto",
-    correction: Correction = "holm",
-    paired: Pairing = "auto",
-    power_delta: float | None = None,
-    references: Mapping[str, str] | None = None,
-) -> Comparison:
-    """Aggregate `runset` into one row per group, with deltas against `baseline`.
+@dataclass(frozen=True)
+class CompareOptions:
+    """What a comparison is asked, given once by each caller (`minimind compare`, the study's
+    axes, each rung of a ladder).
 
-    The rows are sorted by the objective's mean, best first; groups where no run finished come
-    last. Each delta has an interval at the level corrected for the number of comparisons with
-    the baseline (`stats.compare_family`), its raw and corrected p-values, and
-    `<metric>_within_noise` is True when the corrected test does not reject (None for a row
-    not tested), `<metric>_pairs` the pairs of a paired row, and
-    `<metric>_mde` the smallest difference the design detects. `power_delta` asks for the seeds
-    per arm that detect that difference (docs/statistics.md).
-
-    `references` replaces "every group against the baseline" with an explicit family: each
-    key group is compared with its value group (e.g. post-norm against pre-norm at each of two
-    learning rates), and groups that are no key are rows without a delta, as the baseline is.
+    `metric` is the objective; `by` the param or tag to group by (`resolve_group_key`; the
+    variant by default); `baseline` the group the deltas are taken against (default: the group
+    of the earliest run); `ci`, `correction` and `paired` choose the interval, the
+    multiple-comparison correction and the pairing (`stats.compare_family`); `power_delta` asks
+    for the seeds per arm that detect that difference (docs/statistics.md). `references`
+    replaces "every group against the baseline" with an explicit family: each key group is
+    compared with its value group, and groups that are no key are rows without a delta.
     """
-    group_column = resolve_group_key(runset.runs, by)
+
+    metric: str = "val/bpb"
+    by: str | None = None
+    baseline: str | None = None
+    ci: CIMethod = "auto"
+    correction: Correction = "holm"
+    paired: Pairing = "auto"
+    power_delta: float | None = None
+    references: Mapping[str, str] | None = None
+
+
+DELTA_COLUMNS = {
+    "delta": "delta",
+    "low": "delta_low",
+    "high": "delta_high",
+    "simultaneous_low": "delta_low_simultaneous",
+    "simultaneous_high": "delta_high_simultaneous",
+    "level": "delta_level",
+    "method": "delta_method",
+    "note": "delta_note",
+    "p": "p",
+    "p_adj": "p_adj",
+    "pairs": "pairs",
+    "within_noise": "within_noise",
+    "mde": "mde",
+}
+"""Each attribute of `DeltaCI` (its fields and `within_noise`) and the suffix of its column,
+`<metric>_<suffix>`, in the table's column order."""
+
+
+def delta_columns(metric: str, cis: list[DeltaCI]) -> dict[str, list | pd.Series]:
+    """The delta columns of the rows whose intervals are `cis`: one per `DELTA_COLUMNS` entry;
+    `pairs` is None for a row that is not paired, and `within_noise` keeps None for a row not
+    tested (an object column)."""
+    columns: dict[str, list | pd.Series] = {}
+    for attribute, suffix in DELTA_COLUMNS.items():
+        values = [getattr(c, attribute) for c in cis]
+        if attribute == "pairs":
+            values = [v if c.method == "paired" else None for v, c in zip(values, cis, strict=True)]
+        column = f"{metric}_{suffix}"
+        columns[column] = pd.Series(values, dtype=object) if attribute == "within_noise" else values
+    return columns
+
+
+def _check_metric(runset: RunSet, metric: str) -> None:
     logged = {c.removeprefix("metrics.") for c in runset.runs.columns if c.startswith("metrics.")}
     if metric not in logged.union(RUN_METRICS):  # a run metric may be missing: failed runs
         raise CompareError(
             f"unknown --metric {metric!r}; logged metrics: {', '.join(sorted(logged)) or '(none)'}"
         )
-    per_run = summarize_runs(runset, metric, group_column)
-    finished, problems = split_problems(per_run, metric)
-    # In order of first run; the runner runs variants in spec order, so the default baseline,
-    # the group of the earliest run, is the spec's first variant.
-    groups = list(dict.fromkeys(per_run.sort_values("start_time")["group"]))
+
+
+def _references(groups: list[str], options: CompareOptions) -> tuple[str | None, dict[str, str]]:
+    """The baseline group and each compared group's reference: `options.references`, else every
+    group against the baseline (by default the first group, the spec's first variant)."""
+    baseline = options.baseline
     if baseline is not None and baseline not in groups:
         raise CompareError(
             f"unknown --baseline {baseline!r}; variants: {', '.join(groups) or '(none)'}"
         )
     if baseline is None and groups:
         baseline = groups[0]
-    if references is not None:
-        unknown = sorted({g for pair in references.items() for g in pair} - set(groups))
+    if options.references is not None:
+        unknown = sorted({g for pair in options.references.items() for g in pair} - set(groups))
         if unknown:
             raise CompareError(
                 f"unknown variant(s) {', '.join(unknown)} in the comparisons; "
                 f"variants: {', '.join(groups) or '(none)'}"
             )
-    reference_of: dict[str, str] = (
-        dict(references)
-        if references is not None
-        else {g: baseline for g in groups if baseline is not None and g != baseline}
+        return baseline, dict(options.references)
+    return baseline, {g: baseline for g in groups if baseline is not None and g != baseline}
+
+
+@dataclass(frozen=True)
+class _Family:
+    """The deltas of the compared groups, with the noise they were read against."""
+
+    intervals: dict[str, DeltaCI]
+    noise: Noise
+    paired_noise: Noise | None
+
+
+def _family(
+    groups: pd.Series, finished: pd.DataFrame, reference_of: dict[str, str], options: CompareOptions
+) -> _Family:
+    """Each compared group's delta against its reference (`stats.compare_family`), and the
+    pooled seed-to-seed noise of the objective and of the paired differences."""
+    metric = options.metric
+    samples = {
+        g: Sample.of(runs[metric], runs["seed"])
+        for g, runs in ((g, finished[finished["group"] == g]) for g in groups)
+    }
+    noise = pooled_noise([seed_values(s) for s in samples.values()])
+    others = {g: samples[g] for g in reference_of}
+    against = {g: samples[ref] for g, ref in reference_of.items()}
+    differences = [paired_differences(others[g], against[g], options.paired) for g in others]
+    paired_noise = pooled_noise(differences) if any(len(d) for d in differences) else None
+    intervals = compare_family(
+        others,
+        against,
+        method=options.ci,
+        correction=options.correction,
+        pairing=options.paired,
+        noise_sd=noise.sd,
     )
+    return _Family(intervals, noise, paired_noise)
+
+
+def _compute_columns(
+    table: pd.DataFrame,
+    runset: RunSet,
+    finished: pd.DataFrame,
+    reference_of: dict[str, str],
+    metric: str,
+    level: float,
+) -> dict[str, Multiplier]:
+    """Each compared group's compute multiplier against its reference's curves, set as the
+    `compute_x*` columns of `table`."""
+    multipliers: dict[str, Multiplier] = {}
+    for ref in dict.fromkeys(reference_of.values()):
+        against_ref, _ = _multipliers(runset, finished, ref, metric, level)
+        multipliers.update({g: m for g, m in against_ref.items() if reference_of.get(g) == ref})
+    none = Multiplier(np.nan, np.nan, np.nan, "none", 0)
+    found = [multipliers.get(g, none) for g in table["variant"]]
+    # A bound is never a value: readers of the CSV would take it for the multiplier.
+    table["compute_x"] = [m.value if m.where == "inside" else np.nan for m in found]
+    table["compute_x_bound"] = [
+        m.value if m.where in ("beyond", "before") else np.nan for m in found
+    ]
+    table["compute_x_low"] = [m.low for m in found]
+    table["compute_x_high"] = [m.high for m in found]
+    table["compute_x_where"] = [m.where for m in found]
+    return multipliers
+
+
+def _power_seeds(
+    options: CompareOptions, family: _Family | None, k: int
+) -> tuple[dict[str, int | None] | None, float | None]:
+    """With `options.power_delta`: the seeds per arm that detect it at the family's corrected
+    alpha, unpaired (and paired when there are pairs), and that alpha."""
+    delta = options.power_delta
+    if delta is None or family is None or not family.noise.df > 0:
+        return None, None
+    seeds: dict[str, int | None] = {
+        "unpaired": seeds_for_difference(delta, family.noise.sd, design="unpaired", comparisons=k)
+    }
+    paired = family.paired_noise
+    if paired is not None and paired.df > 0:
+        seeds["paired"] = seeds_for_difference(delta, paired.sd, design="paired", comparisons=k)
+    return seeds, family_alpha(k, options.correction)
+
+
+def compare(runset: RunSet, options: CompareOptions | None = None) -> Comparison:
+    """Aggregate `runset` into one row per group, with deltas against the baseline or each
+    group's reference (`CompareOptions`).
+
+    The rows are sorted by the objective's mean, best first; groups where no run finished come
+    last. Each delta has an interval at the level corrected for the number of comparisons with
+    the baseline (`stats.compare_family`), its raw and corrected p-values, and
+    `<metric>_within_noise` is True when the corrected test does not reject (None for a row
+    not tested), `<metric>_pairs` the pairs of a paired row, and
+    `<metric>_mde` the smallest difference the design detects (`DELTA_COLUMNS`).
+    """
+    options = options or CompareOptions()
+    metric, correction = options.metric, options.correction
+    group_column = resolve_group_key(runset.runs, options.by)
+    _check_metric(runset, metric)
+    per_run = summarize_runs(runset, metric, group_column)
+    finished, problems = split_problems(per_run, metric)
+    # In order of first run; the runner runs variants in spec order.
+    groups = list(dict.fromkeys(per_run.sort_values("start_time")["group"]))
+    baseline, reference_of = _references(groups, options)
     rows = [
         _group_row(g, finished[finished["group"] == g], per_run[per_run["group"] == g], metric)
         for g in groups
     ]
     table = pd.DataFrame(rows)
-    family: dict[str, DeltaCI] = {}
+    family = None
     multipliers: dict[str, Multiplier] = {}
-    noise = paired_noise = None
     if len(table):
-        samples = {
-            g: Sample.of(runs[metric], runs["seed"])
-            for g, runs in ((g, finished[finished["group"] == g]) for g in table["variant"])
-        }
-        noise = pooled_noise([seed_values(s) for s in samples.values()])
-        others = {g: samples[g] for g in reference_of}
-        against = {g: samples[ref] for g, ref in reference_of.items()}
-        differences = [paired_differences(others[g], against[g], paired) for g in others]
-        paired_noise = pooled_noise(differences) if any(len(d) for d in differences) else None
-        family = compare_family(
-            others,
-            against,
-            method=ci,
-            correction=correction,
-            pairing=paired,
-            noise_sd=noise.sd,
-        )
+        family = _family(table["variant"], finished, reference_of, options)
         reference_row = DeltaCI(0.0, np.nan, np.nan, "baseline")
-        cis = [family.get(g, reference_row) for g in table["variant"]]
         table["is_baseline"] = ~table["variant"].isin(list(reference_of))
         table["reference"] = [reference_of.get(g) for g in table["variant"]]
-        table[f"{metric}_delta"] = [c.delta for c in cis]
-        table[f"{metric}_delta_low"] = [c.low for c in cis]
-        table[f"{metric}_delta_high"] = [c.high for c in cis]
-        table[f"{metric}_delta_low_simultaneous"] = [c.simultaneous_low for c in cis]
-        table[f"{metric}_delta_high_simultaneous"] = [c.simultaneous_high for c in cis]
-        table[f"{metric}_delta_level"] = [c.level for c in cis]
-        table[f"{metric}_delta_method"] = [c.method for c in cis]
-        table[f"{metric}_delta_note"] = [c.note for c in cis]
-        table[f"{metric}_p"] = [c.p for c in cis]
-        table[f"{metric}_p_adj"] = [c.p_adj for c in cis]
-        table[f"{metric}_pairs"] = [c.pairs if c.method == "paired" else None for c in cis]
-        table[f"{metric}_within_noise"] = pd.Series([c.within_noise for c in cis], dtype=object)
-        table[f"{metric}_mde"] = [c.mde for c in cis]
+        cis = [family.intervals.get(g, reference_row) for g in table["variant"]]
+        for column, values in delta_columns(metric, cis).items():
+            table[column] = values
         # The level of the deltas' intervals: corrected for the comparisons that have one.
-        level = corrected_level(tested_count(family), correction)
-        unit = compute_per_step(runset.runs)[1]
-        for ref in dict.fromkeys(reference_of.values()):
-            against_ref, _ = _multipliers(runset, finished, ref, metric, level)
-            multipliers.update({g: m for g, m in against_ref.items() if reference_of.get(g) == ref})
-        none = Multiplier(np.nan, np.nan, np.nan, "none", 0)
-        found = [multipliers.get(g, none) for g in table["variant"]]
-        # A bound is never a value: readers of the CSV would take it for the multiplier.
-        table["compute_x"] = [m.value if m.where == "inside" else np.nan for m in found]
-        table["compute_x_bound"] = [
-            m.value if m.where in ("beyond", "before") else np.nan for m in found
-        ]
-        table["compute_x_low"] = [m.low for m in found]
-        table["compute_x_high"] = [m.high for m in found]
-        table["compute_x_where"] = [m.where for m in found]
+        level = corrected_level(tested_count(family.intervals), correction)
+        multipliers = _compute_columns(table, runset, finished, reference_of, metric, level)
         table = table.sort_values(
             f"{metric}_mean", ascending=not is_maximized(metric), na_position="last", kind="stable"
         ).reset_index(drop=True)
-    n_comparisons = tested_count(family)
-    power_seeds: dict[str, int | None] | None = None
-    alpha = None
+    n_comparisons = tested_count(family.intervals if family else {})
     # The family's k, as in its correction and its MDEs: the comparisons that were tested.
     k = power_comparisons(n_comparisons, correction)
-    if power_delta is not None and noise is not None and noise.df > 0:
-        alpha = family_alpha(k, correction)
-        power_seeds = {
-            "unpaired": seeds_for_difference(
-                power_delta, noise.sd, design="unpaired", comparisons=k
-            )
-        }
-        if paired_noise is not None and paired_noise.df > 0:
-            power_seeds["paired"] = seeds_for_difference(
-                power_delta, paired_noise.sd, design="paired", comparisons=k
-            )
+    power_seeds, alpha = _power_seeds(options, family, k)
     return Comparison(
         table=table,
         runs=per_run,
@@ -494,17 +578,17 @@ def compare(
         by=group_column.removeprefix("params.").removeprefix("tags."),
         baseline=baseline,
         runset=runset,
-        references=dict(references) if references is not None else None,
+        references=dict(options.references) if options.references is not None else None,
         correction=correction,
         n_comparisons=n_comparisons,
         level=corrected_level(n_comparisons, correction),
-        noise=noise,
-        paired_noise=paired_noise,
-        power_delta=power_delta,
+        noise=family.noise if family else None,
+        paired_noise=family.paired_noise if family else None,
+        power_delta=options.power_delta,
         power_seeds=power_seeds,
         power_alpha=alpha,
         power_comparisons=k,
-        compute_unit=unit if len(table) else "steps",
+        compute_unit=compute_per_step(runset.runs)[1] if len(table) else "steps",
         best_of=curve_key(runset, metric),
         multipliers=multipliers,
     )

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from minimind.foundations.errors import MinimindError
 
-class DataError(ValueError):
+
+class DataError(MinimindError, ValueError):
     """A corpus or tokenizer that cannot be prepared; `str(e)` is one line `<field>: <message>`."""
 
     def __init__(self, message: str, field: str = "data.corpus") -> None:

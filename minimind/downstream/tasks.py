@@ -17,8 +17,10 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
+from minimind.foundations.errors import MinimindError
 
-class TaskFileError(ValueError):
+
+class TaskFileError(MinimindError, ValueError):
     """A task file that cannot be read or breaks the format; the message names the line."""
 
 

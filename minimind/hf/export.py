@@ -24,13 +24,14 @@ from transformers import GenerationConfig, PreTrainedTokenizerFast
 from transformers.utils.logging import disable_progress_bar
 
 from minimind.data.tokenizer import BOS, EOS, PAD, special_ids
+from minimind.foundations.errors import MinimindError
 from minimind.hf.configuration_minimind import MiniMindConfig
 from minimind.hf.convert import architecture, to_hf
 from minimind.hf.modeling_minimind import MiniMindForCausalLM
 from minimind.model.lm import MiniMindLM
 
 
-class ExportError(Exception):
+class ExportError(MinimindError):
     """An export that cannot be written; the message starts with the argument it concerns."""
 
 

@@ -19,12 +19,13 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from minimind import record
+from minimind.foundations.errors import MinimindError
 from minimind.model.config import ModelConfig
 from minimind.spec import SpecError, load_spec
 from minimind.training.checkpoint import OWNER_KEY, CheckpointError, RunCheckpoint, load_checkpoint
 
 
-class SourceError(Exception):
+class SourceError(MinimindError):
     """A run or checkpoint that cannot be exported; the message says which and why."""
 
 

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from minimind.data import DataError, PreparedData
+from minimind.data import PreparedData
+from minimind.foundations.errors import MinimindError, fail_with
 from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_OK, fail
 from minimind.foundations.redact import print_exception, redact
 from minimind.record import (
@@ -83,8 +84,8 @@ def run_spec(
     try:
         with distributed.main_process_first():  # rank 0 fills the token cache, then the others
             data = prepare_all(plan)
-    except (DataError, SpecError) as err:
-        return fail(str(err))
+    except MinimindError as err:
+        return fail_with(err)
     from minimind.tracking import run_until_stopped
 
     if job is not None:
@@ -106,8 +107,7 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
     from minimind.tracking.rank_zero import make_tracker
 
     spec = plan.spec
-    experiment = spec.tracking.experiment
-    assert experiment is not None  # the spec defaults it to its name
+    experiment = spec.experiment
     try:
         tracker = make_tracker(spec.tracking.uri, experiment)
     except TrackingUnreachable as err:
@@ -154,8 +154,7 @@ def train_in_job(plan: Plan, data: dict[str, PreparedData], job: JobTarget) -> i
     from minimind.tracking.rank_zero import make_tracker
 
     variant, seed = runs_by_name(plan)[job.name]  # checked by `run_spec`
-    experiment = plan.spec.tracking.experiment
-    assert experiment is not None  # the spec defaults it to its name
+    experiment = plan.spec.experiment
     try:
         tracker = make_tracker(plan.spec.tracking.uri, experiment)
     except TrackingUnreachable as err:
@@ -254,8 +253,7 @@ def run_child(
     """Train one variant × seed in its child run (created with `tags` besides its own, or
     reopened from `earlier`)."""
     spec = variant.spec
-    experiment = plan.spec.tracking.experiment
-    assert experiment is not None  # the spec defaults it to its name
+    experiment = plan.spec.experiment
     path = checkpoint_path(
         spec.train.checkpoint_dir, experiment, plan.plan_hash, variant.name, seed
     )

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from minimind.data import DataError
 from minimind.foundations.atomic_file import atomic_write_text
+from minimind.foundations.errors import MinimindError, fail_with
 from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_OK, fail
 from minimind.foundations.redact import redact
 from minimind.record import FAILURE_REASON_TAG
@@ -73,8 +73,8 @@ def submit_spec(
         return fail(f"tracking.uri: {problem}")
     try:
         prepare_all(plan)  # here, once: the jobs then find every token cache filled
-    except (DataError, SpecError) as err:
-        return fail(str(err))
+    except MinimindError as err:
+        return fail_with(err)
     from minimind.tracking import run_until_stopped
 
     return run_until_stopped(
@@ -88,9 +88,8 @@ def _submit_and_collect(plan: Plan, resume: bool, nproc: int) -> int:
     from minimind.tracking import Tracker, TrackingUnreachable
 
     spec, launcher = plan.spec, plan.spec.launcher
-    assert spec.tracking.experiment is not None  # the spec defaults it to its name
     try:
-        tracker = Tracker(spec.tracking.uri, spec.tracking.experiment)
+        tracker = Tracker(spec.tracking.uri, spec.experiment)
     except TrackingUnreachable as err:
         return fail(str(err))
     parent, earlier = open_parent(tracker, plan, resume, by_jobs=True)
@@ -136,7 +135,7 @@ def _submit_and_collect(plan: Plan, resume: bool, nproc: int) -> int:
             parent.end(
                 "FAILED", f"{len(failed)} of {plan.n_runs} runs did not finish: {', '.join(failed)}"
             )
-    print_comparison_unless_unreachable(tracker.uri, spec.tracking.experiment, parent.run_id)
+    print_comparison_unless_unreachable(tracker.uri, spec.experiment, parent.run_id)
     print(redact(f"\nbrowse the runs: mlflow ui --backend-store-uri {tracker.uri}"))
     return EXIT_FAILED if failed else EXIT_OK
 

@@ -11,11 +11,12 @@ Every problem is a `SpecError` whose `str` is one line `<field.path>: <message>`
 """
 
 from minimind.spec.errors import SpecError
+from minimind.spec.expansion import validate_spec
 from minimind.spec.ladder import LadderConfig, Rung
 from minimind.spec.loader import dump_spec, load_spec, parse_override
 from minimind.spec.matching import MatchConfig
 from minimind.spec.naming import BASE_VARIANT, variant_name
-from minimind.spec.schema import ModelSection, Spec, validate_spec
+from minimind.spec.schema import ModelSection, Spec
 from minimind.spec.sections import (
     OptimizerConfig,
     PowerHint,

@@ -17,6 +17,7 @@ from typing import Any, Union
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from minimind.foundations.errors import MinimindError
 from minimind.foundations.strict_config import FIELD_ERROR
 from registry import did_you_mean
 
@@ -28,7 +29,7 @@ Loc = tuple[str | int, ...]
 _UNION_TAG = re.compile(r"[a-z-]+\[.*\]|\[key\]|str|int|float|bool|bytes|none|[A-Z]\w*")
 
 
-class SpecError(ValueError):
+class SpecError(MinimindError, ValueError):
     """An invalid spec, override or spec file; `str(e)` is one line `<path>: <message>`."""
 
     def __init__(self, path: str, message: str) -> None:

@@ -16,8 +16,9 @@ import yaml
 from minimind.data.config import EMBEDDED_CORPORA
 from minimind.spec.ablation import ablated_keys
 from minimind.spec.errors import SpecError
+from minimind.spec.expansion import validate_spec
 from minimind.spec.ladder import ladder_owner
-from minimind.spec.schema import Spec, apply, validate_spec
+from minimind.spec.schema import Spec, apply
 from minimind.spec.tree import deep_merge, split_key
 from minimind.spec.variants import resolved_model
 

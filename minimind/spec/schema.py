@@ -1,10 +1,10 @@
 """The experiment spec schema (README.md, 'Specs'; docs/architecture.md, 'Layers') and its whole-spec checks.
 
-`Spec` validates everything a run needs before anything trains: each section, the cross-section
-constraints (`train.seq_len` within `model.max_seq_len`), every ablation variant and both ends of
-every sweep dimension. An invalid spec raises pydantic's `ValidationError`; `validate_spec` turns
-it into a one-line `SpecError`. The variants validated here are kept (`Spec.variant_specs`), so
-that expanding a spec validates none of them again.
+`Spec` validates each section and the cross-section constraints (`train.seq_len` within
+`model.max_seq_len`); an invalid spec raises pydantic's `ValidationError`. Its variants (the
+ablation cells, ladder rungs, `match:` and the sweep's probes) are the expansion step's
+(`minimind.spec.expansion`), whose `validate_spec` validates a tree, expands it and turns every
+problem into a one-line `SpecError`.
 """
 
 from __future__ import annotations
@@ -29,24 +29,18 @@ from minimind.data.config import DataConfig
 from minimind.foundations.strict_config import StrictNumbers, field_error
 from minimind.model.config import MUP_OPTIMIZERS, ModelConfig
 from minimind.spec.ablation import (
-    ablated_keys,
-    ablation_grid,
-    axis_options,
     check_axes,
-    key_problem,
-    place,
 )
 from minimind.spec.errors import (
     SpecError,
     did_you_mean,
     first_error,
     format_path,
-    from_validation_error,
 )
-from minimind.spec.ladder import LadderConfig, ladder_owner
+from minimind.spec.ladder import LadderConfig
 from minimind.spec.launcher import LauncherConfig
-from minimind.spec.matching import MatchConfig, match_knob, size
-from minimind.spec.naming import check_name, variant_name
+from minimind.spec.matching import MatchConfig
+from minimind.spec.naming import check_name
 from minimind.spec.sections import MAX_SEED, PowerHint, TrackingConfig, TrainConfig
 from minimind.spec.sweep_config import SweepConfig
 from minimind.spec.tree import assign, split_key
@@ -121,9 +115,9 @@ class Spec(StrictNumbers):
     match: MatchConfig | None = None
     launcher: LauncherConfig = Field(default_factory=LauncherConfig)
     ladder: LadderConfig | None = None
-    # Each ablation cell (at each ladder rung) as validated, its spec without `ablate`, `sweep`
-    # and `ladder`.
-    _variants: list[Cell] = PrivateAttr(default_factory=list)
+    # Each ablation cell (at each ladder rung) as the expansion step validated it, its spec
+    # without `ablate`, `sweep` and `ladder` (`expansion.cells`); None until expanded.
+    _cells: list[Cell] | None = PrivateAttr(default=None)
 
     @field_validator("name")
     @classmethod
@@ -179,119 +173,13 @@ class Spec(StrictNumbers):
                 f"model.parametrization mup is defined for {', '.join(MUP_OPTIMIZERS)}, "
                 f"not {self.train.optimizer.name!r}",
             )
-        if self.ladder is not None:
-            self._check_ladder(self.ladder)
-        if self.ablate or self.ladder is not None:
-            self._check_variants()
-        if self.sweep is not None and self.sweep.params:
-            self._check_sweep_params()
         return self
 
-    def _check_ladder(self, ladder: LadderConfig) -> None:
-        """What the ladder cannot share with the rest of the spec: keys the arms vary, and a
-        sweep (a ladder's rungs are not cells of an Optuna study)."""
-        for key, axis in ablated_keys(self.ablate).items():
-            owner = ladder_owner(ladder, key)
-            if owner is not None:
-                field_error(
-                    ("ablate", axis),
-                    f"{key} is set on every rung by {owner}; vary it in the rungs or the arms, "
-                    "not both",
-                )
-        if self.sweep is not None:
-            field_error(("sweep",), "not with a ladder: sweep each rung's spec on its own")
-
-    def _check_variants(self) -> None:
-        """Each ablation cell, at each ladder rung when there is a ladder, as a valid spec,
-        kept for `variant_specs`."""
-        if self.ladder is None:
-            self._variants = [Cell(a, s) for a, s in self._cells(self.base_tree(), "")]
-            return
-        for i, rung in enumerate(self.ladder.names()):
-            tree = self._rung_tree(self.ladder, i)
-            cells = self._cells(tree, f"at ladder rung {rung}: ")
-            self._variants += [Cell(a, s, rung) for a, s in cells]
-
-    def _rung_tree(self, ladder: LadderConfig, index: int) -> dict[str, Any]:
-        """The base tree with rung `index`'s model fields and training budget, checked (a
-        problem is reported at the rung): the budget counts the parameters of the rung's first
-        ablation cell, the baseline arm."""
-        where = f"ladder.rungs[{index}]"
-        model = ladder.model_assignments(index)
-        targets = {key: f"{where}.{key}" for key in model}
-        base = apply(self.base_tree(), model)
-        outcome = try_validate(base, {})
-        if isinstance(outcome, tuple):
-            field_error(*place(targets, where, *outcome))
-        baseline = try_validate(base, ablation_grid(self.ablate)[0])
-        # An arm invalid at this rung is reported by `_cells`, at the arm.
-        sized = outcome if isinstance(baseline, tuple) else baseline
-        tree = apply(base, ladder.budget(index, sized.model_config_obj(), sized.train))
-        budgeted = try_validate(tree, {})
-        if isinstance(budgeted, tuple):
-            path, message = budgeted
-            field_error((where,), f"{path}: {message} (with the rung's budget)")
-        return tree
-
-    def _cells(self, base: dict[str, Any], context: str) -> list[tuple[dict[str, Any], Spec]]:
-        """Each ablation cell over `base` as a valid spec, matched when `match` is set: each
-        value alone is checked first, so that a problem names the value, then each combination
-        (with one axis, its values are the combinations). `context` leads every message."""
-        if not self.ablate:
-            return [({}, Spec.model_validate(base))]
-        cells: list[tuple[dict[str, Any], Spec]] = []
-        one_axis = len(self.ablate) == 1
-        for axis, values in self.ablate.items():
-            for i, assignments in enumerate(axis_options(axis, values)):
-                outcome = try_validate(base, assignments)
-                if isinstance(outcome, tuple):
-                    where = f"ablate.{axis}[{i}]"
-                    targets = {k: where if k == axis else f"{where}.{k}" for k in assignments}
-                    at, message = place(targets, where, *outcome)
-                    field_error(at, context + message)
-                if one_axis:
-                    cells.append((assignments, outcome))
-        if not one_axis:
-            for combo in ablation_grid(self.ablate):
-                outcome = try_validate(base, combo)
-                if isinstance(outcome, tuple):
-                    path, message = outcome
-                    field_error(
-                        ("ablate",), f"{context}variant {variant_name(combo)}: {path}: {message}"
-                    )
-                cells.append((combo, outcome))
-        if self.match is not None:
-            cells = self._match_variants(cells, base, self.match, context)
-        return cells
-
-    def _match_variants(
-        self,
-        cells: list[tuple[dict[str, Any], Spec]],
-        base: dict[str, Any],
-        match: MatchConfig,
-        context: str,
-    ) -> list[tuple[dict[str, Any], Spec]]:
-        """Resize `match.knob` of every cell but the first (the baseline) to the first's size
-        (`minimind.spec.matching`); the cells keep their assignments."""
-        if len(cells) < 2:
-            field_error(("match",), "needs an ablation: variants to match to the first")
-
-        def measure(spec: Spec) -> float:
-            return size(spec.model_config_obj(), spec.train.seq_len, match.by)
-
-        target = measure(cells[0][1])
-        matched = [cells[0]]
-        for assignments, spec in cells[1:]:
-            if abs(measure(spec) - target) <= match.tolerance * target:
-                matched.append((assignments, spec))
-                continue
-            outcome = match_knob(
-                lambda a: try_validate(base, a), measure, assignments, target, match
-            )
-            if isinstance(outcome, str):
-                field_error(("match",), f"{context}variant {variant_name(assignments)}: {outcome}")
-            matched.append((assignments, outcome[0]))
-        return matched
+    @property
+    def experiment(self) -> str:
+        """The MLflow experiment of the spec's runs: `tracking.experiment`, which validation
+        resolves once to the spec's `name` unless the spec names one."""
+        return self.tracking.experiment or self.name
 
     def sweep_section(self) -> SweepConfig:
         """The `sweep:` section, for the code that runs a sweep: a spec without one is a
@@ -302,48 +190,6 @@ class Spec(StrictNumbers):
                 "missing: `minimind sweep` needs a sweep section (see experiments/lr_sweep.yaml)",
             )
         return self.sweep
-
-    def _check_sweep_params(self) -> None:
-        """Both ends of each range and every choice must validate, in every variant."""
-        base = self.base_tree()
-        ablated = ablated_keys(self.ablate)
-        for key, param in self.sweep_section().params.items():
-            where = f"sweep.params.{key}"
-            problem = key_problem(key)
-            if problem:
-                field_error((where,), problem)
-            if key in ablated:
-                field_error(
-                    (where,), f"is also varied by ablate.{ablated[key]}; search or ablate it"
-                )
-            labels = (
-                [f"choices[{i}]" for i in range(len(param.choices or ()))]
-                if param.type == "categorical"
-                else ["low", "high"]
-            )
-            for combo in ablation_grid(self.ablate):
-                context = f"in variant {variant_name(combo)}, " if combo else ""
-                for label, value in zip(labels, param.probe_values(), strict=True):
-                    failure = probe(base, {**combo, key: value})
-                    if failure:
-                        path, message = place(
-                            {key: f"{where}.{label}"}, f"{where}.{label}", *failure
-                        )
-                        field_error(path, context + message)
-
-    def variant_specs(self) -> list[Cell]:
-        """Each ablation cell (its assignments and its spec: `ablate` and `ladder` emptied,
-        `sweep` kept) in `ablation_grid` order, rung by rung with a ladder; this spec alone
-        without either. Validated with this spec, not again."""
-        if not self._variants:
-            return [Cell({}, self.model_copy(deep=True))]
-        out = []
-        for cell in self._variants:
-            # The sweep section is checked against every cell by this spec's own validation.
-            sweep = None if self.sweep is None else self.sweep.model_copy(deep=True)
-            spec = cell.spec.model_copy(update={"sweep": sweep}, deep=True)
-            out.append(Cell(dict(cell.assignments), spec, cell.rung))
-        return out
 
     def model_config_obj(self) -> ModelConfig:
         """The resolved model: the preset with the section's fields applied."""
@@ -366,14 +212,6 @@ class Cell:
     assignments: dict[str, Any]
     spec: Spec
     rung: str | None = None
-
-
-def validate_spec(tree: Mapping[str, Any]) -> Spec:
-    """Validate a raw spec tree; any problem is a one-line `SpecError`."""
-    try:
-        return Spec.model_validate(tree)
-    except ValidationError as err:
-        raise from_validation_error(err, Spec) from None
 
 
 def apply(tree: Mapping[str, Any], assignments: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import registry
+from minimind.spec.expansion import cells, validate_spec
 from minimind.spec.naming import BASE_VARIANT, render, variant_name
-from minimind.spec.schema import Spec, apply, validate_spec
+from minimind.spec.schema import Spec, apply
 
 Scalar = str | int | float | bool
 
@@ -29,7 +30,7 @@ class Variant:
 
 def expand(spec: Spec) -> list[Variant]:
     """The Cartesian product of `spec.ablate` (keys in order, values in list order), each
-    variant's spec as `spec`'s validation left it (`Spec.variant_specs`); with a ladder, that
+    variant's spec as the expansion step validated it (`expansion.cells`); with a ladder, that
     product at each rung in turn, smallest first.
 
     A spec without `ablate` gives one variant named `base`; on a ladder, `rung=<rung>` leads the
@@ -38,7 +39,7 @@ def expand(spec: Spec) -> list[Variant]:
     """
     variants: list[Variant] = []
     taken: set[str] = set()
-    for cell in spec.variant_specs():
+    for cell in cells(spec):
         arm = variant_name(cell.assignments)
         name = arm if cell.rung is None else rung_variant_name(cell.rung, arm)
         unique, n = name, 1

@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from minimind.compare import CompareError, Comparison, RunSet, compare, load_runs
+from minimind.compare import CompareError, CompareOptions, Comparison, RunSet, compare, load_runs
 from minimind.compare.tuning import edge_warnings, trial_runs
 from minimind.record import is_maximized
 from minimind.stats.intervals import Sample, paired_differences, power_comparisons
@@ -238,13 +238,13 @@ def analyse_axis(
     """The axis's comparison (Holm or the study's correction over its comparisons) and the
     findings, in the manifest's order."""
     label = {key: arm.label for key, arm in study.arms.items()}
-    comparison = compare(
-        axis_runset(study, axis, runsets),
+    options = CompareOptions(
         metric=study.metric,
         baseline=label[axis.comparisons[0].against],
         correction=study.correction,
         references={label[c.arm]: label[c.against] for c in axis.comparisons},
     )
+    comparison = compare(axis_runset(study, axis, runsets), options)
     rows = comparison.table.set_index("variant")
     maximize = is_maximized(study.metric)
     findings = []

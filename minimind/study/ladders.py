@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from minimind.compare import CompareError, load_runs
+from minimind.compare import CompareError, CompareOptions, load_runs
 from minimind.compare.ladder import Ladder, compare_ladder, is_ladder
 from minimind.compare.ladder_render import result_rows
 from minimind.record import ARM_TAG, RUNG_TAG
@@ -52,12 +52,8 @@ def _read(study: Study, index: int, entry: StudyLadder, tracking_uri: str) -> La
         return LadderReading(entry, index, None, (note,))
     notes = _incomplete(runset.runs)
     try:
-        ladder = compare_ladder(
-            runset,
-            metric=study.metric,
-            correction=study.correction,
-            extrapolate_factor=entry.extrapolate,
-        )
+        options = CompareOptions(metric=study.metric, correction=study.correction)
+        ladder = compare_ladder(runset, options, extrapolate_factor=entry.extrapolate)
     except CompareError as e:
         return LadderReading(entry, index, None, (*notes, f"no comparison yet: {e}"))
     arms = list(ladder.arms)

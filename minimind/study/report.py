@@ -198,7 +198,7 @@ def axis_rows(result: AxisResult, costs: Mapping[str, pd.Series] | None = None) 
         r = table.loc[group].copy()
         r["is_baseline"] = group not in expect
         finding = expect.get(group)
-        flops = tokens.get(group, np.nan) * r["flops_per_token"]
+        flops = tokens.get(group, np.nan) * r["training_flops_per_token"]
         texts = [
             group,
             finding.against if finding else "",

@@ -7,8 +7,10 @@ Modules, in the order a sweep uses them:
 - `plan`: the spec, the command-line options and the storage URL checked; one study per
   ablation cell, named `<spec>/<variant>`;
 - `storage`, `algorithms`, `space`: the Optuna storage, sampler, pruner and `suggest_*` calls;
-- `study`: a study opened against the spec that made it, its MLflow parent run, trial counts;
-- `worker`: local worker processes looping over trials; `liveness`: trials of dead workers;
+- `optuna_study`: a study opened against the spec that made it, its MLflow parent run, trial
+  counts;
+- `worker`: local worker processes looping over trials; `slurm_workers`: the same as Slurm jobs;
+  `liveness`: trials of dead workers;
 - `objective`: one trial, a training run per seed in a child run `trial-<n>`;
 - `report`, `best`: importances, plots, summaries and `best.yaml`;
 - `driver`: the command, tying these together.

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 import optuna
 
-from minimind.data import DataError, PreparedData
+from minimind.data import PreparedData
+from minimind.foundations.errors import MinimindError, fail_with
 from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_OK, fail
 from minimind.foundations.paths import REPORTS_DIR
 from minimind.foundations.verbosity import quiet_optuna
@@ -75,8 +76,8 @@ def run_sweep(
         return show_best(plan, studies, reports_dir)
     try:
         data = prepare_all(plan.run_plan)
-    except (DataError, SpecError) as err:
-        return fail(str(err))
+    except MinimindError as err:
+        return fail_with(err)
     from minimind.tracking import run_until_stopped
 
     try:
@@ -107,9 +108,8 @@ def _sweep_all(
     from minimind.tracking import Tracker, TrackingUnreachable
 
     spec = plan.spec
-    assert spec.tracking.experiment is not None  # the spec defaults it to its name
     try:
-        tracker = Tracker(spec.tracking.uri, spec.tracking.experiment)
+        tracker = Tracker(spec.tracking.uri, spec.experiment)
     except TrackingUnreachable as err:
         return fail(str(err))
     ok = True

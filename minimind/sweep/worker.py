@@ -79,8 +79,7 @@ def work(job: WorkerJob, data: Mapping[str, PreparedData] | None = None) -> str:
     study = open_study(storage, job.study, sweep, job.cell_hash, pruner=build_pruner(sweep))
     seed = worker_seed(sweep.sampler.seed, job.index, len(study.get_trials(deepcopy=False)))
     study.sampler = build_sampler(sweep, seed)
-    assert spec.tracking.experiment is not None  # the spec defaults it to its name
-    tracker = Tracker(spec.tracking.uri, spec.tracking.experiment)
+    tracker = Tracker(spec.tracking.uri, spec.experiment)
     objective = TrialObjective(
         TrialContext(
             spec=spec,

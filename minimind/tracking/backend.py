@@ -12,6 +12,7 @@ from mlflow.tracking import MlflowClient
 # the `mlflow.tracking_store` entry point. Private, but the one list MLflow itself consults.
 from mlflow.tracking._tracking_service.utils import _tracking_store_registry
 
+from minimind.foundations.errors import MinimindError
 from minimind.foundations.file_lock import creation_lock
 from minimind.foundations.writable import unwritable_dir
 
@@ -111,7 +112,7 @@ def connect(uri: str) -> MlflowClient:
         return MlflowClient(tracking_uri=uri)
 
 
-class StoreMissing(Exception):
+class StoreMissing(MinimindError):
     """A SQLite tracking store to read from that does not exist: opening it would make one."""
 
 

@@ -19,6 +19,7 @@ from typing import IO
 
 from mlflow.tracking import MlflowClient
 
+from minimind.foundations.errors import MinimindError
 from minimind.record import OFFLINE_ID_TAG
 from minimind.tracking.backend import connect
 from minimind.tracking.ops import Op, apply_op, logged_steps
@@ -27,7 +28,7 @@ FORMAT = "minimind-tracking-fallback"
 VERSION = 1
 
 
-class FallbackFormatError(ValueError):
+class FallbackFormatError(MinimindError, ValueError):
     """The file is not a fallback file this version can read."""
 
 

@@ -11,6 +11,7 @@ from typing import TypeVar
 import sqlalchemy.exc
 from mlflow.exceptions import MlflowException
 
+from minimind.foundations.errors import MinimindError
 from minimind.foundations.redact import redact
 
 T = TypeVar("T")
@@ -49,7 +50,7 @@ def notice(message: str) -> None:
     print(f"minimind: tracking: {redact(message)}", file=sys.stderr, flush=True)
 
 
-class OutageExceeded(Exception):
+class OutageExceeded(MinimindError):
     """The tracking backend stayed unreachable for longer than the outage limit."""
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 
+from minimind.foundations.errors import MinimindError
 from minimind.foundations.processes import is_alive
 from minimind.record import (
     CHILD_ROLE,
@@ -57,7 +58,7 @@ def git_commit(directory: str | Path | None = None) -> str | None:
     return result.stdout.strip() or None
 
 
-class TrackingUnreachable(Exception):
+class TrackingUnreachable(MinimindError):
     """The tracking server did not answer when the command started; the message is one line
     naming `tracking.uri`."""
 

@@ -22,9 +22,10 @@ import numpy as np
 import torch
 
 from minimind.foundations.atomic_file import atomic_write
+from minimind.foundations.errors import MinimindError
 
 
-class CheckpointError(Exception):
+class CheckpointError(MinimindError):
     """A checkpoint file that cannot be read; the message names the file."""
 
 

@@ -14,16 +14,16 @@ from fake_ladder import RUNG_FLOPS, RUNG_STEPS, TOKENS_PER_STEP, write_ladder
 from mlflow import MlflowClient
 
 from minimind.cli import main
-from minimind.compare import load_runs
+from minimind.compare import CompareOptions, load_runs
 from minimind.compare.ladder import compare_ladder, is_ladder
 from minimind.compare.ladder_render import to_csv, to_plain
 
 
-def _ladder(uri: str, multiplier, **options):
+def _ladder(uri: str, multiplier, extrapolate_factor: float = 10.0):
     write_ladder(uri, multiplier)
     runset = load_runs(uri, ["lad"])
     assert is_ladder(runset)
-    return compare_ladder(runset, **options)
+    return compare_ladder(runset, extrapolate_factor=extrapolate_factor)
 
 
 def test_a_constant_multiplier_is_read_at_every_rung_and_extrapolated(mlflow_uri: str) -> None:
@@ -87,7 +87,7 @@ def test_an_unknown_baseline_arm_or_a_bad_factor_is_a_usage_error(mlflow_uri: st
     write_ladder(mlflow_uri, lambda c: 0.6)
     runset = load_runs(mlflow_uri, ["lad"])
     with pytest.raises(CompareError, match="unknown --baseline 'nope'; arms: arm=base, arm=fast"):
-        compare_ladder(runset, baseline="nope")
+        compare_ladder(runset, CompareOptions(baseline="nope"))
     with pytest.raises(CompareError, match="--extrapolate: must be a factor > 0"):
         compare_ladder(runset, extrapolate_factor=0)
 

@@ -8,7 +8,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric
 
 from minimind.cli import main
-from minimind.compare import compare, load_runs
+from minimind.compare import CompareOptions, compare, load_runs
 from minimind.compare.probe_plots import FIGURE_CAPTIONS, probe_figures
 
 T0 = 1_700_000_000_000
@@ -54,7 +54,7 @@ def uri(tmp_path_factory) -> str:
 
 
 def test_probe_figures_are_drawn_per_arm(uri) -> None:
-    comparison = compare(load_runs(uri, ["probes"]), baseline="block=prenorm")
+    comparison = compare(load_runs(uri, ["probes"]), CompareOptions(baseline="block=prenorm"))
     figures = probe_figures(comparison)
     assert list(figures) == list(FIGURE_CAPTIONS)
     logits = figures["probe_attn_max_logit"]

@@ -493,3 +493,35 @@ def test_plugins_are_loaded_before_the_model_validates(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "spec_test_norm"
+
+
+@pytest.mark.parametrize(
+    ("tree", "error"),
+    [
+        (
+            {"name": "x", "ablate": {"train.seq_len": [64, 100000]}},
+            "ablate.train.seq_len[1]: must be <= model.max_seq_len",
+        ),
+        (
+            {
+                "name": "x",
+                "sweep": {"params": {"train.seq_len": {"type": "int", "low": 64, "high": 100000}}},
+            },
+            "sweep.params.train.seq_len.high: must be <= model.max_seq_len",
+        ),
+    ],
+)
+def test_the_schema_validates_the_sections_and_the_expansion_step_the_variants(
+    tree: dict, error: str
+) -> None:
+    """A variant's problem is the expansion step's (`validate_spec`), with its one-line error;
+    validating the schema alone checks the sections."""
+    assert Spec.model_validate(tree).name == "x"
+    with pytest.raises(SpecError, match=re.escape(error)):
+        validate_spec(tree)
+
+
+def test_the_experiment_is_resolved_once_by_validation() -> None:
+    assert validate_spec({"name": "x"}).experiment == "x"
+    named = validate_spec({"name": "x", "tracking": {"experiment": "shared"}})
+    assert named.experiment == "shared" == named.tracking.experiment
