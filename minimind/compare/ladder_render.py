@@ -8,16 +8,17 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pandas as pd
 
 from minimind.compare import render
-from minimind.compare.ladder import Ladder, LadderResult
-from minimind.foundations.plain_table import plain_table
+from minimind.compare.ladder import Ladder, LadderResult, Rung
+from minimind.foundations.document import Block, Heading, Paragraph, Table, Text
+from minimind.foundations.document import to_markdown as to_markdown_blocks
+from minimind.foundations.document import to_plain as to_plain_blocks
 from minimind.stats.scaling import Estimate
-
-Table = Callable[[list[str], list[list[str]]], str]
 
 
 def fmt_estimate(estimate: Estimate, digits: int = 3, signed: bool = False) -> str:
@@ -160,29 +161,53 @@ def ladder_caption(ladder: Ladder) -> str:
     )
 
 
-def ladder_section(ladder: Ladder, table: Table) -> list[str]:
-    """The ladder section, its tables drawn by `table`."""
-    parts = [ladder_caption(ladder), "", table(*arm_rows(ladder)), "", table(*result_rows(ladder))]
+def ladder_section(ladder: Ladder) -> list[Block]:
+    """The ladder section: its caption, the arms' fits, the comparisons across the ladder, and
+    each comparison rung by rung."""
+    blocks: list[Block] = [
+        Paragraph(ladder_caption(ladder), "caption"),
+        Table(*arm_rows(ladder), "ladder"),
+        Table(*result_rows(ladder), "ladder"),
+    ]
     for result in ladder.results:
-        parts += ["", f"{result.arm} vs {ladder.baseline}, rung by rung:"]
-        parts.append(table(*rung_rows(ladder, result)))
-    return parts
+        blocks += [
+            Paragraph(f"{result.arm} vs {ladder.baseline}, rung by rung:", "caption"),
+            Table(*rung_rows(ladder, result), "ladder"),
+        ]
+    return blocks
+
+
+def rung_title(ladder: Ladder, rung: Rung) -> str:
+    """'Rung xs: 1.2M params, 3.4e+12 FLOPs'."""
+    compute = fmt_compute(rung.compute, ladder.compute_unit)
+    return f"Rung {rung.name}: {render.fmt_count(rung.params)} params, {compute}"
+
+
+def rung_blocks(
+    ladder: Ladder, title: Callable[[Rung], Text], show_noise: bool = False, split: bool = False
+) -> list[Block]:
+    """Each rung's comparison under its `title` (`render.comparison_blocks`), with its failed
+    runs."""
+    blocks: list[Block] = []
+    for rung in ladder.rungs:
+        blocks.append(Heading(3, title(rung)))
+        blocks += render.comparison_blocks(rung.comparison, show_noise, split)
+        blocks += render.problem_blocks(rung.comparison)
+    return blocks
+
+
+def ladder_blocks(ladder: Ladder, show_noise: bool = False) -> list[Block]:
+    """Each rung's comparison as `minimind compare` prints it, then the ladder section."""
+    rungs = rung_blocks(ladder, partial(rung_title, ladder), show_noise)
+    return [*rungs, Heading(3, "Ladder"), *ladder_section(ladder)]
 
 
 def to_plain(ladder: Ladder, show_noise: bool = False) -> str:
-    parts = []
-    for rung in ladder.rungs:
-        parts += [f"== rung {rung.name}: {render.fmt_count(rung.params)} params, {fmt_compute(rung.compute, ladder.compute_unit)} ==", render.to_plain(rung.comparison, show_noise)]  # fmt: skip
-    parts += ["== ladder ==", *ladder_section(ladder, plain_table)]
-    return "\n".join(parts) + "\n"
+    return to_plain_blocks(ladder_blocks(ladder, show_noise)) + "\n"
 
 
 def to_markdown(ladder: Ladder, show_noise: bool = False) -> str:
-    parts = []
-    for rung in ladder.rungs:
-        parts += [f"### Rung {rung.name}: {render.fmt_count(rung.params)} params, {fmt_compute(rung.compute, ladder.compute_unit)}", "", render.to_markdown(rung.comparison, show_noise)]  # fmt: skip
-    parts += ["### Ladder", "", *ladder_section(ladder, render.markdown_table)]
-    return "\n".join(parts) + "\n"
+    return to_markdown_blocks(ladder_blocks(ladder, show_noise)) + "\n"
 
 
 def records(ladder: Ladder) -> pd.DataFrame:

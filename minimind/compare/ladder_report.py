@@ -4,22 +4,15 @@
 
 from __future__ import annotations
 
-import base64
-import html
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from minimind.compare import ladder_render, render
-from minimind.compare.ladder import Ladder
+from minimind.compare import ladder_render
+from minimind.compare.ladder import Ladder, Rung
 from minimind.compare.ladder_plots import ladder_figure
-from minimind.compare.report import (
-    comparison_html,
-    log_to_parent_run,
-    page_top,
-    runset_fields,
-    write_report,
-)
+from minimind.compare.report import CSS, log_to_parent_run, runset_fields, write_report
+from minimind.foundations.document import Block, Document, Fields, Figure, Heading, Link, Text
 
 FIGURE_CAPTION = (
     "Left: each arm's final objective against its training compute, seeds as points, the law "
@@ -34,50 +27,25 @@ def rung_folder(name: str) -> str:
     return f"rung-{name}"
 
 
-def section_html(ladder: Ladder) -> str:
-    """`ladder_render.ladder_section` in HTML: its text as captions, its tables scrolling."""
-    section = ladder_render.ladder_section(
-        ladder, lambda h, r: f'<div class="scroll">{render.html_table(h, r, "ladder")}</div>'
-    )
-    return "".join(
-        part if part.startswith("<div") else f'<p class="caption">{html.escape(part)}</p>'
-        for part in section
-        if part
-    )
+def document(ladder: Ladder, png: bytes, fields: dict[str, str]) -> Document:
+    """The report: header (`fields`), the ladder section and its figure, then each rung's
+    comparison with a link to its own report."""
 
+    def title(rung: Rung) -> Text:
+        folder = rung_folder(rung.name)
+        own = Link("its report", f"{folder}/index.html", f"{folder}/report.md")
+        return [ladder_render.rung_title(ladder, rung), " (", own, ")"]
 
-def to_html(ladder: Ladder, png: bytes, fields: dict[str, str]) -> str:
-    title = f"minimind compare (ladder): {', '.join(ladder.runset.experiments)}"
-    meta = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in fields.items())
-    ladder_html = section_html(ladder)
-    rungs = "".join(
-        f"<h3>Rung {html.escape(r.name)}: {render.fmt_count(r.params)} params, "
-        f"{ladder_render.fmt_compute(r.compute, ladder.compute_unit)} "
-        f'(<a href="{rung_folder(r.name)}/index.html">its report</a>)</h3>'
-        f'<p class="caption">{html.escape(render.caption(r.comparison))}</p>'
-        f"{comparison_html(r.comparison)}"
-        for r in ladder.rungs
-    )
-    image = base64.b64encode(png).decode("ascii")
-    return f"""{page_top(title, meta)}
-<h2>Ladder</h2>
-{ladder_html}
-<figure id="fig-ladder"><img alt="ladder" src="data:image/png;base64,{image}">
-<figcaption>{html.escape(FIGURE_CAPTION)}</figcaption></figure>
-<h2>Rung by rung</h2>
-{rungs}
-</body></html>
-"""
-
-
-def to_markdown(ladder: Ladder, fields: dict[str, str]) -> str:
-    meta = "\n".join(f"- **{k}**: {v}" for k, v in fields.items())
-    links = ", ".join(f"[{r.name}]({rung_folder(r.name)}/report.md)" for r in ladder.rungs)
-    return (
-        f"# minimind compare (ladder): {', '.join(ladder.runset.experiments)}\n\n{meta}\n\n"
-        f"![ladder](ladder.png)\n\n*{FIGURE_CAPTION}*\n\n"
-        f"Each rung's report: {links}.\n\n{ladder_render.to_markdown(ladder, show_noise=True)}"
-    )
+    blocks: list[Block] = [
+        Fields(fields),
+        Heading(2, "Ladder"),
+        *ladder_render.ladder_section(ladder),
+        Figure("ladder.png", FIGURE_CAPTION, png, anchor="fig-ladder"),
+        Heading(2, "Rung by rung"),
+        *ladder_render.rung_blocks(ladder, title, show_noise=True, split=True),
+    ]
+    experiments = ", ".join(ladder.runset.experiments)
+    return Document(f"minimind compare (ladder): {experiments}", blocks, CSS)
 
 
 def write_ladder_report(ladder: Ladder, folder: str | Path, log_to_parent: bool = True) -> Path:
@@ -91,10 +59,10 @@ def write_ladder_report(ladder: Ladder, folder: str | Path, log_to_parent: bool 
     fig.savefig(figure, dpi=110)
     plt.close(fig)
     (folder / "ladder.csv").write_text(ladder_render.to_csv(ladder))
-    fields = runset_fields(ladder.runset)  # once, so that both files give the same time
-    (folder / "report.md").write_text(to_markdown(ladder, fields))
+    page = document(ladder, figure.read_bytes(), runset_fields(ladder.runset))
+    (folder / "report.md").write_text(page.markdown(), encoding="utf-8")
     index = folder / "index.html"
-    index.write_text(to_html(ladder, figure.read_bytes(), fields), encoding="utf-8")
+    index.write_text(page.html(), encoding="utf-8")
     if log_to_parent:
         log_to_parent_run(ladder.runset, folder)
     return index

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import html
 import json
 import math
 from collections.abc import Mapping
@@ -14,7 +13,9 @@ import numpy as np
 import pandas as pd
 
 from minimind.compare.table import SIZE_PARAMS, SPREAD_METRICS, Comparison
-from minimind.foundations.plain_table import plain_table
+from minimind.foundations.document import Block, Cell, Inline, Paragraph, Strong, Table
+from minimind.foundations.document import to_markdown as to_markdown_blocks
+from minimind.foundations.document import to_plain as to_plain_blocks
 from minimind.spec import PowerHint
 from minimind.stats.intervals import Noise, family_alpha, power_comparisons, signal_to_noise
 from minimind.stats.power import MAX_SEEDS, seeds_for_difference
@@ -213,8 +214,9 @@ def seed_count(row: Mapping[str, Any]) -> str:
     return str(row["n"]) + (f" ({', '.join(extra)})" if extra else "")
 
 
-def display_rows(comparison: Comparison) -> list[list[str]]:
-    """The table as strings, one list per group, in `display_headers` order."""
+def display_rows(comparison: Comparison) -> list[list[Cell]]:
+    """The table as cells, one list per group, in `display_headers` order: the delta's interval
+    its own part of its cell, the verdict's cell marked for styling."""
     m = comparison.metric
     keys = [*SPREAD_METRICS, *([] if m in SPREAD_METRICS else [m])]
     _, labels = split_shared_key(list(comparison.table["variant"]))
@@ -226,21 +228,27 @@ def display_rows(comparison: Comparison) -> list[list[str]]:
         pairs = r.get(f"{m}_pairs")
         if not _nan(pairs):
             seeds += f" ({int(pairs)} pairs)"
+        texts = [
+            label,
+            seeds,
+            *(fmt_count(r[k]) for k in SIZE_PARAMS),
+            *(fmt_pm(r[f"{k}_mean"], r[f"{k}_std"]) for k in keys),
+            MISSING if _nan(r[f"{m}_best"]) else f"{r[f'{m}_best']:.4f}",
+        ]
+        costs = [
+            fmt_multiplier(r),
+            fmt_count(r["perf/tokens_per_s_median"]),
+            fmt_mem(r["sys/peak_mem_mb_max"]),
+            fmt_percent(r["perf/mfu_median"]),
+            fmt_seconds(r["wall_s_mean"]),
+        ]
         rows.append(
             [
-                label,
-                seeds,
-                *(fmt_count(r[k]) for k in SIZE_PARAMS),
-                *(fmt_pm(r[f"{k}_mean"], r[f"{k}_std"]) for k in keys),
-                MISSING if _nan(r[f"{m}_best"]) else f"{r[f'{m}_best']:.4f}",
-                fmt_delta(r, m),
-                fmt_p(r, m),
-                verdict(r, m, comparison.maximize),
-                fmt_multiplier(r),
-                fmt_count(r["perf/tokens_per_s_median"]),
-                fmt_mem(r["sys/peak_mem_mb_max"]),
-                fmt_percent(r["perf/mfu_median"]),
-                fmt_seconds(r["wall_s_mean"]),
+                *map(Cell, texts),
+                Cell(*delta_parts(r, m)),
+                Cell(fmt_p(r, m)),
+                Cell(verdict(r, m, comparison.maximize), css="verdict"),
+                *map(Cell, costs),
             ]
         )
     return rows
@@ -445,50 +453,58 @@ def _seeds(n: int | None) -> str:
     return f"more than {MAX_SEEDS:,}" if n is None else str(n)
 
 
-def to_plain(comparison: Comparison, show_noise: bool = False) -> str:
-    parts = [
-        caption(comparison),
-        "",
-        plain_table(display_headers(comparison), display_rows(comparison)),
+def score_tables(comparison: Comparison, split: bool = False) -> list[Table]:
+    """The table, one row per group, each row classed by its verdict's kind. With `split`, two
+    tables, the group column in both: what the groups score (seeds, metrics, delta, verdict),
+    then what they cost (size, compute multiplier, speed, memory, wall). As one table it is
+    1,600 px wide, and a 1,400 px window showed its cost only after scrolling sideways."""
+    headers, rows = display_headers(comparison), display_rows(comparison)
+    kinds = verdict_kinds(comparison)
+    if not split:
+        return [Table(headers, rows, "comparison", kinds)]
+    cost = set(SIZE_HEADERS + COST_HEADERS)
+    scored = [i for i, h in enumerate(headers) if h not in cost]
+    costs = [0, *(i for i, h in enumerate(headers) if h in cost)]
+
+    def columns(at: list[int]) -> tuple[list[str], list[list[Cell]]]:
+        return [headers[i] for i in at], [[row[i] for i in at] for row in rows]
+
+    return [Table(*columns(scored), "comparison", kinds), Table(*columns(costs), "comparison cost")]
+
+
+def comparison_blocks(
+    comparison: Comparison, show_noise: bool = False, split: bool = False
+) -> list[Block]:
+    """What was compared and how (the caption), the table (`score_tables`), and the noise and
+    power lines."""
+    lines = noise_lines(comparison, show_noise)
+    return [
+        Paragraph(caption(comparison), "caption"),
+        *score_tables(comparison, split),
+        *(Paragraph(line, "caption") for line in lines),
     ]
-    if extra := noise_lines(comparison, show_noise):
-        parts += ["", *extra]
-    if len(comparison.problems):
-        parts += ["", "Failed or incomplete runs (not in the statistics):"]
-        parts.append(plain_table(PROBLEM_HEADERS, problem_rows(comparison)))
-    return "\n".join(parts) + "\n"
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|")
+def problem_table(comparison: Comparison) -> Table:
+    return Table(PROBLEM_HEADERS, problem_rows(comparison), "problems")
 
 
-def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
-    out = ["| " + " | ".join(map(_md_cell, headers)) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(map(_md_cell, r)) + " |" for r in rows]
-    return "\n".join(out)
+def problem_blocks(comparison: Comparison) -> list[Block]:
+    """The failed and unfinished runs under a title, or nothing when every run finished."""
+    if not len(comparison.problems):
+        return []
+    title: list[Inline] = [Strong("Failed or incomplete runs"), " (not in the statistics):"]
+    return [Paragraph(title), problem_table(comparison)]
+
+
+def to_plain(comparison: Comparison, show_noise: bool = False) -> str:
+    blocks = [*comparison_blocks(comparison, show_noise), *problem_blocks(comparison)]
+    return to_plain_blocks(blocks) + "\n"
 
 
 def to_markdown(comparison: Comparison, show_noise: bool = False) -> str:
-    parts = [
-        caption(comparison),
-        "",
-        markdown_table(display_headers(comparison), display_rows(comparison)),
-    ]
-    if extra := noise_lines(comparison, show_noise):
-        parts += ["", *extra]
-    if len(comparison.problems):
-        parts += ["", "**Failed or incomplete runs** (not in the statistics):", ""]
-        parts.append(markdown_table(PROBLEM_HEADERS, problem_rows(comparison)))
-    return "\n".join(parts) + "\n"
-
-
-def html_table(headers: list[str], rows: list[list[str]], css_class: str) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows
-    )
-    return f'<table class="{css_class}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    blocks = [*comparison_blocks(comparison, show_noise), *problem_blocks(comparison)]
+    return to_markdown_blocks(blocks) + "\n"
 
 
 def print_rich(comparison: Comparison, show_noise: bool = False) -> None:
@@ -509,7 +525,7 @@ def print_rich(comparison: Comparison, show_noise: bool = False) -> None:
     for row, kind in zip(display_rows(comparison), verdict_kinds(comparison), strict=True):
         table.add_row(
             *(
-                Text(c, style=styles.get(kind, "")) if i == verdict_at else c
+                Text(str(c), style=styles.get(kind, "")) if i == verdict_at else str(c)
                 for i, c in enumerate(row)
             )
         )
@@ -529,8 +545,8 @@ def print_rich(comparison: Comparison, show_noise: bool = False) -> None:
         )
         for h in PROBLEM_HEADERS:
             failed.add_column(h)
-        for row in problem_rows(comparison):
-            failed.add_row(*row)
+        for problem in problem_rows(comparison):
+            failed.add_row(*problem)
         console.print(failed)
 
 

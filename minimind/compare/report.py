@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import base64
-import html
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,6 +16,17 @@ from minimind.compare.probe_plots import FIGURE_CAPTIONS as PROBE_CAPTIONS
 from minimind.compare.probe_plots import probe_figures
 from minimind.compare.runs import RunSet
 from minimind.compare.table import Comparison
+from minimind.foundations.document import (
+    Block,
+    Details,
+    Document,
+    Fields,
+    Figure,
+    Heading,
+    Paragraph,
+    Preformatted,
+    Table,
+)
 from minimind.record import DEVICE_TAG, GIT_COMMIT_TAG, GPU_NAME_TAG, PLAN_HASH_TAG, PRECISION_TAG
 
 ARTIFACT_PATH = "comparison"
@@ -121,65 +130,6 @@ def common_params(comparison: Comparison) -> dict[str, str]:
     return out
 
 
-def page_top(title: str, meta: str) -> str:
-    """A report page up to its metadata: the head with the reports' CSS, the title, and `meta`
-    (the `<dt>`/`<dd>` items of the run set)."""
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{html.escape(title)}</title><style>{CSS}</style></head>
-<body>
-<h1>{html.escape(title)}</h1>
-<dl class="meta">{meta}</dl>"""
-
-
-def comparison_html(comparison: Comparison) -> str:
-    """Two tables, one row per group in each: what the groups score (seeds, metrics, delta,
-    verdict), then what they cost (size, compute multiplier, speed, memory, wall). As one table
-    it is 1,600 px wide, and a 1,400 px window showed its cost only after scrolling sideways."""
-    headers = render.display_headers(comparison)
-    cost = set(render.SIZE_HEADERS + render.COST_HEADERS)
-    scored = [i for i, h in enumerate(headers) if h not in cost]
-    costs = [0, *(i for i, h in enumerate(headers) if h in cost)]  # the group column in both
-    at, delta_at = headers.index("verdict"), headers.index(render.delta_header(comparison))
-
-    def cell(i: int, text: str, numbers: pd.Series) -> str:
-        if i == at:
-            return f'<td class="verdict">{html.escape(text)}</td>'
-        if i == delta_at:  # the interval on its own line keeps the table narrow
-            delta, interval = render.delta_parts(numbers, comparison.metric)
-            if interval:
-                return (
-                    f'<td>{html.escape(delta)}<br><span class="ci">{html.escape(interval)}</span>'
-                    "</td>"
-                )
-        return f"<td>{html.escape(text)}</td>"
-
-    rows = list(
-        zip(
-            render.display_rows(comparison),
-            (r for _, r in comparison.table.iterrows()),  # the rows `display_rows` formats
-            render.verdict_kinds(comparison),
-            strict=True,
-        )
-    )
-
-    def table(css_class: str, columns: list[int], styled: bool) -> str:
-        head = "".join(f"<th>{html.escape(headers[i])}</th>" for i in columns)
-        body = "".join(
-            (f'<tr class="{kind}">' if styled else "<tr>")
-            + "".join(cell(i, row[i], numbers) for i in columns)
-            + "</tr>"
-            for row, numbers, kind in rows
-        )
-        return (
-            f'<div class="scroll"><table class="{css_class}"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table></div>"
-        )
-
-    return table("comparison", scored, styled=True) + table("comparison cost", costs, styled=False)
-
-
 def _runs_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     m = comparison.metric
     headers = ["run", "seed", "status", m, "val/loss", "tok/s", "wall", "run id"]
@@ -199,55 +149,32 @@ def _runs_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def to_html(comparison: Comparison, figures: dict[str, bytes], fields: dict[str, str]) -> str:
-    """The self-contained page: header (`fields`, from `header_fields`), table, failed runs,
-    figures (base64 PNG), runs, spec."""
-    title = f"minimind compare: {', '.join(comparison.runset.experiments)}"
-    meta = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in fields.items())
+def document(comparison: Comparison, pngs: dict[str, bytes], fields: dict[str, str]) -> Document:
+    """The report: header (`fields`, from `header_fields`), table, failed runs, figures (`pngs`,
+    by file stem, inlined in the HTML), runs, the spec the runs share."""
     if len(comparison.problems):
-        problems = render.html_table(
-            render.PROBLEM_HEADERS, render.problem_rows(comparison), "problems"
-        )
+        problems: Block = render.problem_table(comparison)
     else:
-        problems = "<p>None: every run finished and logged the objective.</p>"
-    figs = "".join(
-        f'<figure id="fig-{name}"><img alt="{html.escape(name)}" src="data:image/png;base64,'
-        f'{base64.b64encode(png).decode("ascii")}"><figcaption>{html.escape(FIGURE_CAPTIONS.get(name, name))}'
-        "</figcaption></figure>"
-        for name, png in figures.items()
-    )
-    runs = f'<div class="scroll">{render.html_table(*_runs_rows(comparison), "runs")}</div>'
+        problems = Paragraph("None: every run finished and logged the objective.")
     shared = common_params(comparison)
     spec = "\n".join(f"{k}: {v}" for k, v in shared.items())
-    return f"""{page_top(title, meta)}
-<h2>Comparison</h2>
-<p class="caption">{html.escape(render.caption(comparison))}</p>
-{comparison_html(comparison)}
-{"".join(f'<p class="caption">{html.escape(line)}</p>' for line in render.noise_lines(comparison))}
-<h2>Failed or incomplete runs</h2>
-{problems}
-<h2>Figures</h2>
-{figs}
-<h2>Runs</h2>
-{runs}
-<h2>Spec</h2>
-<details><summary>Params shared by every run ({len(shared)})</summary>
-<pre>{html.escape(spec)}</pre></details>
-</body></html>
-"""
-
-
-def to_markdown(comparison: Comparison, figure_files: list[str], fields: dict[str, str]) -> str:
-    """`report.md`: header (`fields`, from `header_fields`), table and figures."""
-    meta = "\n".join(f"- **{k}**: {v}" for k, v in fields.items())
-    figs = "\n\n".join(
-        f"![{name}]({name})\n\n*{FIGURE_CAPTIONS.get(Path(name).stem, name)}*"
-        for name in figure_files
-    )
-    return (
-        f"# minimind compare: {', '.join(comparison.runset.experiments)}\n\n{meta}\n\n"
-        f"## Comparison\n\n{render.to_markdown(comparison, show_noise=True)}\n## Figures\n\n{figs}\n"
-    )
+    blocks: list[Block] = [
+        Fields(fields),
+        Heading(2, "Comparison"),
+        *render.comparison_blocks(comparison, show_noise=True, split=True),
+        Heading(2, "Failed or incomplete runs"),
+        problems,
+        Heading(2, "Figures"),
+        *(
+            Figure(f"{name}.png", FIGURE_CAPTIONS.get(name, name), png, anchor=f"fig-{name}")
+            for name, png in pngs.items()
+        ),
+        Heading(2, "Runs"),
+        Table(*_runs_rows(comparison), "runs"),
+        Heading(2, "Spec"),
+        Details(f"Params shared by every run ({len(shared)})", [Preformatted(spec)]),
+    ]
+    return Document(f"minimind compare: {', '.join(comparison.runset.experiments)}", blocks, CSS)
 
 
 def write_report(comparison: Comparison, folder: str | Path, log_to_parent: bool = True) -> Path:
@@ -266,10 +193,10 @@ def write_report(comparison: Comparison, folder: str | Path, log_to_parent: bool
         pngs[name] = path.read_bytes()
     (folder / "comparison.csv").write_text(render.to_csv(comparison))
     (folder / "runs.csv").write_text(render.runs_csv(comparison))
-    fields = header_fields(comparison)  # once, so that both files give the same time
-    (folder / "report.md").write_text(to_markdown(comparison, [f"{n}.png" for n in pngs], fields))
+    page = document(comparison, pngs, header_fields(comparison))
+    (folder / "report.md").write_text(page.markdown(), encoding="utf-8")
     index = folder / "index.html"
-    index.write_text(to_html(comparison, pngs, fields), encoding="utf-8")
+    index.write_text(page.html(), encoding="utf-8")
     if log_to_parent:
         log_to_parent_run(comparison.runset, folder)
     return index

@@ -327,13 +327,15 @@ def _multipliers(
     runset: RunSet, finished: pd.DataFrame, baseline: str, metric: str, level: float
 ) -> tuple[dict[str, Multiplier], str]:
     """Each group's effective compute multiplier against the baseline's validation curves: each
-    run's final read off the baseline run of its seed, or off the baseline's mean curve (over
-    its seeds, at the steps they all evaluated) where the baseline did not run that seed."""
+    run's final `metric` (the exact value where the curve is its periodic estimate) read off
+    the baseline run of its seed, or off the baseline's mean curve (over its seeds, at the steps
+    they all evaluated) where the baseline did not run that seed."""
     per_step, unit = compute_per_step(runset.runs)
     if is_maximized(metric):  # throughput and MFU have no learning curve to read
         return {}, unit
     key = curve_key(runset, metric)
     curves = {r: runset.history(r, key) for r in finished["run_id"]}
+    finals = {r: runset.history(r, metric) for r in finished["run_id"]}
     seeds = finished.set_index("run_id")["seed"]
     base_runs = [r for r in finished.loc[finished["group"] == baseline, "run_id"] if len(curves[r])]
     if not base_runs:
@@ -347,12 +349,12 @@ def _multipliers(
     base_of_seed = {seeds[r]: r for r in base_runs if pd.notna(seeds[r])}
     out = {}
     for group, runs in finished.groupby("group", sort=False):
-        ids = [r for r in runs["run_id"] if len(curves[r])]
+        ids = [r for r in runs["run_id"] if len(finals[r])]
         own = [base_of_seed.get(seeds[r]) for r in ids]
         out[group] = compute_multiplier(
             [mean_xy if b is None else as_xy(curves[b], b) for b in own],
-            np.array([curves[r].iloc[-1] for r in ids], dtype=float),
-            np.array([curves[r].index[-1] * per_step[r] for r in ids], dtype=float),
+            np.array([finals[r].iloc[-1] for r in ids], dtype=float),
+            np.array([finals[r].index[-1] * per_step[r] for r in ids], dtype=float),
             maximize=is_maximized(metric),
             level=level,
             labels=[seeds[r] for r in ids],

@@ -7,21 +7,19 @@ interval, the compute multiplier, each arm's budget in tokens and FLOPs), one li
 comparison saying whether it agrees, a line per ladder arm that speaks to the axis, the
 discussion, and the figures (validation curves with seed bands, the final values with their
 seeds, the learning-rate curves of tuned arms). Then "At more than one scale": each ladder as
-`minimind compare` reports it (`compare.ladder_report.section_html`, `compare.ladder_render`,
-`compare.ladder_plots`), or what it still lacks.
+`minimind compare` reports it (`compare.ladder_render.ladder_section`, `compare.ladder_plots`),
+or what it still lacks. Both files render one `foundations.document.Document`.
 """
 
 from __future__ import annotations
 
-import base64
-import html
 import io
 import os
 import platform
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -33,10 +31,26 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from minimind.compare import RunSet, ladder_render, plots, render
 from minimind.compare.ladder_plots import ladder_figure
-from minimind.compare.ladder_report import FIGURE_CAPTION, section_html
+from minimind.compare.ladder_report import FIGURE_CAPTION
 from minimind.compare.probe_plots import probe_figures
 from minimind.compare.report import CSS, devices
 from minimind.compare.table import curve_key
+from minimind.foundations.document import (
+    Block,
+    BulletList,
+    Cell,
+    Document,
+    Fields,
+    Heading,
+    Inline,
+    Link,
+    Paragraph,
+    Preformatted,
+    Small,
+    Strong,
+    Table,
+)
+from minimind.foundations.document import Figure as FigureBlock
 from minimind.record import (
     GIT_COMMIT_TAG,
     PLAN_HASH_TAG,
@@ -57,8 +71,9 @@ td.agrees { color: #1a7f37; font-weight: 600; } td.disagrees { color: #cf222e; f
 td.too-weak-to-tell, td.no-interval { color: #9a6700; }
 table.findings td { white-space: normal; text-align: left; }
 table.comparison td:last-child { white-space: normal; min-width: 13rem; text-align: left; }
-p.expected { background: #f6f8fa; padding: .5rem .8rem; border-left: 3px solid #8c959f; }
-div.discussion { border-left: 3px solid #0969da; padding: .1rem .9rem; margin: 1rem 0; }
+.expected { background: #f6f8fa; padding: .5rem .8rem; border-left: 3px solid #8c959f; }
+ul.expected { padding-left: 2rem; }
+p.discussion { border-left: 3px solid #0969da; padding: .1rem .9rem; margin: 1rem 0; }
 """
 
 AXIS_HEADERS = [
@@ -88,24 +103,6 @@ FINDING_HEADERS = [
     "sequential design: look, seeds, why",
 ]
 LADDER_SECTION = "At more than one scale"
-
-
-@dataclass(frozen=True)
-class Cell:
-    """A table cell made from numbers: its text, an interval shown under it in HTML (after it in
-    markdown), and the HTML class that colours it."""
-
-    text: str
-    interval: str = ""
-    css: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.text} {self.interval}" if self.interval else self.text
-
-    def html(self) -> str:
-        attribute = f' class="{self.css}"' if self.css else ""
-        under = f'<br><span class="ci">{html.escape(self.interval)}</span>' if self.interval else ""
-        return f"<td{attribute}>{html.escape(self.text)}{under}</td>"
 
 
 def _delta_cell(row: pd.Series, metric: str) -> Cell:
@@ -421,77 +418,60 @@ def _commands(study: Study) -> list[str]:
     return [f"OMP_NUM_THREADS={study.threads_per_stream} (each stream on its own)", *lines]
 
 
-def _html_table(headers: list[str], rows: list[list[Cell]], css_class: str) -> str:
-    """A table whose agreement cells are coloured and whose intervals sit on a line of their
-    own under the value, so that the wide columns stay narrow."""
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(cell.html() for cell in row) + "</tr>" for row in rows)
-    return (
-        f'<div class="scroll"><table class="{css_class}"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{body}</tbody></table></div>"
-    )
-
-
-def _axis_html(
+def _axis_blocks(
     study: Study,
     result: AxisResult,
-    pngs: dict[str, bytes],
+    pngs: Mapping[str, bytes | None],
     costs: Mapping[str, pd.Series] | None,
     ladders: Sequence[LadderReading] = (),
-) -> str:
+) -> list[Block]:
+    """An axis's section: what is expected, the table, what was observed, the discussion, the
+    figures (`pngs`, by file stem)."""
     axis, m = result.axis, study.metric
-    lines = "".join(
-        f"<li><b>{html.escape(_agreement_text(f, m))}</b>: {html.escape(observed(f, m))}</li>"
-        for f in result.findings
-    )
-    lines += "".join(
-        f'<li><a href="#{reading.anchor}">{html.escape(line)}</a></li>'
+    observations: list[list[Inline]] = [
+        [Strong(_agreement_text(f, m)), f": {observed(f, m)}"] for f in result.findings
+    ]
+    observations += [
+        [Link(line, f"#{reading.anchor}")]
         for reading in ladders
         for line in axis_pointers([reading], axis.name)
-    )
-    figures = "".join(
-        f'<figure><img alt="{html.escape(stem)}" src="data:image/png;base64,'
-        f'{base64.b64encode(png).decode("ascii")}"><figcaption>{html.escape(stem)}.png'
-        "</figcaption></figure>"
-        for stem, png in pngs.items()
-    )
-    discussion = (
-        f'<div class="discussion"><p>{html.escape(axis.discussion)}</p></div>'
-        if axis.discussion
-        else ""
-    )
-    return f"""<h2 id="{axis.name}">{html.escape(axis.title)}</h2>
-<p class="expected"><b>Expected</b>: {html.escape(axis.expected)}<br>
-<small>{html.escape("; ".join(axis.references))}</small></p>
-<p class="caption">{html.escape(render.caption(result.comparison))}</p>
-{_html_table(AXIS_HEADERS, axis_rows(result, costs), "comparison")}
-<p><b>Observed</b>:</p><ul>{lines}</ul>
-{discussion}
-{figures}"""
+    ]
+    blocks: list[Block] = [
+        Heading(2, axis.title, anchor=axis.name),
+        Paragraph(
+            [Strong("Expected"), f": {axis.expected} ", Small(f"({'; '.join(axis.references)})")],
+            "expected",
+        ),
+        Paragraph(render.caption(result.comparison), "caption"),
+        Table(AXIS_HEADERS, axis_rows(result, costs), "comparison"),
+        Paragraph([Strong("Observed"), ":"]),
+        BulletList(observations),
+    ]
+    if axis.discussion:
+        blocks.append(Paragraph([Strong("Discussion"), f": {axis.discussion}"], "discussion"))
+    return blocks + [FigureBlock(f"{stem}.png", data=png) for stem, png in pngs.items()]
 
 
-def _ladders_html(ladders: Sequence[LadderReading], pngs: dict[str, bytes]) -> str:
+def _ladder_blocks(ladders: Sequence[LadderReading], pngs: Mapping[str, bytes]) -> list[Block]:
     """The section "At more than one scale": each ladder as `minimind compare` reports it."""
     if not ladders:
-        return ""
-    parts = [
-        f'<h2 id="ladders">{LADDER_SECTION}</h2>',
-        f'<p class="caption">{html.escape(_LADDER_NOTE)}</p>',
+        return []
+    blocks: list[Block] = [
+        Heading(2, LADDER_SECTION, anchor="ladders"),
+        Paragraph(_LADDER_NOTE, "caption"),
     ]
     for reading in ladders:
         entry = reading.entry
-        parts.append(f'<h3 id="{reading.anchor}">{html.escape(entry.title)}</h3>')
-        parts += [f'<p class="expected">{html.escape(note)}</p>' for note in reading.notes]
+        blocks.append(Heading(3, entry.title, anchor=reading.anchor))
+        if reading.notes:
+            blocks.append(BulletList(reading.notes, "expected"))
         if reading.ladder is not None:
-            png = base64.b64encode(pngs[_ladder_stem(reading)]).decode("ascii")
-            parts += [
-                section_html(reading.ladder),
-                f'<figure><img alt="{_ladder_stem(reading)}" src="data:image/png;base64,{png}">'
-                f"<figcaption>{html.escape(FIGURE_CAPTION)}</figcaption></figure>",
-            ]
+            stem = _ladder_stem(reading)
+            blocks += ladder_render.ladder_section(reading.ladder)
+            blocks.append(FigureBlock(f"{stem}.png", FIGURE_CAPTION, pngs.get(stem)))
         if entry.discussion:
-            parts.append(f'<div class="discussion"><p>{html.escape(entry.discussion)}</p></div>')
-    return "\n".join(parts)
+            blocks.append(Paragraph([Strong("Discussion"), f": {entry.discussion}"], "discussion"))
+    return blocks
 
 
 _LADDER_NOTE = (
@@ -506,47 +486,39 @@ def _ladder_stem(reading: LadderReading) -> str:
     return f"ladder{reading.index}"
 
 
-def to_html(
+def document(
     study: Study,
     results: list[AxisResult],
-    pngs: dict[str, bytes],
-    stems: dict[str, list[str]],
+    pngs: Mapping[str, bytes],
+    stems: Mapping[str, list[str]],
     env: dict[str, str],
     cost: CostTable | None = None,
     manifest: str = "MANIFEST",
     ladders: Sequence[LadderReading] = (),
-) -> str:
-    """The report as one self-contained page; `cost`, the arms' measured cost (`read_cost`),
-    and `manifest`, the path the command to measure it names."""
+) -> Document:
+    """The report: the findings, a section per axis (its figures by file stem in `stems`, their
+    PNGs in `pngs`, inlined in the HTML where given), the ladders, the environment and the
+    commands; `cost`, the arms' measured cost (`read_cost`), and `manifest`, the path the
+    command to measure it names."""
     costs = None if cost is None else cost.by_label(study)
-    meta = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in env.items())
-    summary = _html_table(FINDING_HEADERS, finding_rows(study, results), "findings")
-    axes = "".join(
-        _axis_html(
-            study, r, {stem: pngs[stem] for stem in stems.get(r.axis.name, [])}, costs, ladders
-        )
-        for r in results
-    )
-    axes += _ladders_html(ladders, pngs)
-    commands = html.escape("\n\n".join(_commands(study)))
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{html.escape(study.title)}</title><style>{CSS}{STUDY_CSS}</style></head>
-<body>
-<h1>{html.escape(study.title)}</h1>
-<p>{html.escape(study.description)}</p>
-<h2>Findings</h2>
-<p class="caption">{html.escape(_method_note(study))}</p>
-<p class="caption">{html.escape(cost_note(cost, manifest))}</p>
-{summary}
-{axes}
-<h2>Environment</h2>
-<dl class="meta">{meta}</dl>
-<h2>Commands</h2>
-<pre>{commands}</pre>
-</body></html>
-"""
+    blocks: list[Block] = [
+        Paragraph(study.description),
+        Heading(2, "Findings"),
+        Paragraph(_method_note(study), "caption"),
+        Paragraph(cost_note(cost, manifest), "caption"),
+        Table(FINDING_HEADERS, finding_rows(study, results), "findings"),
+    ]
+    for r in results:
+        figures = {stem: pngs.get(stem) for stem in stems.get(r.axis.name, [])}
+        blocks += _axis_blocks(study, r, figures, costs, ladders)
+    blocks += _ladder_blocks(ladders, pngs)
+    blocks += [
+        Heading(2, "Environment"),
+        Fields(env),
+        Heading(2, "Commands"),
+        Preformatted("\n\n".join(_commands(study))),
+    ]
+    return Document(study.title, blocks, CSS + STUDY_CSS)
 
 
 def _method_note(study: Study) -> str:
@@ -572,75 +544,6 @@ def _method_note(study: Study) -> str:
     )
 
 
-def to_markdown(
-    study: Study,
-    results: list[AxisResult],
-    stems: dict[str, list[str]],
-    env: dict[str, str],
-    cost: CostTable | None = None,
-    manifest: str = "MANIFEST",
-    ladders: Sequence[LadderReading] = (),
-) -> str:
-    """The report as markdown beside its PNGs; `cost` and `manifest` as for `to_html`."""
-    m = study.metric
-    costs = None if cost is None else cost.by_label(study)
-    parts = [
-        f"# {study.title}",
-        "",
-        study.description,
-        "",
-        "## Findings",
-        "",
-        _method_note(study),
-        "",
-        cost_note(cost, manifest),
-        "",
-        _markdown_table(FINDING_HEADERS, finding_rows(study, results)),
-    ]
-    for result in results:
-        axis = result.axis
-        parts += [
-            "",
-            f"## {axis.title}",
-            "",
-            f"**Expected**: {axis.expected} ({'; '.join(axis.references)})",
-            "",
-            render.caption(result.comparison),
-            "",
-            _markdown_table(AXIS_HEADERS, axis_rows(result, costs)),
-            "",
-            "**Observed**:",
-            "",
-            *(f"- **{_agreement_text(f, m)}**: {observed(f, m)}" for f in result.findings),
-            *(f"- {line}" for line in axis_pointers(list(ladders), axis.name)),
-        ]
-        if axis.discussion:
-            parts += ["", f"**Discussion**: {axis.discussion}"]
-        parts += ["", *(f"![{stem}]({stem}.png)\n" for stem in stems.get(axis.name, []))]
-    parts += _ladders_markdown(ladders)
-    parts += ["## Environment", "", *(f"- **{k}**: {v}" for k, v in env.items()), ""]
-    parts += ["## Commands", "", "```", "\n\n".join(_commands(study)), "```", ""]
-    return "\n".join(parts)
-
-
-def _ladders_markdown(ladders: Sequence[LadderReading]) -> list[str]:
-    """The section "At more than one scale" in markdown."""
-    if not ladders:
-        return []
-    parts = [f"## {LADDER_SECTION}", "", _LADDER_NOTE, ""]
-    for reading in ladders:
-        entry = reading.entry
-        parts += [f"### {entry.title}", ""]
-        parts += [*(f"- {note}" for note in reading.notes), ""] if reading.notes else []
-        if reading.ladder is not None:
-            parts += ladder_render.ladder_section(reading.ladder, render.markdown_table)
-            stem = _ladder_stem(reading)
-            parts += ["", f"![{stem}]({stem}.png)", "", f"*{FIGURE_CAPTION}*", ""]
-        if entry.discussion:
-            parts += [f"**Discussion**: {entry.discussion}", ""]
-    return parts
-
-
 def ladders_csv(ladders: Sequence[LadderReading]) -> str:
     """`ladder.csv`: `minimind compare`'s ladder records (`ladder_render.records`) of each
     ladder, its experiment first; a ladder without a comparison yet, one row of its notes."""
@@ -655,10 +558,6 @@ def ladders_csv(ladders: Sequence[LadderReading]) -> str:
         for r, frame in zip(ladders, frames, strict=True)
     ]
     return pd.concat(frames, ignore_index=True).to_csv(index=False)
-
-
-def _markdown_table(headers: list[str], rows: list[list[Cell]]) -> str:
-    return render.markdown_table(headers, [[str(cell) for cell in row] for row in rows])
 
 
 def findings_csv(study: Study, results: list[AxisResult]) -> str:
@@ -759,10 +658,9 @@ def write_report(
     (folder / "findings.csv").write_text(findings_csv(study, results), encoding="utf-8")
     runs = pd.concat([r.comparison.runs.assign(axis=r.axis.name) for r in results])
     runs.to_csv(folder / "runs.csv", index=False, encoding="utf-8")
-    markdown = to_markdown(study, results, stems, env, cost, manifest, ladders)
-    (folder / "report.md").write_text(markdown, encoding="utf-8")
+    page = document(study, results, pngs, stems, env, cost, manifest, ladders)
+    (folder / "report.md").write_text(page.markdown(), encoding="utf-8")
     index = folder / "index.html"
-    page = to_html(study, results, pngs, stems, env, cost, manifest, ladders)
-    index.write_text(page, encoding="utf-8")
+    index.write_text(page.html(), encoding="utf-8")
     print(f"Study report written to {index}", file=sys.stderr)
     return index

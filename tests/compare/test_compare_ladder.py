@@ -16,7 +16,7 @@ from mlflow import MlflowClient
 from minimind.cli import main
 from minimind.compare import CompareOptions, load_runs
 from minimind.compare.ladder import compare_ladder, is_ladder
-from minimind.compare.ladder_render import to_csv, to_plain
+from minimind.compare.ladder_render import to_csv, to_markdown, to_plain
 
 
 def _ladder(uri: str, multiplier, extrapolate_factor: float = 10.0):
@@ -73,12 +73,23 @@ def test_a_multiplier_that_grows_with_compute_is_a_trend_and_a_steeper_exponent(
     assert r.extrapolated_multiplier.value == pytest.approx(0.5 * (top / c0) ** 0.1, rel=0.01)
     text = to_plain(ladder)
     for rung in RUNG_STEPS:
-        assert f"== rung {rung}:" in text
+        assert f"== Rung {rung}:" in text
     assert "arm=fast vs arm=base" in text and "grows" in text
     rows = list(csv.DictReader(io.StringIO(to_csv(ladder))))
     assert [row["rung"] for row in rows] == list(RUNG_STEPS)
     assert {row["trend"] for row in rows} == {"grows"}
     assert float(rows[0]["arm_exponent"]) == pytest.approx(0.275, abs=1e-3)
+
+
+def test_every_markdown_table_of_a_ladder_stands_a_blank_line_below_its_title(
+    mlflow_uri: str,
+) -> None:
+    """A table right under a line of text ("arm vs baseline, rung by rung:") is read as part of
+    that paragraph, not as a table."""
+    lines = to_markdown(_ladder(mlflow_uri, lambda c: 0.6)).splitlines()
+    tops = [i for i, line in enumerate(lines) if line.startswith("|") and i and not lines[i - 1].startswith("|")]  # fmt: skip
+    assert len(tops) == 4 + 3  # each rung's table; the fits, the results, rung by rung
+    assert [lines[i - 1] for i in tops] == [""] * len(tops)
 
 
 def test_an_unknown_baseline_arm_or_a_bad_factor_is_a_usage_error(mlflow_uri: str) -> None:
@@ -115,7 +126,7 @@ def test_a_tiny_ladder_runs_and_compares_with_its_ladder_section(
     )
     assert main(["run", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "== ladder ==" in out  # the comparison printed after the run
+    assert "== Ladder ==" in out  # the comparison printed after the run
     client = MlflowClient(mlflow_uri)
     exp = client.get_experiment_by_name("tiny")
     children = [

@@ -167,6 +167,27 @@ def test_compute_multiplier_reads_each_seed_off_the_baseline_run_of_that_seed(ml
     assert math.isnan(row["compute_x_low"])  # no spread between the paired seeds
 
 
+def test_compute_multiplier_reads_the_exact_final_value(mlflow_uri) -> None:
+    """Runs log the periodic estimate val/bpb_sampled and the exact val/bpb once at the end: the
+    variant's exact final 3.5 is where the baseline's curve (5 - 0.01·step) is at step 150, 1.5×
+    its 100 steps; its last estimate, 4.0, would read 1.0×."""
+    client = MlflowClient(mlflow_uri)
+    exp = client.create_experiment("exact_final")
+    parent = log_parent(client, exp, "exact_final", T0)
+    start = T0 + 1000
+    for variant, last in (("a", 200), ("b", 100)):
+        for seed in (0, 1):
+            steps = range(10, last + 10, 10)
+            metrics = [Metric("val/bpb_sampled", 5 - 0.01 * s, start + s, s) for s in steps]
+            exact = 5 - 0.01 * (150 if variant == "b" else last)
+            metrics.append(Metric("val/bpb", exact, start + last, last))
+            log_child(client, exp, parent, variant, seed, start, params={}, metrics=metrics)
+            start += 1000
+    row = row_of(compare(load_runs(mlflow_uri, ["exact_final"])), "b")
+    assert row["compute_x_where"] == "inside"
+    assert row["compute_x"] == pytest.approx(1.5, rel=1e-6)
+
+
 def test_compute_multiplier_in_flops_from_the_baseline_curve(mlflow_uri, capsys) -> None:
     """Baseline val/bpb 5 - 0.01·step over 200 steps; the variant ends at step 100 where the
     baseline is at step 150 (seed 0) and 130 (seed 1), with half the FLOPs per token: 3.0×

@@ -295,7 +295,7 @@ def test_the_report_tables_are_made_from_the_numbers(store: str, tmp_path: Path)
     manifest["arms"]["good"]["label"] = "good [lr 3e-3]"
     study = load_study(_write(tmp_path, manifest))
     results = analyse(study, store)[0]
-    page = report.to_html(study, results, {}, {}, {})
+    page = report.document(study, results, {}, {}, {}).html()
     assert "<td>good [lr 3e-3]</td>" in page
     finding = results[0].findings[0]
     m, row = study.metric, finding.row
@@ -333,14 +333,14 @@ def test_the_report_shows_each_arm_s_measured_cost_beside_it(results, tmp_path: 
     environment = {"measured": "2026-01-01 00:00 UTC", "cost baseline": "base (baseline)"}
     CostTable(environment, measured).write(tmp_path / COST_FILE)
     cost = read_cost(tmp_path / COST_FILE)
-    page = report.to_markdown(study, axes, {}, {}, cost, "s.yaml")
+    page = report.document(study, axes, {}, {}, {}, cost, "s.yaml").markdown()
     rows = {line.split(" | ")[0]: line for line in page.splitlines() if line.startswith("| ")}
     assert "| 12.5 [12.0, 13.2] | 1.000 |" in rows["| baseline"]
     assert "| 25.0 [24.0, 26.0] | 2.010 |" in rows["| good"]
     assert "| not measured | - |" in rows["| bad"] and "| not measured | - |" in rows["| noisy"]
     assert "cost × is the median of the per-round ratios to base (baseline)" in page
     assert "3.2k" not in page and "3,200" not in page  # the runs' shared-core throughput
-    html = report.to_html(study, axes, {}, {}, {}, cost, "s.yaml")
+    html = report.document(study, axes, {}, {}, {}, cost, "s.yaml").html()
     assert '<td>12.5<br><span class="ci">[12.0, 13.2]</span></td><td>1.000</td>' in html
 
 

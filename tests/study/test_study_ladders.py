@@ -122,8 +122,8 @@ def test_the_ladder_section_gives_compare_s_numbers(
     assert "## At more than one scale" in report and "### Two arms at four sizes" in report
     # compare's own tables, line for line: fits, Δα, the extrapolated ×, the trend, each rung's
     # multiplier with its interval, decision and ranking
-    for part in ladder_section(ladder, render.markdown_table):
-        assert part in report
+    for block in ladder_section(ladder):
+        assert block.markdown() in report
     assert "**Discussion**: The ladder's discussion." in report
     assert "![ladder0](ladder0.png)" in report and (folder / "ladder0.png").is_file()
     # the axis points to the ladder's row of its arm

@@ -193,11 +193,10 @@ def test_the_report_states_each_comparison_s_look_seeds_and_why(tmp_path, store)
     assert calibration.standing.sentence().startswith(
         "open after 3 paired seed(s) (3-5 against 0-2): train both arms to 6 seeds for look 2"
     )
-    page = report.to_html(study, results, {}, {}, {})
+    page = report.document(study, results, {}, {}, {}).html()
     assert f"<td>{html.escape(good.standing.sentence())}</td>" in page
-    assert "sequential: stopped at look 2 (6 seeds: 0-5)" in report.to_markdown(
-        study, results, {}, {}
-    )
+    markdown = report.document(study, results, {}, {}, {}).markdown()
+    assert "sequential: stopped at look 2 (6 seeds: 0-5)" in markdown
     findings = pd.read_csv(io.StringIO(report.findings_csv(study, results)))
     row = findings.set_index("arm").loc["good"]
     assert (row["sequential_stop"], row["sequential_look"], row["sequential_seeds"]) == (
@@ -212,7 +211,7 @@ def test_the_aa_row_is_the_report_s_calibration(tmp_path, store):
     study = load_study(write(tmp_path, manifest()))
     results = analyse(study, store)[0]
     (calibration,) = results[1].findings
-    page = report.to_html(study, results, {}, {}, {})
+    page = report.document(study, results, {}, {}, {}).html()
     assert "<td>base B vs base A (A/A calibration)</td>" in page
     assert "<td>good vs baseline</td>" in page  # other rows are not marked
     text = report._agreement_text(calibration, "val/bpb")
