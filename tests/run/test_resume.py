@@ -1,11 +1,12 @@
-"""`minimind run --resume` of a run interrupted elsewhere: an interrupted run whose checkpoint
-is not on this machine is refused (continued at step 0, its curve would repeat) unless
-`--restart` trains it anew in a new run."""
+"""What a child run carries across machines: `--resume` of a run interrupted elsewhere (refused
+without its checkpoint, continued at step 0 its curve would repeat, unless `--restart` trains it
+anew in a new run), and its data budget recorded as params (no token cache needed to read it)."""
 
 from __future__ import annotations
 
 import shutil
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from minimind.cli import main
@@ -48,3 +49,19 @@ def test_an_interrupted_run_without_its_checkpoint_resumes_only_when_restarted(
 def test_restart_goes_with_resume(write_spec, capsys):
     assert main(["run", str(write_spec()), "--restart"]) == 2
     assert capsys.readouterr().err == "error: --restart: goes with --resume\n"
+
+
+def test_a_run_records_its_training_split_and_the_epochs_it_reads(
+    write_spec, mlflow_uri, one_thread
+):
+    from minimind.data import prepare_data
+    from minimind.spec import load_spec
+
+    spec = write_spec()
+    assert main(["run", str(spec)]) == 0
+    (run,) = children(mlflow_uri, "tiny")
+    train = load_spec(str(spec)).train
+    split = len(prepare_data(load_spec(str(spec)).data).train_tokens)
+    assert int(run.data.params["train_split_tokens"]) == split
+    epochs = float(run.data.params["epochs"])
+    assert epochs == pytest.approx(train.steps * train.tokens_per_step / split)
