@@ -183,6 +183,20 @@ def child_params(
     }
 
 
+TRAIN_SPLIT_TOKENS_PARAM = "train_split_tokens"  # the prepared training split's tokens
+EPOCHS_PARAM = "epochs"  # of the training split that the run's planned steps read
+
+
+def data_budget_params(tokens: int | None, train_split_tokens: int) -> dict[str, Any]:
+    """A child run's data budget params: its training split's tokens and the epochs of it its
+    planned training `tokens` read (none when only time bounds it). Recorded on the run, so that
+    a report reads them from the run, not from a token cache another machine lacks."""
+    params: dict[str, Any] = {TRAIN_SPLIT_TOKENS_PARAM: train_split_tokens}
+    if tokens is not None and train_split_tokens > 0:
+        params[EPOCHS_PARAM] = tokens / train_split_tokens
+    return params
+
+
 def child_tags(
     plan_hash: str,
     variant: str,

@@ -314,15 +314,14 @@ def test_bad_input_exits_2_naming_its_field_and_writes_nothing(
     assert sorted(work.rglob("*")) == before and list(spec_dir.iterdir()) == [path]
 
 
-NOTHING, DATASETS_CACHE, TOKEN_CACHE = "nothing", "datasets' cache", "a complete token cache"
+NOTHING, LOCK = "nothing", "the token cache's lock file alone"
 JSONL = '{"text": "one document"}\n'
 
 # (files to make, data section, start of the one-line error, what the run leaves; {dir} is the
 # files' directory, where the spec's relative corpus path points): corpora bad in their content.
-# Opening one writes nothing, but for json and parquet files the start of `datasets`' own copy
-# (its lock files, or the whole copy when the file parsed). What only tokenizing reveals leaves
-# the complete token cache (too short for train.seq_len: the corrected spec reuses it), never
-# pieces without a manifest.
+# Opening one leaves nothing (the start of `datasets`' copy of a json or parquet file removed).
+# What only tokenizing reveals, under the token cache's lock, leaves that lock's file alone: the
+# tokenizer and token entry the preparation wrote are removed.
 BAD_CORPORA = [
     ({"c.txt": b""}, {}, "data.corpus: {dir}/c.txt is too small to hold out", NOTHING),
     ({"c.jsonl": b""}, {}, "data.corpus: {dir}/c.jsonl is empty", NOTHING),
@@ -337,37 +336,37 @@ BAD_CORPORA = [
         {"c.jsonl": b"\xff\xfe" + JSONL.encode()},
         {},
         "data.corpus: cannot load {dir}/c.jsonl: ArrowInvalid: JSON parse error",
-        DATASETS_CACHE,
+        NOTHING,
     ),
     (
         {"c.jsonl": (JSONL + '{"body": "no text"}\n').encode()},
         {},
         "data.corpus: {dir}/c.jsonl: 1 document(s) lack 'text'",
-        DATASETS_CACHE,
+        NOTHING,
     ),
     (
         {"c.parquet": b"PAR1 not parquet"},
         {},
-        "data.corpus: cannot load {dir}/c.parquet: ArrowInvalid",
-        DATASETS_CACHE,
+        "data.corpus: cannot read {dir}/c.parquet: not a parquet file",
+        NOTHING,
     ),
     (
         {"c.txt": b"To be, or not to be, that is the question. " * 5},
         {},
         "train.seq_len: must be <= the ",
-        TOKEN_CACHE,
+        LOCK,
     ),
     (
         {"c.jsonl": JSONL.encode()},
         {},
         "data.corpus: {dir}/c.jsonl leaves no training documents",
-        TOKEN_CACHE,
+        LOCK,
     ),
     (
         {"c.jsonl": (JSONL * 3).encode()},
         {"val_seed": 1},  # the seed with which none of three documents is held out
         "data.val_fraction: holds out no document of {dir}/c.jsonl: raise it",
-        TOKEN_CACHE,
+        LOCK,
     ),
 ]
 
@@ -386,17 +385,12 @@ def test_a_bad_corpus_exits_2_naming_its_field(
     err = capfd.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: " + message.format(dir=tmp_path)), err
     written = {p.relative_to(tmp_path) for p in set(tmp_path.rglob("*")) - before if p.is_file()}
-    cache = Path("results/cache")
-    if leaves == TOKEN_CACHE:  # after the progress lines of the work it did
-        entries = list((tmp_path / cache / "tokens").iterdir())
-        assert entries and all((entry / "manifest.json").is_file() for entry in entries)
-        assert all(cache in path.parents for path in written), written
+    if leaves == LOCK:  # after the progress lines of the work it did
+        (lock,) = written
+        assert lock.parent == Path("results/cache/locks"), written
         return
     assert len(err) == 1, err
-    if leaves == NOTHING:
-        assert not written, written
-    else:
-        assert all(cache / "datasets" in path.parents for path in written), written
+    assert not written, written
 
 
 def test_a_missing_spec_file_exits_2(tmp_path, monkeypatch, capsys):

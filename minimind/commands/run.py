@@ -36,6 +36,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "interrupted ones from their checkpoints",
     )
     parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="with --resume: train an interrupted run whose checkpoint is not on this machine "
+        "anew, in a new run (refused without it: the old run's curve would repeat)",
+    )
+    parser.add_argument(
         "--variant",
         action="append",
         default=[],
@@ -65,6 +71,8 @@ def _run(args: argparse.Namespace) -> int:
         return fail(f"--nproc must be >= 1, got {args.nproc}")
     if (args.parent_run is None) != (args.only is None):
         return fail("--parent-run and --only go together")
+    if args.restart and not args.resume:
+        return fail("--restart: goes with --resume")
     try:
         spec = load_spec(args.spec, [*args.override, *launcher_overrides(args)])
     except SpecError as err:
@@ -90,7 +98,12 @@ def _run(args: argparse.Namespace) -> int:
     job = JobTarget(args.parent_run, args.only) if in_job else None
     with distributed.process_group():
         return run_spec(
-            spec, dry_run=args.dry_run, resume=args.resume, only=tuple(args.variant), job=job
+            spec,
+            dry_run=args.dry_run,
+            resume=args.resume,
+            restart=args.restart,
+            only=tuple(args.variant),
+            job=job,
         )
 
 
@@ -108,7 +121,7 @@ def _relaunch(args: argparse.Namespace, spec: Spec) -> int:
     # spec's own launcher, and under `slurm` every rank would submit the whole spec as jobs.
     overrides = [*args.override, *launcher_overrides(args)]
     argv = ["run", args.spec, *(f"--override={o}" for o in overrides)]
-    flags = {"--resume": args.resume, "--verbose": args.verbose}
+    flags = {"--resume": args.resume, "--restart": args.restart, "--verbose": args.verbose}
     argv += [flag for flag, given in flags.items() if given]
     argv += [f"--variant={name}" for name in args.variant]
     if args.parent_run is not None:

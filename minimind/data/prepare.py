@@ -8,22 +8,25 @@ Cache layout under `DataConfig.cache_dir`:
 Pieces are tokenized by `num_proc` processes (default: one per core from 3 cores, else one process
 with the tokenizer's own threads; see `tokenizing_processes`), each piece's shards written
 atomically and marked done by `<k>.json`; `manifest.json`, written last, marks a complete entry,
-and its hash (`PreparedData.manifest_hash`) is logged with every run trained on it. A corpus that
-leaves a split without documents is refused after its manifest is written, fresh or cached alike:
-what a refused corpus leaves behind is a complete entry, never pieces without a manifest.
+and its hash (`PreparedData.manifest_hash`) is logged with every run trained on it. A corpus
+refused once it is converted or tokenized (a document without text, a split without documents,
+fewer tokens than the runs' `train.seq_len`) leaves nothing this preparation wrote: its copy,
+tokenizer and token entry are removed; entries made before by other preparations stay. An
+interrupted or crashed preparation keeps its finished pieces, for the next one to resume.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +36,7 @@ from minimind.data.cache import cache_key, sha256_hex
 from minimind.data.chunking import text_chunks
 from minimind.data.config import DataConfig
 from minimind.data.errors import DataError
-from minimind.data.sources import Corpus, documents, open_corpus
+from minimind.data.sources import Corpus, discard_copy, documents, open_corpus
 from minimind.data.tokenizer import load_tokenizer, special_ids, train_bpe
 from minimind.data.tokens import (
     SPLITS,
@@ -82,9 +85,11 @@ class PreparedData:
     doc_mask: bool = False
 
 
-def prepare_data(cfg: DataConfig) -> PreparedData:
+def prepare_data(cfg: DataConfig, min_tokens: int = 0) -> PreparedData:
     """Tokenize `cfg.corpus` into shards, training or loading the tokenizer; reuse the cache when
-    it matches, and finish an interrupted preparation. Raises `DataError`.
+    it matches, and finish an interrupted preparation. Raises `DataError`, having removed what
+    it wrote; a split of fewer than `min_tokens` tokens (the longest `train.seq_len` of the runs
+    that read it) is a `train.seq_len` one.
 
     Processes preparing the same corpus at once (runs started together, sweep workers) take
     turns under one lock per corpus, so that the tokenizer is trained and the tokens are written
@@ -93,10 +98,19 @@ def prepare_data(cfg: DataConfig) -> PreparedData:
     corpus = open_corpus(cfg)
     lock = Path(cfg.cache_dir) / "locks" / cache_key({"corpus": corpus.identity})[:16]
     with creation_lock(lock):
-        return _prepare(cfg, corpus)
+        written: list[Path] = []  # the folders this preparation made, in the cache
+        try:
+            return _prepare(cfg, corpus, written, min_tokens)
+        except DataError:
+            for folder in written:
+                shutil.rmtree(folder, ignore_errors=True)
+                with contextlib.suppress(OSError):  # not empty: other entries are there
+                    folder.parent.rmdir()
+            discard_copy(corpus.copy)
+            raise
 
 
-def _prepare(cfg: DataConfig, corpus: Corpus) -> PreparedData:
+def _prepare(cfg: DataConfig, corpus: Corpus, written: list[Path], min_tokens: int) -> PreparedData:
     if cfg.tokenizer.path is not None:
         tokenizer_path = Path(cfg.tokenizer.path).expanduser()
         tokenizer = load_tokenizer(tokenizer_path)
@@ -114,6 +128,7 @@ def _prepare(cfg: DataConfig, corpus: Corpus) -> PreparedData:
         if tokenizer_path.is_file():
             tokenizer = load_tokenizer(tokenizer_path)
         else:
+            written.append(tokenizer_path.parent)
             tokenizer = _train_and_save(cfg, corpus, tokenizer_path)
 
     ids = special_ids(tokenizer)
@@ -127,10 +142,18 @@ def _prepare(cfg: DataConfig, corpus: Corpus) -> PreparedData:
     directory = Path(cfg.cache_dir) / "tokens" / tokens_key
     manifest_path = directory / "manifest.json"
     if not manifest_path.is_file():
+        if not directory.exists():  # else the pieces of an interrupted preparation, resumed
+            written.append(directory)
         _tokenize(cfg, corpus, tokenizer, ids.eos, directory)
     text = manifest_path.read_text()
     manifest = json.loads(text)
     _check_documents(cfg, manifest)
+    shortest = min(manifest["splits"][split]["tokens"] for split in SPLITS)
+    if shortest < min_tokens:
+        raise DataError(
+            f"must be <= the {shortest} tokens of the corpus's smaller split, got {min_tokens}",
+            "train.seq_len",
+        )
     streams = {
         split: TokenStream(
             [directory / shard["file"] for shard in manifest["splits"][split]["shards"]],
@@ -314,7 +337,7 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-@contextmanager
+@contextlib.contextmanager
 def _progress(corpus: str, total: int, done: int) -> Iterator[Callable[[dict], None]]:
     """`advance(counts)` per finished piece: a bar (documents, tokens, MB/s) on a terminal, a
     line per piece on stderr otherwise (`progress.display`)."""

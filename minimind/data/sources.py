@@ -16,8 +16,10 @@ character boundary, as nanoGPT does.
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import lzma
+import shutil
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -67,6 +69,10 @@ class Corpus:
     identity: dict[str, Any]
     seed: int = 0
     threshold: int = 0  # a document is held out when its hash < threshold
+    copy: Path | None = None
+    """The folder of `datasets`' Arrow copy of a local corpus when this opening made it (None
+    when it was there before, or for a hub dataset, whose copy is the user's cache): a failed
+    preparation removes it (`discard_copy`)."""
 
     @property
     def small(self) -> bool:
@@ -81,7 +87,16 @@ def open_corpus(cfg: DataConfig) -> Corpus:
     """The corpus `cfg` names, opened and checked; raises `DataError`."""
     if cfg.corpus in EMBEDDED_CORPORA or _single_text_file(cfg.corpus):
         return _text_corpus(cfg)
-    splits = _load(cfg)
+    splits, copy = _load(cfg)
+    try:
+        return _opened(cfg, splits, copy)
+    except DataError:
+        discard_copy(copy)
+        raise
+
+
+def _opened(cfg: DataConfig, splits: Any, copy: Path | None) -> Corpus:
+    """The corpus of the loaded `splits`, checked; raises `DataError`."""
     if cfg.split not in splits:
         raise DataError(
             f"{cfg.corpus} has no split {cfg.split!r} (it has {sorted(splits)})", "data.split"
@@ -97,12 +112,25 @@ def open_corpus(cfg: DataConfig) -> Corpus:
     }
     if val is not None:
         pieces = _pieces(train, "train") + _pieces(val, "val")
-        return Corpus(cfg.corpus, cfg.text_field, pieces, identity)
+        return Corpus(cfg.corpus, cfg.text_field, pieces, identity, copy=copy)
     threshold = _threshold(cfg, train)
     identity.update(val_seed=cfg.val_seed, hold_out=cfg.val_docs or cfg.val_fraction)
-    return Corpus(
-        cfg.corpus, cfg.text_field, _pieces(train, "holdout"), identity, cfg.val_seed, threshold
-    )
+    pieces = _pieces(train, "holdout")
+    return Corpus(cfg.corpus, cfg.text_field, pieces, identity, cfg.val_seed, threshold, copy)
+
+
+def discard_copy(copy: Path | None) -> None:
+    """Remove `datasets`' copy of a corpus (`Corpus.copy`), its lock files, and the folders
+    above it that it leaves empty, up to the cache's own."""
+    if copy is None:
+        return
+    root = copy.parent.parent  # <cache>/datasets/<builder>/<config id>
+    shutil.rmtree(copy, ignore_errors=True)
+    for lock in root.glob(f"*{copy.name}*.lock"):
+        lock.unlink(missing_ok=True)
+    for folder in (copy.parent, root):
+        with contextlib.suppress(OSError):  # not empty: another corpus's copy is there
+            folder.rmdir()
 
 
 def documents(corpus: Corpus, piece: Piece) -> Iterator[tuple[list[str], np.ndarray]]:
@@ -218,9 +246,12 @@ def _quiet_datasets() -> Any:
     return datasets
 
 
-def _load(cfg: DataConfig) -> Any:
-    """The corpus's splits (a DatasetDict, or an IterableDatasetDict when streaming)."""
+def _load(cfg: DataConfig) -> tuple[Any, Path | None]:
+    """The corpus's splits (a DatasetDict, or an IterableDatasetDict when streaming), and the
+    folder of the copy `datasets` made of a local corpus when this call made it (else None);
+    a corpus that cannot be loaded leaves no copy."""
     datasets = _quiet_datasets()
+    copy: Path | None = None
     if cfg.corpus.startswith(HUB_PREFIX):
         # A hub dataset goes to the user's Hugging Face cache, shared with their other projects.
         args: tuple = (cfg.corpus[len(HUB_PREFIX) :].strip(), cfg.config)
@@ -229,6 +260,8 @@ def _load(cfg: DataConfig) -> Any:
         builder, files = local_corpus_files(cfg.corpus)
         if not any(f.stat().st_size for f in files):  # datasets fails on it with StopIteration
             raise DataError(f"{cfg.corpus} is empty")
+        if builder == "parquet":
+            _check_parquet_magic(files)
         path = Path(cfg.corpus).expanduser()
         # A directory may name its splits in file names (train-*.parquet, validation-*.parquet).
         where = (
@@ -242,14 +275,33 @@ def _load(cfg: DataConfig) -> Any:
     if cfg.corpus.startswith(HUB_PREFIX) and cfg.val_docs is not None:
         _check_val_docs_from_metadata(cfg, datasets, args)
     try:
-        return datasets.load_dataset(*args, streaming=cfg.streaming, **kwargs)
+        if "cache_dir" in kwargs and not cfg.streaming:  # a stream is read where it lies
+            made = datasets.load_dataset_builder(*args, **kwargs)
+            folder = Path(kwargs["cache_dir"]) / made.name / made.config_id
+            copy = None if folder.exists() else folder
+        return datasets.load_dataset(*args, streaming=cfg.streaming, **kwargs), copy
     except Exception as e:  # datasets raises many types: not found, offline, a bad file
+        discard_copy(copy)
         if offline:
             raise DataError(
                 f"cannot load {cfg.corpus}: the Hugging Face Hub does not answer and the dataset "
                 f"is not in the local cache ({_reason(e)})"
             ) from e
         raise DataError(f"cannot load {cfg.corpus}: {_reason(e)}") from e
+
+
+def _check_parquet_magic(files: list[Path]) -> None:
+    """Each uncompressed `.parquet` file starts and ends with parquet's magic bytes, checked
+    before `datasets` converts any of them; raises `DataError`."""
+    for file in files:
+        if file.suffix.lower() != ".parquet":
+            continue
+        with open(file, "rb") as handle:
+            head = handle.read(4)
+            handle.seek(max(0, file.stat().st_size - 4))
+            tail = handle.read(4)
+        if head != b"PAR1" or tail != b"PAR1" or file.stat().st_size < 12:
+            raise DataError(f"cannot read {file}: not a parquet file (no PAR1 magic bytes)")
 
 
 HUB_PROBE_S = 5.0  # how long the Hub may take to accept a connection before it counts as away

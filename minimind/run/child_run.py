@@ -21,7 +21,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from minimind.data import PreparedData
-from minimind.record import child_params, child_tags, component_labels, device_tags
+from minimind.record import (
+    child_params,
+    child_tags,
+    component_labels,
+    data_budget_params,
+    device_tags,
+)
 from minimind.spec import Spec, dump_spec, flatten
 from minimind.training import distributed
 from minimind.training.checkpoint import RunCheckpoint
@@ -102,6 +108,9 @@ def train_child(child: ChildRun, hooks: ChildHooks | None = None) -> TrainOutcom
             child.seed,
             optimizer_flops_per_token(model_cfg, spec.train),
         )
+        steps = spec.train.planned_steps
+        planned = None if steps is None else steps * spec.train.tokens_per_step
+        params.update(data_budget_params(planned, len(child.data.train_tokens)))
         run = child.tracker.start_child(child.parent_run_id, name, params, {**tags, **child.tags})
     else:
         run = child.tracker.resume_run(child.earlier_run_id)

@@ -13,9 +13,8 @@ this machine and the batch divides among the ranks; a `data.tokenizer.path` hold
 MLflow has a store for `tracking.uri`; every directory a run writes (`data.cache_dir`,
 `train.checkpoint_dir`, a sqlite database's) can be created and written. Preparing the data
 checks each variant's vocabulary and context against the corpus; the token count is known only
-once the corpus is tokenized, so a corpus too short for `train.seq_len` leaves its complete
-token cache behind (keyed by the corpus and tokenizer, not by `seq_len`, so that the corrected
-spec reuses it).
+once the corpus is tokenized, so a corpus too short for `train.seq_len` is refused by
+`prepare_data`, which then removes the token cache it wrote.
 """
 
 from __future__ import annotations
@@ -248,16 +247,12 @@ def prepare_all(plan: Plan) -> dict[str, PreparedData]:
     for variant in plan.variants:
         key = data_key(variant.spec.data)
         if key not in data:
-            data[key] = prepare_data(variant.spec.data)
+            # each split must hold a window of the longest context of the runs that read it
+            readers = [v for v in plan.variants if data_key(v.spec.data) == key]
+            longest = max(v.spec.train.seq_len for v in readers)
+            data[key] = prepare_data(variant.spec.data, min_tokens=longest)
         prepared = data[key]
         _check_vocab(prepared.vocab_size, variant.spec.model_config_obj().vocab_size)
-        shortest = min(len(prepared.train_tokens), len(prepared.val_tokens))
-        if variant.spec.train.seq_len > shortest:
-            raise SpecError(
-                "train.seq_len",
-                f"must be <= the {shortest} tokens of the corpus's smaller split, "
-                f"got {variant.spec.train.seq_len}",
-            )
         _check_eval_lengths(variant, prepared.tokenizer)
     return data
 

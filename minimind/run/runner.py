@@ -9,7 +9,10 @@ child `<variant>/seed<k>` per run, each trained by `minimind.run.child_run` (the
 trials take too) with the spec, a model summary, samples and a loss figure as artifacts. A child that fails (non-finite loss, an exception) ends FAILED and the
 others go on; Ctrl-C or SIGTERM end the current child and the parent KILLED. `--resume` reopens
 the newest parent with the same `plan_hash`, skips its FINISHED children, continues the others
-from their checkpoints and starts the missing ones.
+from their checkpoints and starts the missing ones. An interrupted (RUNNING or KILLED) child whose
+checkpoint is not here (trained on another machine, removed, or never written) is refused
+before anything trains, when it logged metrics: continued at step 0 in its own run, its curve
+would repeat; `--restart` trains it in a new run.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ def run_spec(
     *,
     dry_run: bool = False,
     resume: bool = False,
+    restart: bool = False,
     only: Sequence[str] = (),
     job: JobTarget | None = None,
 ) -> int:
@@ -95,14 +99,15 @@ def run_spec(
             announce=distributed.is_main_process(),  # one line, not one per rank
         )
     return run_until_stopped(
-        lambda: execute(plan, data, resume),
+        lambda: execute(plan, data, resume, restart),
         "continue with --resume",
         announce=distributed.is_main_process(),
     )
 
 
-def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
-    """Train every run of `plan` under one parent run, then print the comparison."""
+def execute(plan: Plan, data: dict[str, PreparedData], resume: bool, restart: bool = False) -> int:
+    """Train every run of `plan` under one parent run, then print the comparison (`restart`:
+    interrupted runs without their checkpoint train anew in new runs)."""
     from minimind.tracking import TrackingUnreachable
     from minimind.tracking.rank_zero import make_tracker
 
@@ -112,7 +117,10 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
         tracker = make_tracker(spec.tracking.uri, experiment)
     except TrackingUnreachable as err:
         return fail(str(err))
-    parent, earlier = open_parent(tracker, plan, resume)
+    try:
+        parent, earlier = open_parent(tracker, plan, resume, restart=restart)
+    except SpecError as err:
+        return fail(str(err))
     failed: list[str] = []
     with parent:
         for variant in plan.variants:
@@ -197,9 +205,16 @@ def print_comparison_unless_unreachable(uri: str, experiment: str, parent_run_id
 
 
 def open_parent(
-    tracker: Tracker | RankZeroTracker, plan: Plan, resume: bool, *, by_jobs: bool = False
+    tracker: Tracker | RankZeroTracker,
+    plan: Plan,
+    resume: bool,
+    *,
+    by_jobs: bool = False,
+    restart: bool = False,
 ) -> tuple[RunHandle | NullRunHandle, dict[str, Run]]:
-    """The parent run (new, or reopened with `resume`) and its earlier children by name.
+    """The parent run (new, or reopened with `resume`) and its earlier children by name; a
+    `SpecError` (`--resume`), before the parent is reopened, for an interrupted child without
+    its checkpoint here, unless `restart` (then it is left out: it trains anew in a new run).
 
     `by_jobs`: the children train in Slurm jobs, not in this process. The parent then carries no
     process tags (this process may exit while its jobs train: the parent is not stale when it
@@ -223,6 +238,9 @@ def open_parent(
             children: dict[str, Run] = {}
             for run in tracker.children(parent_id):  # newest first
                 children.setdefault(run.info.run_name, run)
+            if not by_jobs:  # a job's checkpoint is on the cluster's filesystem, not here
+                for name in _interrupted_without_checkpoint(plan, children, restart):
+                    del children[name]
             distributed.main_print(
                 f"resuming parent run {parent_id} ({len(children)} earlier child runs)"
             )
@@ -238,6 +256,37 @@ def open_parent(
     parent.log_params(flatten(spec))
     parent.log_text(dump_spec(spec), "spec.yaml")
     return parent, {}
+
+
+def _interrupted_without_checkpoint(
+    plan: Plan, children: dict[str, Run], restart: bool
+) -> list[str]:
+    """The names of the RUNNING or KILLED children that logged metrics but whose own checkpoint
+    is not on this machine (to train anew when `restart`); else a `SpecError` naming the first.
+    A child that logged nothing has no curve to repeat: it restarts in its run."""
+    from minimind.training.checkpoint import RunCheckpoint
+
+    experiment = plan.spec.tracking.experiment
+    assert experiment is not None  # the spec defaults it to its name
+    missing = []
+    for name, (variant, seed) in runs_by_name(plan).items():
+        run = children.get(name)
+        if run is None or run.info.status not in ("RUNNING", "KILLED") or not run.data.metrics:
+            continue
+        path = checkpoint_path(
+            variant.spec.train.checkpoint_dir, experiment, plan.plan_hash, variant.name, seed
+        )
+        if RunCheckpoint(path, {"child": run.info.run_id}).load() is not None:
+            continue
+        if not restart:
+            raise SpecError(
+                "--resume",
+                f"{name} is {run.info.status} and its checkpoint is not at {path} (trained on "
+                "another machine, or removed): continued, its run would repeat its curve from "
+                "step 0; copy the checkpoint here, or add --restart to train it anew in a new run",
+            )
+        missing.append(name)
+    return missing
 
 
 def run_child(

@@ -4,10 +4,13 @@
 
 The submitting command plans and prepares the data as `minimind run` does (so a bad spec is
 answered here, and the jobs find the token cache filled), opens the parent run, writes the
-resolved spec beside the jobs' logs, submits the runs not yet FINISHED as one job array (each
+resolved spec beside the jobs' logs (named by the parent and the spec's text, so that two
+`--resume` invocations with other seeds each keep their own), submits the runs not yet FINISHED
+as one job array (each
 task `minimind run <spec> --parent-run <id> --only <variant>/seed<k>`, under torchrun with
 `--nproc`), waits for them and reports: each run that did not finish with its job id, the
-job's last state and its log. It may exit (Ctrl-C, a lost login) while the jobs train: `--resume`
+job's last state and its log. When `sbatch` refuses the array, a parent run opened by this
+invocation is deleted with its spec file: only a submission that succeeded leaves one. It may exit (Ctrl-C, a lost login) while the jobs train: `--resume`
 reopens the newest parent of the spec, waits for the jobs still queued or running (the ledger
 keeps their ids), resubmits the others that did not finish (each continues from its checkpoint)
 and never trains a FINISHED run again.
@@ -15,6 +18,7 @@ and never trains a FINISHED run again.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,7 +27,7 @@ from minimind.foundations.atomic_file import atomic_write_text
 from minimind.foundations.errors import MinimindError, fail_with
 from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_OK, fail
 from minimind.foundations.redact import redact
-from minimind.record import FAILURE_REASON_TAG
+from minimind.record import FAILURE_REASON_TAG, plan_hash_lookups
 from minimind.run.cluster import slurm
 from minimind.run.cluster.job import MinimindJob
 from minimind.run.cluster.slurm import GONE
@@ -41,6 +45,17 @@ def job_argv(spec_file: Path, parent_run_id: str, name: str, nproc: int) -> list
     """The `minimind` command a job runs to train `name`."""
     argv = ["run", str(spec_file), f"--parent-run={parent_run_id}", f"--only={name}"]
     return argv + ([f"--nproc={nproc}"] if nproc > 1 else [])
+
+
+def write_job_spec(folder: str, parent_run_id: str, spec: Spec) -> Path:
+    """The resolved spec the jobs of `parent_run_id` read, written under `folder`; its name has
+    the text's hash, so invocations that resume one parent with other seeds never share one."""
+    text = dump_spec(spec)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    path = Path(folder).resolve() / "specs" / f"{parent_run_id}-{digest}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, text)
+    return path
 
 
 def submit_spec(
@@ -92,11 +107,11 @@ def _submit_and_collect(plan: Plan, resume: bool, nproc: int) -> int:
         tracker = Tracker(spec.tracking.uri, spec.experiment)
     except TrackingUnreachable as err:
         return fail(str(err))
+    lookups = plan_hash_lookups(plan.plan_hash)
+    reopens = resume and any(tracker.find_parent(tags) for tags in lookups)
     parent, earlier = open_parent(tracker, plan, resume, by_jobs=True)
     with parent:
-        spec_file = Path(launcher.folder).resolve() / "specs" / f"{parent.run_id}.yaml"
-        spec_file.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(spec_file, dump_spec(spec))
+        spec_file = write_job_spec(launcher.folder, parent.run_id, spec)
         ledger = slurm.Ledger.open(launcher.folder, parent.run_id)
         todo = [
             n
@@ -117,6 +132,9 @@ def _submit_and_collect(plan: Plan, resume: bool, nproc: int) -> int:
             submitted = slurm.submit(launcher, spec.name, work)
         except SpecError as err:
             parent.end("FAILED", str(err))
+            if not reopens:  # nothing was submitted under the parent this invocation made
+                tracker.delete_run(parent.run_id)
+                spec_file.unlink()
             return fail(str(err))
         ledger.record(submitted)
         for name, job_id in submitted.items():

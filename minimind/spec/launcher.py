@@ -15,6 +15,7 @@ the runs' params, so the same spec trains the same runs under either launcher.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator
@@ -25,6 +26,22 @@ LauncherName = Literal["local", "slurm"]
 DEFAULT_SLURM_FOLDER = "results/generated/slurm"
 # Options the launcher sets itself: given again, they would break the job array or its logs.
 _RESERVED_SBATCH = ("array", "output", "error", "signal", "open-mode", "wrap")
+# What reaches the `#SBATCH` lines of the batch script submitit writes, checked here because a
+# newline there would end the line and start a shell command: sbatch's option names (submitit
+# writes them unquoted), Slurm's names (a partition list, an account, a qos), the folder (the
+# jobs' log paths). Option values are quoted by submitit, so they only need to stay on one line.
+_OPTION = re.compile(r"[a-z][a-z0-9_-]*")
+_SLURM_NAME = re.compile(r"[A-Za-z0-9_.+-]+(,[A-Za-z0-9_.+-]+)*")
+_PATH = re.compile(r"[A-Za-z0-9_./+@:,=-]+")
+_NAMED_OPTIONS = ("account", "qos", "reservation", "partition", "job-name", "wckey")
+
+
+def _check_slurm_name(path: tuple[str, ...], value: str) -> str:
+    if not _SLURM_NAME.fullmatch(value):
+        field_error(
+            path, f"must be letters, digits, '_', '.', '+' or '-' (a list: with ','), got {value!r}"
+        )
+    return value
 
 
 class LauncherConfig(StrictNumbers):
@@ -48,15 +65,41 @@ class LauncherConfig(StrictNumbers):
     folder: str = Field(default=DEFAULT_SLURM_FOLDER, min_length=1)
     """The jobs' scripts, pickles and logs: a directory every node reaches."""
 
+    @field_validator("partition")
+    @classmethod
+    def _safe_partition(cls, partition: str | None) -> str | None:
+        return partition if partition is None else _check_slurm_name((), partition)
+
+    @field_validator("folder")
+    @classmethod
+    def _safe_folder(cls, folder: str) -> str:
+        if not _PATH.fullmatch(folder):
+            field_error(
+                (),
+                f"must be a path of letters, digits and _ . / + @ : , = - (it is written into the jobs' batch script), got {folder!r}",
+            )
+        return folder
+
     @field_validator("additional_parameters")
     @classmethod
-    def _not_reserved(
+    def _safe_options(
         cls, options: dict[str, str | int | float | bool]
     ) -> dict[str, str | int | float | bool]:
-        for key in options:
+        for key, value in options.items():
             option = key.replace("_", "-")
             if option in _RESERVED_SBATCH:
                 field_error((key,), f"--{option} is set by the launcher itself")
             if option.startswith("-"):
                 field_error((key,), f"write the option without its dashes: {option.lstrip('-')}")
+            if not _OPTION.fullmatch(key):
+                # the key itself is not printable as a field path: named within the message
+                field_error(
+                    (), f"option {key!r}: an sbatch option is lowercase letters, digits, '_' or '-'"
+                )
+            if option in _NAMED_OPTIONS and isinstance(value, str):
+                _check_slurm_name((key,), value)
+            if value is False:
+                field_error((key,), "a flag is written true; leave the option out to unset it")
+            if isinstance(value, str) and not value.isprintable():
+                field_error((key,), f"must be one line of printable characters, got {value!r}")
         return options

@@ -16,7 +16,9 @@ them and others not. Nothing is logged to MLflow.
 
 The figures go to `<report dir>/cost.csv`, written atomically: `# key: value` lines stating the
 machine and the settings, then one row per arm (an arm that could not be built has its `note`
-and no figures). The study report (`minimind.study.report`) reads it back with `read_cost`.
+and no figures), keyed by the hash of the spec it measured (`spec_hash`). The study report
+(`minimind.study.report`) reads it back with `read_cost`, and takes a row only while its arm
+still resolves to that spec (`CostTable.by_label`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from minimind.foundations.atomic_file import atomic_write_text
+from minimind.spec import spec_hash
 from minimind.study.analysis import StudyError
 from minimind.study.arm_specs import ArmSpec, arm_specs
 from minimind.study.manifest import Study
@@ -51,6 +54,7 @@ COLUMNS = [
     "experiment",
     "variant",
     "spec",
+    "spec_hash",
     "optimizer",
     "precision",
     "tokens_per_step",
@@ -87,12 +91,18 @@ class CostTable:
         atomic_write_text(path, header + self.arms.to_csv(index=False))
 
     def by_label(self, study: Study) -> dict[str, pd.Series]:
-        """The measured rows by the labels the manifest gives their arms now."""
+        """The measured rows by the labels the manifest gives their arms now, but those of arms
+        whose spec resolves here to another than the row measured (its `spec_hash`; a row
+        without one predates the key): stale, as after a sweep wrote its best.yaml again. An
+        arm that does not resolve here (its best.yaml not on this machine) keeps its row."""
+        specs, _ = arm_specs(study)
+        current = {key: spec_hash(arm.variant.spec) for key, arm in specs.items()}
         measured = self.arms[self.arms["ms_per_step"].notna()]
         return {
             study.arms[row["arm"]].label: row
             for _, row in measured.iterrows()
             if row["arm"] in study.arms
+            and (row["arm"] not in current or row.get("spec_hash") == current[row["arm"]])
         }
 
 
@@ -105,7 +115,8 @@ def read_cost(path: Path) -> CostTable | None:
     lines = text.splitlines(keepends=True)
     header = list(itertools.takewhile(lambda line: line.startswith("# "), lines))
     environment = dict(line[2:].rstrip("\n").partition(": ")[::2] for line in header)
-    arms = pd.read_csv(io.StringIO("".join(lines[len(header) :])))
+    # the hash as written: read as a number, a hash of digits alone would lose its zeros
+    arms = pd.read_csv(io.StringIO("".join(lines[len(header) :])), dtype={"spec_hash": str})
     return CostTable(environment, arms)
 
 
@@ -250,6 +261,7 @@ def _row(
         "experiment": spec.arm.experiment,
         "variant": spec.variant.name,
         "spec": spec.command.describe(),
+        "spec_hash": spec_hash(spec.variant.spec),
         "optimizer": cfg.optimizer.name,
         "precision": cfg.precision,
         "tokens_per_step": tokens,

@@ -2,10 +2,11 @@
 training split, beside every verdict of the study's report.
 
 Training tokens are steps × tokens per step (as the axis tables give them); parameters are the
-model's total (`num_params`); the training split's tokens are read from the prepared data the
-run trained on: the token cache's manifest whose hash is the run's `data_manifest` tag, under the
-run's `data.cache_dir`. A cache that no longer holds it (removed, or another machine's) leaves
-the epochs unknown (NaN).
+model's total (`num_params`); the training split's tokens are the run's own record of them (its
+`train_split_tokens` param). A run recorded before that param existed has them read from the
+prepared data it trained on: the token cache's manifest whose hash is the run's `data_manifest`
+tag, under the run's `data.cache_dir`; a cache that no longer holds it (removed, or another
+machine's) leaves the epochs unknown (NaN).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from minimind.compare.table import numeric_param, tokens_per_step
-from minimind.record import DATA_MANIFEST_TAG
+from minimind.record import DATA_MANIFEST_TAG, TRAIN_SPLIT_TOKENS_PARAM
 
 
 @dataclass(frozen=True)
@@ -56,13 +57,16 @@ def data_budgets(runs: pd.DataFrame) -> dict[str, DataBudget]:
     caches = runs.get("params.data.cache_dir", empty)
     hashes = runs.get(f"tags.{DATA_MANIFEST_TAG}", empty)
     sources = pd.Series(list(zip(caches, hashes, strict=True)), index=runs.index)
-    # Each prepared corpus looked up once, however many runs read it.
+    recorded = numeric_param(runs, TRAIN_SPLIT_TOKENS_PARAM)
+    # Each prepared corpus looked up once, however many runs read it (those of runs that
+    # recorded their split: none).
     counts = {
         source: split_tokens(*source)
-        for source in set(sources)
+        for source in set(sources[recorded.isna()])
         if all(isinstance(part, str) for part in source)
     }
     split = pd.to_numeric(sources.map(lambda s: counts.get(s)), errors="coerce")
+    split = recorded.fillna(split)
     by_group = runs["variant"]
     params, split = params.groupby(by_group).first(), split.groupby(by_group).first()
     return {

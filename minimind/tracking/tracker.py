@@ -270,6 +270,10 @@ class Tracker:
         self._retry.call(functools.partial(self.client.set_tag, run_id, FAILURE_REASON_TAG, reason))
         self._retry.call(functools.partial(self.client.set_terminated, run_id, status))
 
+    def delete_run(self, run_id: str) -> None:
+        """Delete run `run_id` (a parent under which nothing could be submitted)."""
+        self._retry.call(functools.partial(self.client.delete_run, run_id))
+
     def close_dead_parents(self, tags: Mapping[str, str] | None = None) -> list[str]:
         """End KILLED every RUNNING parent (with `tags`, when given) whose process (tags
         `minimind.pid`, `minimind.pid_start` and `minimind.host`) is known dead, with its RUNNING

@@ -18,9 +18,9 @@ It does not help every process alike: the heap layout glibc starts from depends 
 randomised address-space layout and on what the imports allocated (which Python's hash seed
 reorders). In a probe of ten 48 MiB alloc/free cycles after importing `minimind.training.trainer`, the
 default faults in all ten cycles (122,924 faults) and the kept setting 3 to 9 of them, by
-layout (36,905 to 110,634 faults measured across commits and hash seeds);
-`tests/training/test_allocator.py` fixes the address layout with `setarch -R` and tries four
-hash seeds. Why some layouts still fault the blocks in is not traced.
+layout (36,905 to 110,634 faults measured across commits and hash seeds). Why some layouts
+still fault the blocks in is not traced; `tests/training/test_allocator.py` checks what holds in
+every layout: the block comes from the heap and stays there once freed.
 """
 
 from __future__ import annotations

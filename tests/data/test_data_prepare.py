@@ -15,7 +15,7 @@ import pytest
 
 import minimind.data.prepare as prepare_module
 import minimind.data.sources as sources_module
-from minimind.data import DataConfig, PreparedData, prepare_data
+from minimind.data import DataConfig, DataError, PreparedData, prepare_data
 from minimind.data.sources import read_text_corpus
 from minimind.data.tokenizer import EOS, train_bpe
 from minimind.data.tokens import TokenStream
@@ -372,3 +372,63 @@ def test_tokenization_workers_die_with_their_killed_parent(tmp_path):
 )
 def test_processes_or_threads_by_core_count(num_proc, pieces, cores, expected):
     assert prepare_module.tokenizing_processes(num_proc, pieces, cores) == expected
+
+
+def jsonl(records: list) -> str:
+    return "".join(json.dumps(record) + "\n" for record in records)
+
+
+def corrupt_gzip() -> bytes:
+    import gzip
+
+    packed = bytearray(gzip.compress(jsonl([{"text": "x y z"}] * 2000).encode()))
+    packed[40:60] = bytes(20)  # the deflate stream damaged: the CRC at its end disagrees
+    return bytes(packed)
+
+
+# Each a corpus refused once `datasets` has begun converting it, or once it is tokenized.
+REFUSED = {
+    "malformed.jsonl": ('{"text": "a fine document"}\n{"text": broken\n', {}, "data.corpus"),
+    "nofield.jsonl": (jsonl([{"body": f"doc {i}"} for i in range(50)]), {}, "data.text_field"),
+    "numbers.jsonl": (jsonl([{"text": i} for i in range(50)]), {}, "data.corpus"),
+    "corrupt.jsonl.gz": (corrupt_gzip(), {}, "data.corpus"),
+    "fake.parquet": (b"not a parquet file" * 10, {}, "data.corpus"),
+    "short.jsonl": (jsonl([{"text": f"d{i}"} for i in range(40)]), {"min": 512}, "train.seq_len"),
+    "few.jsonl": (
+        jsonl([{"text": f"doc {i} " * 30} for i in range(20)]),
+        {"val_docs": 25},
+        "data.val_docs",
+    ),  # fmt: skip
+}
+
+
+def cache_files(cache) -> list[str]:
+    """What a preparation left in the cache, its lock files aside."""
+    found = cache.rglob("*") if cache.exists() else []
+    return sorted(str(p.relative_to(cache)) for p in found if "locks" not in p.parts)
+
+
+@pytest.mark.parametrize("name", list(REFUSED))
+def test_a_refused_corpus_leaves_nothing_in_the_cache(tmp_path, name):
+    content, options, field = REFUSED[name]
+    corpus = tmp_path / name
+    (corpus.write_bytes if isinstance(content, bytes) else corpus.write_text)(content)
+    min_tokens = options.get("min", 0)
+    settings = {key: value for key, value in options.items() if key != "min"}
+    cfg = small_config(tmp_path, corpus=str(corpus), **settings)
+    with pytest.raises(DataError) as info:
+        prepare_data(cfg, min_tokens=min_tokens)
+    assert str(info.value).startswith(f"{field}: ") and "\n" not in str(info.value)
+    assert cache_files(tmp_path / "cache") == []
+
+
+def test_a_refusal_keeps_the_entries_earlier_preparations_made(tmp_path):
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text(jsonl([{"text": f"document {i} " * 20} for i in range(60)]))
+    cfg = small_config(tmp_path, corpus=str(corpus))
+    data = prepare_data(cfg)
+    kept = cache_files(tmp_path / "cache")
+    too_long = len(data.val_tokens) + 1
+    with pytest.raises(DataError, match=f"got {too_long}"):
+        prepare_data(cfg, min_tokens=too_long)
+    assert cache_files(tmp_path / "cache") == kept

@@ -147,21 +147,117 @@ def test_the_launcher_settings_become_submitits_sbatch_parameters(tmp_path, monk
     assert executor.parameters["additional_parameters"] == {"account": "lab"}
 
 
+def fake_slurm(bin_dir: Path, sbatch: str) -> None:
+    """A one-node Slurm of shell scripts in `bin_dir` (put first on PATH): `sbatch` runs the
+    shell text `sbatch` ($1: the batch script), `squeue` lists no job (each has ended)."""
+    bin_dir.mkdir()
+    scripts = {
+        "srun": "",
+        "squeue": "",
+        "sinfo": f"echo {socket.gethostname()}\n",
+        "sbatch": sbatch,
+    }
+    for name, text in scripts.items():
+        (bin_dir / name).write_text("#!/bin/sh\n" + text)
+        (bin_dir / name).chmod(0o755)
+
+
+def keeping_sbatch(kept: Path) -> str:
+    """An `sbatch` that appends each batch script it is given to `kept` and accepts it as the
+    next job id (1, 2, ...)."""
+    count = kept.with_suffix(".count")
+    return (
+        f'cat "$1" >> {kept}\nn=$(( $(cat {count} 2>/dev/null || echo 0) + 1 ))\n'
+        f"echo $n > {count}\necho Submitted batch job $n\n"
+    )
+
+
+def parent_runs(uri: str, experiment: str) -> list[object]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return []
+    return client.search_runs([found.experiment_id], "tags.`minimind.role` = 'parent'")
+
+
+INJECTED = "debug\ntouch PWNED\n#"
+
+
+@pytest.mark.parametrize(
+    ("launcher", "field"),
+    [
+        ({"partition": INJECTED}, "launcher.partition"),
+        (
+            {"additional_parameters": {"comment\ntouch PWNED\n#x": "1"}},
+            "launcher.additional_parameters",
+        ),  # fmt: skip
+        (
+            {"additional_parameters": {"comment": INJECTED}},
+            "launcher.additional_parameters.comment",
+        ),  # fmt: skip
+        (
+            {"additional_parameters": {"account": "lab;touch PWNED"}},
+            "launcher.additional_parameters.account",
+        ),  # fmt: skip
+        ({"additional_parameters": {"qos": "a b"}}, "launcher.additional_parameters.qos"),
+        (
+            {"additional_parameters": {"exclusive": False}},
+            "launcher.additional_parameters.exclusive",
+        ),  # fmt: skip
+        ({"folder": "/tmp/slurm\ntouch PWNED"}, "launcher.folder"),
+    ],
+)
+def test_no_launcher_setting_writes_a_line_into_the_batch_script(
+    write_spec, mlflow_uri, tmp_path, monkeypatch, capsys, launcher, field
+):
+    pytest.importorskip("submitit")
+    kept = tmp_path / "scripts.sh"
+    fake_slurm(tmp_path / "bin", keeping_sbatch(kept))
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    spec = write_spec(launcher={"folder": str(tmp_path / "slurm"), **launcher})
+    assert main(["run", str(spec), "--launcher", "slurm"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {field}: ") and err.count("\n") == 1, err
+    assert not kept.exists()  # nothing submitted
+    assert parent_runs(mlflow_uri, "tiny") == [] and not (tmp_path / "slurm").exists()
+
+
+def test_the_batch_script_holds_each_launcher_setting_on_its_own_line(
+    write_spec, mlflow_uri, tmp_path, monkeypatch, capsys
+):
+    pytest.importorskip("submitit")
+    kept = tmp_path / "scripts.sh"
+    fake_slurm(tmp_path / "bin", keeping_sbatch(kept))
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    options = {"account": "lab", "qos": "normal", "comment": "two words' worth", "exclusive": True}
+    spec = write_spec(
+        launcher={
+            "partition": "gpu,debug",
+            "folder": str(tmp_path / "slurm"),
+            "additional_parameters": options,
+        }
+    )
+    assert main(["run", str(spec), "--launcher", "slurm"]) == 1  # the fake jobs never ran
+    lines = kept.read_text().splitlines()
+    for line in [
+        "#SBATCH --partition=gpu,debug",
+        "#SBATCH --account=lab",
+        "#SBATCH --qos=normal",
+        "#SBATCH --comment='two words'\"'\"' worth'",
+        "#SBATCH --exclusive",
+    ]:
+        assert line in lines
+
+
 def test_jobs_sbatch_refuses_are_one_line_naming_the_launcher_and_exit_2(
     write_spec, mlflow_uri, tmp_path, monkeypatch, capsys
 ):
     pytest.importorskip("submitit")
-    bin_dir = tmp_path / "bin"  # a Slurm that refuses the partition
-    bin_dir.mkdir()
-    scripts = {
-        "srun": "#!/bin/sh\n",
-        "sinfo": f"#!/bin/sh\necho {socket.gethostname()}\n",
-        "sbatch": "#!/bin/sh\necho 'sbatch: error: invalid partition specified: gpuu' >&2\nexit 1\n",
-    }
-    for name, text in scripts.items():
-        (bin_dir / name).write_text(text)
-        (bin_dir / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    refusing = "echo 'sbatch: error: invalid partition specified: gpuu' >&2\nexit 1\n"
+    fake_slurm(tmp_path / "bin", refusing)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     spec = write_spec(launcher={"partition": "gpuu", "folder": str(tmp_path / "slurm")})
     assert main(["run", str(spec), "--launcher", "slurm"]) == 2
     err = capsys.readouterr().err
@@ -170,6 +266,9 @@ def test_jobs_sbatch_refuses_are_one_line_naming_the_launcher_and_exit_2(
         "gpuu\n"
     )
     assert err.endswith(refused)
+    # No parent run (nor its spec file) stays behind from a submission that did not happen.
+    assert parent_runs(mlflow_uri, "tiny") == []
+    assert list((tmp_path / "slurm").glob("specs/*")) == []
     sweep = {
         "trials": 1,
         "storage": f"sqlite:///{tmp_path}/optuna.db",
@@ -178,6 +277,28 @@ def test_jobs_sbatch_refuses_are_one_line_naming_the_launcher_and_exit_2(
     spec = write_spec(sweep=sweep, launcher={"partition": "gpuu", "folder": str(tmp_path / "s")})
     assert main(["sweep", str(spec), "--launcher", "slurm"]) == 2  # its worker jobs alike
     assert capsys.readouterr().err.endswith(refused)
+
+
+def test_two_resumes_with_other_seeds_keep_one_spec_file_each(
+    write_spec, mlflow_uri, tmp_path, monkeypatch, capsys
+):
+    pytest.importorskip("submitit")
+    from submitit.core.utils import DelayedSubmission
+
+    fake_slurm(tmp_path / "bin", keeping_sbatch(tmp_path / "scripts.sh"))
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    folder = tmp_path / "slurm"
+    spec = str(write_spec(launcher={"folder": str(folder)}))
+    for seed in (0, 1):  # one parent (seeds leave the plan's hash), each its own seed's jobs
+        assert main(["run", spec, "--launcher", "slurm", "--resume", "-o", f"seeds=[{seed}]"]) == 1
+    assert len(parent_runs(mlflow_uri, "tiny")) == 1
+    for job_id, seed in (("1", 0), ("2", 1)):
+        with open(folder / job_id / f"{job_id}_submitted.pkl", "rb") as handle:
+            submission = pickle.load(handle)
+        assert isinstance(submission, DelayedSubmission)
+        argv = submission.function.argv
+        assert argv[-1] == f"--only=base/seed{seed}"
+        assert load_spec(argv[1]).seeds == [seed]
 
 
 def test_the_queue_reads_squeue_and_a_job_gone_from_it_has_ended(monkeypatch):

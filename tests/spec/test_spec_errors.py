@@ -39,6 +39,19 @@ CASES: list[tuple[str, str, list[str], str]] = [
         "train.steps: must be a number, not true",
     ),
     ("dim-boolean", "name: x\nmodel: {dim: true}\n", [], "model.dim: must be a number, not true"),
+    ("seed-boolean", "name: x\nseeds: [true]\n", [], "seeds[0]: must be a number, not true"),
+    (
+        "seed-boolean-override",
+        "name: x\n",
+        ["seeds=[0, false]"],
+        "seeds[1]: must be a number, not false",
+    ),
+    (
+        "rung-size-boolean",
+        "name: x\nladder: {rungs: [{steps: 3, model: {dim: 32}}, {steps: true, model: {dim: 64}}]}\n",
+        [],
+        "ladder.rungs[1].steps: must be a number, not true",
+    ),
     (
         "steps-boolean-override",
         "name: x\n",

@@ -138,6 +138,15 @@ def test_every_arm_is_timed_alone_side_by_side_and_written_beside_the_report(
     assert pd.isna(arms.loc["gone", "ms_per_step"]) and "other-sweep" in arms.loc["gone", "note"]
     # nothing trained into MLflow: the specs' store was never created
     assert not (tmp_path / "mlflow.db").exists()
+    # Each row is keyed by the spec it measured: once the sweep writes another best.yaml, the
+    # tuned arm's row is stale and the report takes it no more; the others stay current.
+    labels = ["RMSNorm", "RMSNorm B", "LayerNorm", "Muon tuned"]
+    assert list(table.by_label(study)) == labels
+    best = tmp_path / "sweep" / "best.yaml"
+    tree = yaml.safe_load(best.read_text())
+    tree["train"]["optimizer"] = {"lr": 0.02}
+    best.write_text(yaml.safe_dump(tree, sort_keys=False))
+    assert list(table.by_label(load_study(study_path))) == labels[:3]
 
 
 def test_each_round_times_a_block_of_steps_of_every_arm_in_rotated_order(
