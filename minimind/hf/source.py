@@ -87,8 +87,8 @@ def _child_run(run_id: str, tracking_uri: str, source: str) -> Any:
 
 
 def _run_checkpoint(run: Any, checkpoint_dir: str, experiment: str) -> dict[str, Any]:
-    """The state of `run`'s own checkpoint: the file at its path may be another run's, as every
-    invocation of a spec writes its runs' checkpoints to the same paths."""
+    """The state of `run`'s own checkpoint (`RunCheckpoint.file`, under its run id; or, from an
+    earlier version, the shared path every invocation of a spec wrote, when stamped with it)."""
     run_id, tags = run.info.run_id, run.data.tags
     plan_hash = tags.get(record.PLAN_HASH_TAG, tags.get(record.LEGACY_HASH_TAG))
     variant, seed = tags.get(record.VARIANT_TAG), tags.get(record.SEED_TAG)
@@ -99,17 +99,20 @@ def _run_checkpoint(run: Any, checkpoint_dir: str, experiment: str) -> dict[str,
         )
     path = record.checkpoint_path(checkpoint_dir, experiment, plan_hash, variant, int(seed))
     try:
-        found = RunCheckpoint(path, {"child": run_id}).load()
+        checkpoint = RunCheckpoint(path, {"child": run_id})
+        found = checkpoint.load()
     except CheckpointError as exc:
         raise SourceError(f"run {run_id}: {exc}") from exc
     if found is not None:
         return found[0]
-    if path.is_file():
-        raise SourceError(
-            f"run {run_id}: its checkpoint {path} belongs to another run (a later invocation of "
-            "the same spec); export that file to export that run"
-        )
-    raise SourceError(f"run {run_id}: its checkpoint {path} does not exist")
+    # `path`: where an earlier version kept the checkpoint of every invocation of the spec.
+    for candidate in (checkpoint.file, path):
+        if candidate.is_file():
+            raise SourceError(
+                f"run {run_id}: its checkpoint {candidate} belongs to another run (another "
+                "invocation of the same spec); export that file to export that run"
+            )
+    raise SourceError(f"run {run_id}: its checkpoint {checkpoint.file} does not exist")
 
 
 def _run_spec(run_id: str, tracking_uri: str, plugins: Sequence[str]) -> Any:
