@@ -31,7 +31,7 @@ from minimind.record import (
     slurm_job_tags,
 )
 from minimind.run.child_run import ChildRun, train_child
-from minimind.run.plan import Plan, data_key, describe_plan, plan_run, prepare_all
+from minimind.run.plan import Plan, check_memory, data_key, describe_plan, plan_run, prepare_all
 from minimind.spec import Spec, SpecError, Variant, dump_spec, flatten
 from minimind.training import distributed
 from minimind.training.trainer import TrainOutcome
@@ -75,6 +75,10 @@ def run_spec(
 
             print(power_hint(plan.spec.power, len(plan.variants), len(plan.spec.seeds)))
         return EXIT_OK
+    try:
+        check_memory(plan)
+    except SpecError as err:
+        return fail(str(err))
     from minimind.tracking.backend import reachability_problem
 
     problem = reachability_problem(spec.tracking.uri)  # a stopped server: before tokenizing

@@ -45,6 +45,7 @@ from minimind.spec.errors import (
 )
 from minimind.spec.ladder import LadderConfig, ladder_owner
 from minimind.spec.launcher import LauncherConfig
+from minimind.spec.limits import LimitsConfig, variant_count
 from minimind.spec.matching import MatchConfig, match_knob, size
 from minimind.spec.naming import check_name, variant_name
 from minimind.spec.sections import MAX_SEED, PowerHint, TrackingConfig, TrainConfig
@@ -121,6 +122,7 @@ class Spec(StrictNumbers):
     match: MatchConfig | None = None
     launcher: LauncherConfig = Field(default_factory=LauncherConfig)
     ladder: LadderConfig | None = None
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
     # Each ablation cell (at each ladder rung) as validated, its spec without `ablate`, `sweep`
     # and `ladder`.
     _variants: list[Cell] = PrivateAttr(default_factory=list)
@@ -178,6 +180,13 @@ class Spec(StrictNumbers):
                 ("train", "optimizer", "name"),
                 f"model.parametrization mup is defined for {', '.join(MUP_OPTIMIZERS)}, "
                 f"not {self.train.optimizer.name!r}",
+            )
+        count = variant_count(self.ablate, len(self.ladder.names()) if self.ladder else 1)
+        if count > self.limits.max_variants:  # before any variant is built
+            field_error(
+                ("ablate",),
+                f"{count:,} variants, more than limits.max_variants "
+                f"({self.limits.max_variants:,}); raise it to run them all",
             )
         if self.ladder is not None:
             self._check_ladder(self.ladder)

@@ -94,11 +94,12 @@ def flatten(spec: Spec) -> dict[str, Scalar]:
     The model is resolved (preset applied). A mapping with a `name` is listed under its own key
     (`model.position: rope`, `model.position.style: neox`); lists are JSON strings; null values
     and the free-text `description` are left out, as is the `launcher` (where the runs train,
-    not what), and the passwords of URIs (`without_password`).
+    not what) and the `limits`, and the passwords of URIs (`without_password`).
     """
     tree = without_passwords(spec.tree())
     tree.pop("description")
     tree.pop("launcher")
+    tree.pop("limits")
     tree["model"] = resolved_model(spec)
     out: dict[str, Scalar] = {}
     _flatten_into(out, "", tree)
