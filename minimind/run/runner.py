@@ -31,6 +31,7 @@ from minimind.record import (
     slurm_job_tags,
 )
 from minimind.run.child_run import ChildRun, train_child
+from minimind.run.cluster.takeover import LiveJobsError, refuse_live_jobs
 from minimind.run.plan import Plan, check_memory, data_key, describe_plan, plan_run, prepare_all
 from minimind.spec import Spec, SpecError, Variant, dump_spec, flatten
 from minimind.training import distributed
@@ -116,7 +117,10 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
         tracker = make_tracker(spec.tracking.uri, experiment)
     except TrackingUnreachable as err:
         return fail(str(err))
-    parent, earlier = open_parent(tracker, plan, resume)
+    try:
+        parent, earlier = open_parent(tracker, plan, resume)
+    except LiveJobsError as err:
+        return fail(str(err))
     failed: list[str] = []
     with parent:
         for variant in plan.variants:
@@ -222,6 +226,11 @@ def open_parent(
         if found is not None:
             parent_id = found.info.run_id
             if not by_jobs:
+                # Its runs trained by live Slurm jobs are theirs, not this process's.
+                running = tracker.children(parent_id, ["RUNNING"])
+                distributed.main_answer(
+                    lambda: refuse_live_jobs(spec.launcher.folder, parent_id, running)
+                )
                 # A SIGKILLed process left its runs RUNNING; end them so that an interruption of
                 # this resume cannot leave one RUNNING. Each is reopened when its turn comes.
                 tracker.fail_stale_runs(parent_id)
