@@ -3,7 +3,6 @@ tested pinned in `constraints.txt`, which CI and `make install` install with."""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+tomllib = pytest.importorskip("tomllib", reason="reads pyproject.toml with Python 3.11's tomllib")
 ROOT = Path(__file__).resolve().parents[1]
 # The first version that fixes each advisory (its CVE), for a direct dependency.
 FIXED = {

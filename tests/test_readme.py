@@ -168,7 +168,7 @@ SKIPPED: dict[str, str] = {
     "make lint": f"{INSTALLS}; CI runs the linters",
     "python -m venv .venv && . .venv/bin/activate": "creates the virtual environment one installs into",
     "pip install torch --index-url https://download.pytorch.org/whl/cpu": "installs torch",
-    'pip install -e ".[dev]"': "installs the package",
+    'pip install -c constraints.txt -e ".[dev]"': "installs the package",
     "torchrun --standalone --nproc_per_node 8 -m minimind run experiments/norm.yaml": EIGHT_GPUS,
     "minimind run experiments/norm.yaml --nproc 8": EIGHT_GPUS,
     "minimind run experiments/norm.yaml --nproc 8 -o train.parallel=fsdp": EIGHT_GPUS,

@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from minimind.foundations.redact import without_passwords
 from minimind.data.config import EMBEDDED_CORPORA
+from minimind.foundations.redact import without_passwords
 from minimind.spec.ablation import ablated_keys
 from minimind.spec.errors import SpecError
 from minimind.spec.ladder import ladder_owner

@@ -147,7 +147,9 @@ class RunCheckpoint:
     def __post_init__(self) -> None:
         child = self.owner.get("child")
         if child is not None and not _RUN_ID.fullmatch(child):  # a run id names a folder
-            raise CheckpointError(f"{self.path}: not a run id to keep a checkpoint under: {child!r}")
+            raise CheckpointError(
+                f"{self.path}: not a run id to keep a checkpoint under: {child!r}"
+            )
 
     @property
     def file(self) -> Path:
