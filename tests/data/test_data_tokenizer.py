@@ -11,7 +11,7 @@ from tokenizers import Tokenizer
 from minimind.data.chunking import HARD_LIMIT_CHARS, MAX_CHUNK_FACTOR, text_chunks
 from minimind.data.sources import read_text_corpus
 from minimind.data.tokenizer import BOS, EOS, PAD, load_tokenizer, special_ids, train_bpe
-from minimind.data.tokens import encode_documents, token_dtype
+from minimind.data.tokens import ENCODE_CHARS, encode_documents, token_dtype
 
 TRICKY = [
     "",
@@ -164,3 +164,21 @@ def test_a_text_without_whitespace_is_cut_at_the_hard_bound():
     text = "ab" * HARD_LIMIT_CHARS
     chunks = list(text_chunks(text, 1000))
     assert "".join(chunks) == text and [len(c) for c in chunks] == [HARD_LIMIT_CHARS] * 2
+
+
+def test_a_long_document_reaches_the_tokenizer_in_bounded_calls(tokenizer, shakespeare_text):
+    """What one `encode_batch` call holds (its encodings take hundreds of bytes a character) is
+    bounded however long the document; the ids are those of the whole text, then EOS."""
+    calls = []
+
+    class Counting:
+        def encode_batch(self, texts, **kwargs):
+            calls.append(sum(map(len, texts)))
+            return tokenizer.encode_batch(texts, **kwargs)
+
+    text = shakespeare_text.replace("\n", " ") * 4  # one line of about 4.5 million characters
+    eos = special_ids(tokenizer).eos
+    tokens, lengths = encode_documents(Counting(), [text], eos)
+    assert len(calls) > 1 and max(calls) <= ENCODE_CHARS
+    assert tokens.tolist() == [*tokenizer.encode(text, add_special_tokens=False).ids, eos]
+    assert lengths.tolist() == [len(tokens)]
