@@ -8,7 +8,8 @@ module, a plugin or a library. Modules found only there still import.
 import os
 import sys
 
-if sys.path and not sys.flags.safe_path and sys.path[0] in ("", os.getcwd()):
+# `-P` (Python 3.11) already leaves it out.
+if sys.path and not getattr(sys.flags, "safe_path", False) and sys.path[0] in ("", os.getcwd()):
     sys.path.append(sys.path.pop(0))
 
 from minimind.cli import main  # noqa: E402  (after the import path is put in order)
