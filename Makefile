@@ -3,8 +3,9 @@ PIP := $(PYTHON) -m pip
 
 .PHONY: install run study test test-slow lint
 
+# The versions tested (constraints.txt, scripts/update_constraints.py), not whatever is newest.
 install:
-	$(PIP) install -q -e ".[dev]"
+	$(PIP) install -q -c constraints.txt -e ".[dev]"
 
 # The main job: the quickstart ablation on the embedded corpus, ending with a comparison table.
 run: install

@@ -293,6 +293,8 @@ def _changed_options(slot: str, name: str, options: dict[str, Any]) -> list[str]
 def checkpoint_path(
     checkpoint_dir: str | Path, experiment: str, plan_hash: str, variant: str, seed: int
 ) -> Path:
-    """`<checkpoint_dir>/<experiment>/<plan_hash>/<variant>/seed<k>/last.pt`: one file per run,
-    so a resumed run finds its own."""
+    """`<checkpoint_dir>/<experiment>/<plan_hash>/<variant>/seed<k>/last.pt`: where the runs of
+    one variant × seed keep their checkpoints, each under its own run id
+    (`RunCheckpoint.file`: `.../seed<k>/<child run id>/last.pt`), so a resumed run finds its own
+    and two invocations of one spec never share a file."""
     return Path(checkpoint_dir) / experiment / plan_hash / variant / f"seed{seed}" / "last.pt"

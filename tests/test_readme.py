@@ -158,7 +158,7 @@ EIGHT_GPUS = (
 EXPORTED = "a run of the reader's store (tests/hf/test_export.py exports a run and its checkpoint)"
 SKIPPED: dict[str, str] = {
     "minimind export RUN_ID results/export/my-model": EXPORTED,
-    "minimind export results/checkpoints/EXPERIMENT/PLAN_HASH/VARIANT/seed0/last.pt "
+    "minimind export results/checkpoints/EXPERIMENT/PLAN_HASH/VARIANT/seed0/RUN_ID/last.pt "
     "results/export/my-model": EXPORTED,
     "lm_eval --model hf --model_args pretrained=results/export/my-model,trust_remote_code=True,"
     "dtype=float32 --tasks arc_easy,hellaswag,piqa --batch_size 1": "downloads its tasks from "
@@ -168,7 +168,7 @@ SKIPPED: dict[str, str] = {
     "make lint": f"{INSTALLS}; CI runs the linters",
     "python -m venv .venv && . .venv/bin/activate": "creates the virtual environment one installs into",
     "pip install torch --index-url https://download.pytorch.org/whl/cpu": "installs torch",
-    'pip install -e ".[dev]"': "installs the package",
+    'pip install -c constraints.txt -e ".[dev]"': "installs the package",
     "torchrun --standalone --nproc_per_node 8 -m minimind run experiments/norm.yaml": EIGHT_GPUS,
     "minimind run experiments/norm.yaml --nproc 8": EIGHT_GPUS,
     "minimind run experiments/norm.yaml --nproc 8 -o train.parallel=fsdp": EIGHT_GPUS,

@@ -470,7 +470,7 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(write_spec, mlflow_ur
     changes = {"train": {"steps": steps, "log_every": 10, "eval_every": 50, "checkpoint_every": 25}}
     path = write_spec(**changes)
     run_dir = Path("checkpoints", "{experiment}", spec_hash(load_spec(path)), "base", "seed0")
-    ckpt = tmp_path / str(run_dir / "last.pt").format(experiment="tiny")
+    run_checkpoints = tmp_path / str(run_dir).format(experiment="tiny")
     process = subprocess.Popen(
         [sys.executable, "-m", "minimind", "run", str(path)],
         env={**os.environ, "OMP_NUM_THREADS": "1"},
@@ -479,7 +479,7 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(write_spec, mlflow_ur
     )
     try:
         deadline = time.monotonic() + 300
-        while not ckpt.exists():
+        while not list(run_checkpoints.glob("*/last.pt")):
             assert process.poll() is None, process.stderr.read().decode()
             assert time.monotonic() < deadline, "no checkpoint within 300 s"
             time.sleep(0.02)
@@ -490,6 +490,7 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(write_spec, mlflow_ur
         process.kill()
         process.wait()
         process.stderr.close()
+    (ckpt,) = run_checkpoints.glob("*/last.pt")  # under the run's id
     killed_at = torch.load(ckpt, weights_only=True)["step"]
     assert 25 <= killed_at < steps
     client, (parent,), (child,) = runs_of(mlflow_uri, "tiny")
@@ -502,7 +503,7 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(write_spec, mlflow_ur
     tree = yaml.safe_load(path.read_text())
     path.write_text(yaml.safe_dump({**tree, "name": "reference"}))
     assert main(["run", str(path)]) == 0
-    reference_ckpt = tmp_path / str(run_dir / "last.pt").format(experiment="reference")
+    (reference_ckpt,) = (tmp_path / str(run_dir).format(experiment="reference")).glob("*/last.pt")
     reference = torch.load(reference_ckpt, weights_only=True)
     assert resumed["step"] == reference["step"] == steps
     for key, tensor in reference["model"].items():

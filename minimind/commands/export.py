@@ -24,6 +24,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("source", metavar="RUN_OR_CHECKPOINT", help="a child run id or last.pt")
     parser.add_argument("out_dir", metavar="OUT_DIR", help="the directory to write (new or empty)")
     parser.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="MLflow tracking URI")
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a plugin module the run's stored spec may import (repeatable); a stored spec "
+        "imports none unless named here",
+    )
     parser.set_defaults(func=handle)
 
 
@@ -37,7 +45,7 @@ def handle(args: argparse.Namespace) -> int:
     from minimind.model.lm import MiniMindLM
 
     try:
-        trained = load_source(args.source, args.tracking_uri)
+        trained = load_source(args.source, args.tracking_uri, args.plugin)
         model = MiniMindLM(trained.config)
         model.load_state_dict(trained.weights)
         arch = export_model(model, trained.tokenizer, args.out_dir)

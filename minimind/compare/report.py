@@ -16,6 +16,7 @@ from minimind.compare.probe_plots import FIGURE_CAPTIONS as PROBE_CAPTIONS
 from minimind.compare.probe_plots import probe_figures
 from minimind.compare.runs import RunSet
 from minimind.compare.table import Comparison
+from minimind.foundations.atomic_file import atomic_open, atomic_write_text
 from minimind.foundations.document import (
     Block,
     Details,
@@ -111,7 +112,7 @@ def runset_fields(runset: RunSet) -> dict[str, str]:
         "precision": ", ".join(_unique(runs, f"tags.{PRECISION_TAG}")) or "unknown",
         "dates": dates,
         "runs": runset.selection,
-        "tracking URI": runset.tracking_uri,
+        "tracking URI": runset.store,
         "generated": datetime.now(timezone.utc).strftime(fmt),
     }
     if fields["description"] == "unknown":  # optional in a spec; the others always exist
@@ -187,16 +188,17 @@ def write_report(comparison: Comparison, folder: str | Path, log_to_parent: bool
     folder.mkdir(parents=True, exist_ok=True)
     pngs: dict[str, bytes] = {}
     for name, fig in (plots.draw_all(comparison) | probe_figures(comparison)).items():
-        path = folder / f"{name}.png"
-        fig.savefig(path, dpi=110)
+        # Written atomically (a link planted at a report's path is replaced, never followed).
+        with atomic_open(folder / f"{name}.png") as f:
+            fig.savefig(f, format="png", dpi=110)
         plt.close(fig)
-        pngs[name] = path.read_bytes()
-    (folder / "comparison.csv").write_text(render.to_csv(comparison))
-    (folder / "runs.csv").write_text(render.runs_csv(comparison))
+        pngs[name] = (folder / f"{name}.png").read_bytes()
+    atomic_write_text(folder / "comparison.csv", render.to_csv(comparison))
+    atomic_write_text(folder / "runs.csv", render.runs_csv(comparison))
     page = document(comparison, pngs, header_fields(comparison))
-    (folder / "report.md").write_text(page.markdown(), encoding="utf-8")
+    atomic_write_text(folder / "report.md", page.markdown())
     index = folder / "index.html"
-    index.write_text(page.html(), encoding="utf-8")
+    atomic_write_text(index, page.html())
     if log_to_parent:
         log_to_parent_run(comparison.runset, folder)
     return index

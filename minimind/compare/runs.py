@@ -18,6 +18,7 @@ from mlflow.exceptions import MlflowException
 
 from minimind.foundations.errors import MinimindError
 from minimind.foundations.exit_codes import EXIT_BAD_INPUT
+from minimind.foundations.redact import without_password
 from minimind.record import (
     LEGACY_HASH_TAG,
     PARENT_ROLE,
@@ -28,6 +29,7 @@ from minimind.record import (
     SEED_TAG,
     VARIANT_TAG,
 )
+from minimind.spec.naming import check_name
 from minimind.tracking.backend import StoreMissing, connect_existing
 
 HISTORY_WORKERS = 16
@@ -61,6 +63,12 @@ class RunSet:
     client: MlflowClient = field(repr=False)
     _histories: dict[tuple[str, str], pd.Series] = field(default_factory=dict, repr=False)
     _fetched: set[str] = field(default_factory=set, repr=False)
+
+    @property
+    def store(self) -> str:
+        """Where the runs were read from, as a report may show it: `tracking_uri` without its
+        password."""
+        return without_password(self.tracking_uri)
 
     def fetch_histories(self, keys: Sequence[str]) -> None:
         """Fetch the histories of `keys` not fetched yet, for every run, in one parallel batch."""
@@ -151,7 +159,8 @@ def _frame(runs: Sequence[Run]) -> pd.DataFrame:
             "start_time": pd.to_datetime(run.info.start_time, unit="ms", utc=True),
             "end_time": pd.to_datetime(run.info.end_time, unit="ms", utc=True),
             **{f"metrics.{key}": value for key, value in run.data.metrics.items()},
-            **{f"params.{key}": value for key, value in run.data.params.items()},
+            # A store written before URIs were recorded without their passwords may hold one.
+            **{f"params.{key}": without_password(v) for key, v in run.data.params.items()},
             **{f"tags.{key}": value for key, value in run.data.tags.items()},
         }
         for run in runs
@@ -301,6 +310,15 @@ def fetch_histories(
         return dict(zip(jobs, pool.map(fetch, jobs), strict=True))
 
 
+def _store_name(name: str) -> str:
+    """An experiment name read from the store, checked as a spec's name is (`check_name`): it
+    names the report's folder, so a name like `../../x` must not lead outside it."""
+    try:
+        return check_name(name)
+    except ValueError as err:
+        raise CompareError(f"experiment name in the store: {err}") from None
+
+
 def load_runs(
     tracking_uri: str,
     experiments: Sequence[str] | None = None,
@@ -324,5 +342,5 @@ def load_runs(
     )
     if not experiments:
         ids = set(runs.get("experiment_id", [])) | set(parents.get("experiment_id", []))
-        experiments = sorted(client.get_experiment(i).name for i in ids)
+        experiments = sorted(_store_name(client.get_experiment(i).name) for i in ids)
     return RunSet(runs, parents, list(experiments), selection, tracking_uri, client)

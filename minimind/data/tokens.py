@@ -28,6 +28,8 @@ from minimind.foundations.atomic_file import atomic_open, atomic_write_text
 from minimind.foundations.processes import stop_when_orphaned
 
 SPLITS = ("train", "val")
+# Characters encoded by one `encode_batch` call: enough chunks to keep every core busy.
+ENCODE_CHARS = 1 << 21
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -111,14 +113,19 @@ def encode_documents(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(tokens [n_tokens] int64: every non-empty document's ids followed by `eos_id`, in order;
     lengths [len(texts)] int64: each document's share of them, 0 for an empty one). Documents
-    are cut into `text_chunks` and encoded in one `encode_batch` call; the ids are gathered with
-    numpy, not document by document."""
+    are cut into bounded `text_chunks`, encoded `encode_batch` call by call over at most
+    `ENCODE_CHARS` characters (the tokenizer's encodings hold several hundred bytes a character:
+    only their ids are kept); the ids are gathered with numpy, not document by document."""
     chunks, owners = [], []
     for k, text in enumerate(texts):
         for chunk in text_chunks(text):
             chunks.append(chunk)
             owners.append(k)
-    ids = [encoding.ids for encoding in tokenizer.encode_batch(chunks, add_special_tokens=False)]
+    ids = [
+        np.array(encoding.ids, dtype=np.int64)
+        for group in _groups(chunks)
+        for encoding in tokenizer.encode_batch(group, add_special_tokens=False)
+    ]
     chunk_lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
     has_text = np.bincount(owners, minlength=len(texts)) > 0
     # Exact: bincount sums its weights in float64, and a batch holds far fewer than 2^53 ids.
@@ -128,10 +135,22 @@ def encode_documents(
     is_eos[np.cumsum(lengths)[has_text] - 1] = True
     tokens = np.empty(is_eos.size, dtype=np.int64)
     tokens[is_eos] = eos_id
-    tokens[~is_eos] = np.fromiter(
-        itertools.chain.from_iterable(ids), dtype=np.int64, count=int(chunk_lengths.sum())
-    )
+    tokens[~is_eos] = np.concatenate(ids) if ids else np.empty(0, dtype=np.int64)
     return tokens, lengths
+
+
+def _groups(chunks: list[str]) -> Iterator[list[str]]:
+    """`chunks` in consecutive groups of at most `ENCODE_CHARS` characters (one chunk at least)."""
+    group: list[str] = []
+    size = 0
+    for chunk in chunks:
+        if group and size + len(chunk) > ENCODE_CHARS:
+            yield group
+            group, size = [], 0
+        group.append(chunk)
+        size += len(chunk)
+    if group:
+        yield group
 
 
 def worker_init(threads: int = 1) -> None:

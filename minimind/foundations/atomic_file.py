@@ -6,17 +6,25 @@
 
 Checkpoints, the data cache and the measured-peak cache all write through here. Parallel sweep
 workers may write the same path at once: each writes its own temporary file and the last
-`os.replace` wins.
+`os.replace` wins. A link planted at `path` is replaced, never written through.
+
+A temporary file is named after its writer (`.<name>.<pid>-<start>@<host>.<random>.tmp`): a
+writer killed mid-write (`kill -9`) leaves it behind, and the next write of the same path on the
+same host removes the temporaries of writers that are gone (a checkpoint's are its size).
 """
 
 from __future__ import annotations
 
+import glob
 import os
+import socket
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
+
+from minimind.foundations.processes import is_alive, start_time
 
 
 @contextmanager
@@ -31,8 +39,9 @@ def atomic_open(path: str | Path) -> Iterator[IO[bytes]]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_dead_temporaries(path)
     # mkstemp: a unique name, so parallel writers of one path (sweep workers) never share it.
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=_writer_prefix(path), suffix=".tmp")
     try:
         # mkstemp makes the file 0600; the result must be as shared as any file the user makes
         # (a results directory shared by a team, the nodes of a multi-node run).
@@ -58,6 +67,32 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     """Write `text` to `path` as UTF-8, atomically (see `atomic_open`)."""
     with atomic_open(path) as f:
         f.write(text.encode())
+
+
+def remove_dead_temporaries(path: str | Path) -> list[Path]:
+    """Remove the temporary files of `path` left by writers on this host that are gone (killed
+    mid-write); those of live writers, of other hosts and of unknown writers stay. The removed."""
+    path = Path(path)
+    head, here = f".{path.name}.", socket.gethostname()
+    removed = []
+    for stray in path.parent.glob(f"{glob.escape(head)}*@*.tmp"):
+        writer, _, host_and_random = stray.name[len(head) : -len(".tmp")].partition("@")
+        pid, _, started = writer.partition("-")
+        host = host_and_random.rpartition(".")[0]
+        if host != here or not pid.isdigit() or not started.isdigit():
+            continue
+        if is_alive(int(pid), None if started == "0" else started):
+            continue
+        stray.unlink(missing_ok=True)
+        removed.append(stray)
+    return removed
+
+
+def _writer_prefix(path: Path) -> str:
+    """`.<name>.<pid>-<start>@<host>.`: whose temporary file it is (the start time tells a reused
+    pid from the writer; 0 where it cannot be read)."""
+    pid = os.getpid()
+    return f".{path.name}.{pid}-{start_time(pid) or 0}@{socket.gethostname()}."
 
 
 def _umask() -> int:

@@ -6,22 +6,28 @@ resolved spec it trained (`spec.yaml`, so the model's config and the data it was
 and, through its tags, where its checkpoint is (`record.checkpoint_path`). The tokenizer is the
 one the run trained with, from the data cache (`prepare_data`, which rebuilds it where the cache
 is gone).
+
+A store may come from elsewhere, so its `spec.yaml` is not the user's code: the plugin modules it
+names are imported only when the user names them too (`minimind export --plugin MODULE`).
 """
 
 from __future__ import annotations
 
 import pickle
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from tokenizers import Tokenizer
 
 from minimind import record
 from minimind.foundations.errors import MinimindError
 from minimind.model.config import ModelConfig
 from minimind.spec import SpecError, load_spec
+from minimind.spec.loader import safe_load_unique
 from minimind.training.checkpoint import OWNER_KEY, CheckpointError, RunCheckpoint, load_checkpoint
 
 
@@ -37,8 +43,10 @@ class TrainedModel:
     run_id: str
 
 
-def load_source(source: str, tracking_uri: str) -> TrainedModel:
-    """The model of `source`: a checkpoint file, or the id of a child run in `tracking_uri`."""
+def load_source(source: str, tracking_uri: str, plugins: Sequence[str] = ()) -> TrainedModel:
+    """The model of `source`: a checkpoint file, or the id of a child run in `tracking_uri`.
+    `plugins`: the plugin modules the user allows the run's stored spec to import; a spec that
+    names any other is a `SourceError`, and nothing of it is imported."""
     state = None
     run_id = source
     if Path(source).is_file():
@@ -53,7 +61,7 @@ def load_source(source: str, tracking_uri: str) -> TrainedModel:
             raise SourceError(f"{source}: not a minimind training checkpoint")
         run_id = run_ids["child"]
     run = _child_run(run_id, tracking_uri, source)
-    spec = _run_spec(run_id, tracking_uri)
+    spec = _run_spec(run_id, tracking_uri, plugins)
     if state is None:
         state = _run_checkpoint(run, spec.train.checkpoint_dir, spec.tracking.experiment)
     from minimind.data.prepare import prepare_data
@@ -80,8 +88,8 @@ def _child_run(run_id: str, tracking_uri: str, source: str) -> Any:
 
 
 def _run_checkpoint(run: Any, checkpoint_dir: str, experiment: str) -> dict[str, Any]:
-    """The state of `run`'s own checkpoint: the file at its path may be another run's, as every
-    invocation of a spec writes its runs' checkpoints to the same paths."""
+    """The state of `run`'s own checkpoint (`RunCheckpoint.file`, under its run id; or, from an
+    earlier version, the shared path every invocation of a spec wrote, when stamped with it)."""
     run_id, tags = run.info.run_id, run.data.tags
     plan_hash = tags.get(record.PLAN_HASH_TAG, tags.get(record.LEGACY_HASH_TAG))
     variant, seed = tags.get(record.VARIANT_TAG), tags.get(record.SEED_TAG)
@@ -92,20 +100,23 @@ def _run_checkpoint(run: Any, checkpoint_dir: str, experiment: str) -> dict[str,
         )
     path = record.checkpoint_path(checkpoint_dir, experiment, plan_hash, variant, int(seed))
     try:
-        found = RunCheckpoint(path, {"child": run_id}).load()
+        checkpoint = RunCheckpoint(path, {"child": run_id})
+        found = checkpoint.load()
     except CheckpointError as exc:
         raise SourceError(f"run {run_id}: {exc}") from exc
     if found is not None:
         return found[0]
-    if path.is_file():
-        raise SourceError(
-            f"run {run_id}: its checkpoint {path} belongs to another run (a later invocation of "
-            "the same spec); export that file to export that run"
-        )
-    raise SourceError(f"run {run_id}: its checkpoint {path} does not exist")
+    # `path`: where an earlier version kept the checkpoint of every invocation of the spec.
+    for candidate in (checkpoint.file, path):
+        if candidate.is_file():
+            raise SourceError(
+                f"run {run_id}: its checkpoint {candidate} belongs to another run (another "
+                "invocation of the same spec); export that file to export that run"
+            )
+    raise SourceError(f"run {run_id}: its checkpoint {checkpoint.file} does not exist")
 
 
-def _run_spec(run_id: str, tracking_uri: str) -> Any:
+def _run_spec(run_id: str, tracking_uri: str, plugins: Sequence[str]) -> Any:
     import mlflow
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -118,7 +129,29 @@ def _run_spec(run_id: str, tracking_uri: str) -> Any:
             )
         except Exception as exc:  # MLflow raises several kinds for a missing artifact
             raise SourceError(f"run {run_id}: its spec.yaml artifact cannot be read") from exc
+        _check_plugins(run_id, Path(path), plugins)
         try:
             return load_spec(path)
         except SpecError as exc:
             raise SourceError(f"run {run_id}: its spec.yaml: {exc}") from exc
+
+
+def _check_plugins(run_id: str, path: Path, allowed: Sequence[str]) -> None:
+    """Refuse, before `load_spec` imports anything, a stored spec naming plugin modules the user
+    did not pass (`--plugin`): a store's spec is not the user's code."""
+    try:
+        tree = safe_load_unique(path.read_text(encoding="utf-8"))
+    except (SpecError, yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise SourceError(f"run {run_id}: its spec.yaml is not a spec ({exc!s:.80})") from None
+    named = tree.get("plugins") if isinstance(tree, dict) else None
+    if named is None:
+        return
+    if not isinstance(named, list) or not all(isinstance(m, str) for m in named):
+        raise SourceError(f"run {run_id}: its spec.yaml: plugins: not a list of module names")
+    unknown = [module for module in named if module not in allowed]
+    if unknown:
+        flags = " ".join(f"--plugin {module}" for module in unknown)
+        raise SourceError(
+            f"run {run_id}: its stored spec imports plugin modules {', '.join(unknown)}, which "
+            f"a store's spec may not do on its own: if they are your code, pass {flags}"
+        )

@@ -155,8 +155,7 @@ def _continue_from_checkpoint(
     distributed.main_print(  # the file loaded: last.prev.pt when last.pt was damaged
         f"{child.name}: resumed at step {trainer.step} from {found[1] if found else child.checkpoint_path}"
         if trainer.step
-        else f"{child.name}: no checkpoint of this run at {child.checkpoint_path}; "
-        "restarting at step 0"
+        else f"{child.name}: no checkpoint of this run at {checkpoint.file}; restarting at step 0"
     )
     return checkpoint
 

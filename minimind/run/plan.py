@@ -355,6 +355,22 @@ def _optimizer_groups(plan: Plan, models: list[MiniMindLM]) -> list[str]:
     return lines
 
 
+def check_memory(plan: Plan) -> None:
+    """Refuse, before a real run starts, a variant estimated past its device's memory (what the
+    dry run warns of: it would fail when allocating or swap the host), unless the spec says
+    `limits.over_memory: warn` (`SpecError` on `limits.over_memory`)."""
+    if plan.spec.limits.over_memory == "warn":
+        return
+    for variant in plan.variants:
+        estimate = memory_estimate(variant)
+        if estimate.available is not None and estimate.total > estimate.available:
+            raise SpecError(
+                "limits.over_memory",
+                f"{variant.name} {estimate.describe()}; the {estimate.device} has "
+                f"{estimate.available / 2**30:,.1f} GiB (set it to warn to run it anyway)",
+            )
+
+
 def _memory_warnings(plan: Plan) -> list[str]:
     """A line for each variant whose estimated memory (`memory_estimate`) exceeds the memory of
     the device it would run on."""

@@ -35,7 +35,8 @@ from minimind.record import (
     slurm_job_tags,
 )
 from minimind.run.child_run import ChildRun, train_child
-from minimind.run.plan import Plan, data_key, describe_plan, plan_run, prepare_all
+from minimind.run.cluster.takeover import refuse_live_jobs
+from minimind.run.plan import Plan, check_memory, data_key, describe_plan, plan_run, prepare_all
 from minimind.spec import Spec, SpecError, Variant, dump_spec, flatten
 from minimind.training import distributed
 from minimind.training.trainer import TrainOutcome
@@ -80,6 +81,10 @@ def run_spec(
 
             print(power_hint(plan.spec.power, len(plan.variants), len(plan.spec.seeds)))
         return EXIT_OK
+    try:
+        check_memory(plan)
+    except SpecError as err:
+        return fail(str(err))
     from minimind.tracking.backend import reachability_problem
 
     problem = reachability_problem(spec.tracking.uri)  # a stopped server: before tokenizing
@@ -119,7 +124,7 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool, restart: bo
         return fail(str(err))
     try:
         parent, earlier = open_parent(tracker, plan, resume, restart=restart)
-    except SpecError as err:
+    except MinimindError as err:
         return fail(str(err))
     failed: list[str] = []
     with parent:
@@ -232,6 +237,11 @@ def open_parent(
         if found is not None:
             parent_id = found.info.run_id
             if not by_jobs:
+                # Its runs trained by live Slurm jobs are theirs, not this process's.
+                running = tracker.children(parent_id, ["RUNNING"])
+                distributed.main_answer(
+                    lambda: refuse_live_jobs(spec.launcher.folder, parent_id, running)
+                )
                 # A SIGKILLed process left its runs RUNNING; end them so that an interruption of
                 # this resume cannot leave one RUNNING. Each is reopened when its turn comes.
                 tracker.fail_stale_runs(parent_id)

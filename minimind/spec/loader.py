@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from minimind.data.config import EMBEDDED_CORPORA
+from minimind.foundations.redact import without_passwords
 from minimind.spec.ablation import ablated_keys
 from minimind.spec.errors import SpecError
 from minimind.spec.expansion import validate_spec
@@ -133,7 +134,8 @@ def parse_override(text: str) -> tuple[str, Any, str]:
 
 
 def dump_spec(spec: Spec) -> str:
-    """The spec as YAML that `load_spec` reads back to an equal spec.
+    """The spec as YAML that `load_spec` reads back to an equal spec, but for the passwords of
+    its URIs, which are left out (`without_password`).
 
     The model section stays as written (preset plus fields), so derived sizes still follow an
     ablated or searched `dim`; the resolved model is listed in a leading comment.
@@ -146,7 +148,8 @@ def dump_spec(spec: Spec) -> str:
         f"# Resolved model (preset {spec.model.preset!r} with the model fields below{before}):\n"
     )
     header += "".join(f"#   {line}\n" for line in lines.splitlines())
-    return header + yaml.safe_dump(spec.tree(), sort_keys=False, allow_unicode=True, width=100)
+    tree = without_passwords(spec.tree())  # stored and shared: the password stays in the env
+    return header + yaml.safe_dump(tree, sort_keys=False, allow_unicode=True, width=100)
 
 
 def _read_with_parents(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:

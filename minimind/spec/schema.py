@@ -39,6 +39,7 @@ from minimind.spec.errors import (
 )
 from minimind.spec.ladder import LadderConfig
 from minimind.spec.launcher import LauncherConfig
+from minimind.spec.limits import LimitsConfig, variant_count
 from minimind.spec.matching import MatchConfig
 from minimind.spec.naming import check_name
 from minimind.spec.sections import MAX_SEED, PowerHint, TrackingConfig, TrainConfig
@@ -115,6 +116,7 @@ class Spec(StrictNumbers):
     match: MatchConfig | None = None
     launcher: LauncherConfig = Field(default_factory=LauncherConfig)
     ladder: LadderConfig | None = None
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
     # Each ablation cell (at each ladder rung) as the expansion step validated it, its spec
     # without `ablate`, `sweep` and `ladder` (`expansion.cells`); None until expanded.
     _cells: list[Cell] | None = PrivateAttr(default=None)
@@ -172,6 +174,13 @@ class Spec(StrictNumbers):
                 ("train", "optimizer", "name"),
                 f"model.parametrization mup is defined for {', '.join(MUP_OPTIMIZERS)}, "
                 f"not {self.train.optimizer.name!r}",
+            )
+        count = variant_count(self.ablate, len(self.ladder.names()) if self.ladder else 1)
+        if count > self.limits.max_variants:  # before the expansion step builds any variant
+            field_error(
+                ("ablate",),
+                f"{count:,} variants, more than limits.max_variants "
+                f"({self.limits.max_variants:,}); raise it to run them all",
             )
         return self
 

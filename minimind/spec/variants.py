@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import registry
+from minimind.foundations.redact import without_passwords
 from minimind.spec.expansion import cells, validate_spec
 from minimind.spec.naming import BASE_VARIANT, render, variant_name
 from minimind.spec.schema import Spec, apply
@@ -94,11 +95,12 @@ def flatten(spec: Spec) -> dict[str, Scalar]:
     The model is resolved (preset applied). A mapping with a `name` is listed under its own key
     (`model.position: rope`, `model.position.style: neox`); lists are JSON strings; null values
     and the free-text `description` are left out, as is the `launcher` (where the runs train,
-    not what).
+    not what) and the `limits`, and the passwords of URIs (`without_password`).
     """
-    tree = spec.tree()
+    tree = without_passwords(spec.tree())
     tree.pop("description")
     tree.pop("launcher")
+    tree.pop("limits")
     tree["model"] = resolved_model(spec)
     out: dict[str, Scalar] = {}
     _flatten_into(out, "", tree)

@@ -380,7 +380,7 @@ def environment(study: Study, results: list[AxisResult]) -> dict[str, str]:
         "processor": _processor(),
         "torch": torch.__version__,
         "python": platform.python_version(),
-        "tracking URI": results[0].comparison.runset.tracking_uri,
+        "tracking URI": results[0].comparison.runset.store,
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import FrozenTrial
 
+from minimind.foundations.atomic_file import atomic_write_text
 from minimind.spec import Spec, SweepConfig, dump_spec, validate_spec, with_values
 from minimind.sweep.plan import SweepPlan
 
@@ -60,10 +61,10 @@ def best_spec(plan: SweepPlan, best: Mapping[str, FrozenTrial]) -> Spec:
 
 
 def write_best(plan: SweepPlan, best: Mapping[str, FrozenTrial], reports_dir: Path) -> Path:
-    """Write `best_spec` to `<reports_dir>/<spec>/best.yaml`; its path."""
+    """Write `best_spec` to `<reports_dir>/<spec>/best.yaml` (atomically: a link planted at that
+    path is replaced, never followed); its path. Its URIs carry no password (`dump_spec`)."""
     path = reports_dir / plan.spec.name / "best.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dump_spec(best_spec(plan, best)), encoding="utf-8")
+    atomic_write_text(path, dump_spec(best_spec(plan, best)))
     return path
 
 

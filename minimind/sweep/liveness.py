@@ -27,6 +27,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from minimind.foundations.redact import without_password
 from minimind.record import FAILURE_REASON_TAG, TRIAL_STATE_TAG
 
 WORKER_ATTR = "minimind"
@@ -45,7 +46,7 @@ def record_worker(trial: optuna.Trial, tracking_uri: str, run_ids: list[str]) ->
         "trial": trial.number,
         "host": HOST,
         "pid": os.getpid(),
-        "tracking_uri": tracking_uri,
+        "tracking_uri": without_password(tracking_uri),  # stored in the study: no password
         "runs": list(run_ids),
     }
     trial.set_user_attr(WORKER_ATTR, info)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import sys
 import zipfile
 from collections.abc import Mapping
@@ -126,27 +127,48 @@ OWNER_KEY = "run_ids"
 """Where a checkpoint names the runs it belongs to: {"child": id, "parent": id}."""
 
 
+_RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
 @dataclass(frozen=True)
 class RunCheckpoint:
     """The checkpoint file of one run, stamped with the ids of the runs that own it
     (`owner`: the MLflow child run's as `child`, its parent's as `parent`).
 
-    The path of a run's checkpoint is the same for every invocation of a spec, so the stamp,
-    written in the same file and so in the same atomic write as the state, tells a resumed run
-    its own checkpoint from one a later invocation of the spec left there.
+    `path` is where the runs of one variant × seed keep theirs (`.../seed0/last.pt`, the same for
+    every invocation of a spec); each run writes its own file under its child run id (`file`:
+    `.../seed0/<child run id>/last.pt`), so two invocations of one spec never write one file.
+    The stamp, in the same atomic write as the state, still tells a run its own file from
+    another's, and its own from the one an earlier version kept at `path` itself.
     """
 
     path: Path
     owner: Mapping[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        child = self.owner.get("child")
+        if child is not None and not _RUN_ID.fullmatch(child):  # a run id names a folder
+            raise CheckpointError(
+                f"{self.path}: not a run id to keep a checkpoint under: {child!r}"
+            )
+
+    @property
+    def file(self) -> Path:
+        """This run's own file: `<folder of path>/<child run id>/<name of path>`; `path` itself
+        for a checkpoint of no run."""
+        child = self.owner.get("child")
+        return self.path.parent / child / self.path.name if child else self.path
+
     def save(self, state: Mapping[str, Any]) -> None:
-        save_checkpoint(self.path, {**state, OWNER_KEY: dict(self.owner)})
+        save_checkpoint(self.file, {**state, OWNER_KEY: dict(self.owner)})
 
     def load(self) -> tuple[dict[str, Any], Path] | None:
-        """The latest state at `path` and the file it came from (`load_latest_checkpoint`: the
-        previous one when the last is damaged) when it belongs to this run's `owner["child"]`;
-        None when there is none, or only another run's."""
-        found = load_latest_checkpoint(self.path)
+        """The latest state of this run and the file it came from (`load_latest_checkpoint`:
+        the previous one when the last is damaged): from `file`, or, when that does not exist,
+        from `path` where an earlier version kept it, when stamped with this run's
+        `owner["child"]`; None when there is none, or only another run's."""
+        own = any(p.is_file() for p in (self.file, previous_path(self.file)))
+        found = load_latest_checkpoint(self.file if own else self.path)
         if found is None or found[0].get(OWNER_KEY, {}).get("child") != self.owner.get("child"):
             return None
         return found

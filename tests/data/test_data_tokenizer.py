@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from minimind.data.chunking import text_chunks
+from minimind.data.chunking import HARD_LIMIT_CHARS, MAX_CHUNK_FACTOR, text_chunks
 from minimind.data.sources import read_text_corpus
 from minimind.data.tokenizer import BOS, EOS, PAD, load_tokenizer, special_ids, train_bpe
-from minimind.data.tokens import encode_documents, token_dtype
+from minimind.data.tokens import ENCODE_CHARS, encode_documents, token_dtype
 
 TRICKY = [
     "",
@@ -144,3 +144,41 @@ def test_token_dtype_fits_the_vocab():
     assert token_dtype(2048) == np.uint16
     assert token_dtype(65_536) == np.uint16  # ids 0..65535
     assert token_dtype(65_537) == np.uint32
+
+
+def test_a_single_line_document_is_cut_into_bounded_pieces_that_encode_exactly(tokenizer):
+    """A long document without a newline (a 17 MB single-line corpus took 4 GB whole) is cut
+    before single spaces, which byte-level BPE always starts a piece with: the ids are those of
+    the whole text, and no piece is longer than `MAX_CHUNK_FACTOR` targets."""
+    rng = random.Random(1)
+    words = ["the", "king's", "42", "!!", "é", "  ", "\t", "--", "x"]
+    text = "".join(rng.choice(words) + " " for _ in range(30_000))  # no newline at all
+    chunks = list(text_chunks(text, 1024))
+    assert "".join(chunks) == text
+    assert len(chunks) > 10 and max(map(len, chunks)) <= MAX_CHUNK_FACTOR * 1024
+    chunked = [i for enc in tokenizer.encode_batch(chunks) for i in enc.ids]
+    assert chunked == tokenizer.encode(text).ids
+
+
+def test_a_text_without_whitespace_is_cut_at_the_hard_bound():
+    text = "ab" * HARD_LIMIT_CHARS
+    chunks = list(text_chunks(text, 1000))
+    assert "".join(chunks) == text and [len(c) for c in chunks] == [HARD_LIMIT_CHARS] * 2
+
+
+def test_a_long_document_reaches_the_tokenizer_in_bounded_calls(tokenizer, shakespeare_text):
+    """What one `encode_batch` call holds (its encodings take hundreds of bytes a character) is
+    bounded however long the document; the ids are those of the whole text, then EOS."""
+    calls = []
+
+    class Counting:
+        def encode_batch(self, texts, **kwargs):
+            calls.append(sum(map(len, texts)))
+            return tokenizer.encode_batch(texts, **kwargs)
+
+    text = shakespeare_text.replace("\n", " ") * 4  # one line of about 4.5 million characters
+    eos = special_ids(tokenizer).eos
+    tokens, lengths = encode_documents(Counting(), [text], eos)
+    assert len(calls) > 1 and max(calls) <= ENCODE_CHARS
+    assert tokens.tolist() == [*tokenizer.encode(text, add_special_tokens=False).ids, eos]
+    assert lengths.tolist() == [len(tokens)]

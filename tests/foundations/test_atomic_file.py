@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,3 +43,45 @@ def test_files_get_the_mode_of_the_user_s_umask(tmp_path: Path, mask: int) -> No
         os.umask(previous)
     mode = stat.S_IMODE((tmp_path / "atomic.txt").stat().st_mode)
     assert mode == stat.S_IMODE((tmp_path / "plain.txt").stat().st_mode) == 0o666 & ~mask
+
+
+WRITER = """
+import sys, time
+from minimind.foundations.atomic_file import atomic_open
+with atomic_open(sys.argv[1]) as f:
+    f.write(b"half of a checkpoint")
+    f.flush()
+    print("writing", flush=True)
+    time.sleep(600)
+"""
+
+
+def _writer(path: Path) -> subprocess.Popen[str]:
+    process = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None and process.stdout.readline() == "writing\n"
+    return process
+
+
+def test_the_temporaries_of_a_killed_writer_are_removed_by_the_next_write(tmp_path):
+    """`kill -9` mid-write leaves the writer's temporary file; the next write of that path
+    removes it, and leaves the temporary of a writer still at work."""
+    path = tmp_path / "last.pt"
+    killed, working = _writer(path), _writer(path)
+    try:
+        killed.kill()
+        killed.wait()
+        strays = sorted(p.name for p in tmp_path.iterdir())
+        assert len(strays) == 2 and all(s.startswith(".last.pt.") for s in strays)
+        atomic_write_text(path, "new")
+        stray, written = sorted(p.name for p in tmp_path.iterdir())
+        assert written == "last.pt" and stray in strays
+        assert stray.startswith(f".last.pt.{working.pid}-")
+    finally:
+        working.kill()
+        working.wait()
+    unknown = tmp_path / ".last.pt.abc123.tmp"  # a writer this version cannot name: kept
+    unknown.write_bytes(b"x")
+    atomic_write_text(path, "newer")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".last.pt.abc123.tmp", "last.pt"]

@@ -253,7 +253,7 @@ def test_runs_and_checkpoints_export_from_the_command_line_moe_included(
         out = tmp_path / arch
         assert main(["export", run_id, str(out), "--tracking-uri", mlflow_uri]) == 0
         assert f"as {arch} to" in capsys.readouterr().out
-    checkpoint = next((tmp_path / "checkpoints").rglob("block=postnorm,mlp=moe/seed0/last.pt"))
+    checkpoint = next((tmp_path / "checkpoints").rglob("block=postnorm,mlp=moe/seed0/*/last.pt"))
     out = tmp_path / "remote"
     assert main(["export", str(checkpoint), str(out), "--tracking-uri", mlflow_uri]) == 0
     assert "as minimind" in capsys.readouterr().out
@@ -280,8 +280,8 @@ def test_runs_and_checkpoints_export_from_the_command_line_moe_included(
 def test_a_run_exports_by_id_and_never_with_another_runs_checkpoint(
     write_spec, mlflow_uri, tmp_path, capsys
 ):
-    """A run as the harness tags it today (`record.child_tags`) exports by its id; its checkpoint
-    path is shared by every invocation of the spec, so a file stamped by another run is refused."""
+    """A run as the harness tags it today (`record.child_tags`) exports by its id, from its own
+    checkpoint file only: one stamped by another run is refused."""
     assert main(["run", str(write_spec())]) == 0
     from minimind.tracking.backend import connect
     from minimind.training.checkpoint import OWNER_KEY, load_checkpoint, save_checkpoint
@@ -295,7 +295,7 @@ def test_a_run_exports_by_id_and_never_with_another_runs_checkpoint(
     assert main(["export", run_id, str(tmp_path / "out"), "--tracking-uri", mlflow_uri]) == 0
     assert "as llama to" in capsys.readouterr().out
 
-    (checkpoint,) = (tmp_path / "checkpoints").rglob("seed0/last.pt")
+    (checkpoint,) = (tmp_path / "checkpoints").rglob(f"seed0/{run_id}/last.pt")
     state = load_checkpoint(checkpoint)
     save_checkpoint(checkpoint, {**state, OWNER_KEY: {**state[OWNER_KEY], "child": "f" * 32}})
     assert main(["export", run_id, str(tmp_path / "other"), "--tracking-uri", mlflow_uri]) == 2

@@ -111,7 +111,7 @@ def test_a_cancelled_job_ends_its_run_killed_and_a_resubmission_resumes_it_bit_f
     checkpoint: Path | None = None
     deadline = time.monotonic() + TIMEOUT_S
     while checkpoint is None and time.monotonic() < deadline:
-        found = list((tmp_path / "checkpoints" / "onslurm").glob("*/*/seed0/last.pt"))
+        found = list((tmp_path / "checkpoints" / "onslurm").glob("*/*/seed0/*/last.pt"))
         checkpoint = found[0] if found else None
         time.sleep(0.2)
     assert checkpoint is not None, "the job wrote no checkpoint"
@@ -150,7 +150,7 @@ def test_a_job_warned_of_its_time_limit_is_requeued_and_resumes_bit_for_bit(
     submitter = submit(spec, folder, *experiment)
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline:
-        if list((tmp_path / "checkpoints" / "onslurm").glob("*/*/seed0/last.pt")):
+        if list((tmp_path / "checkpoints" / "onslurm").glob("*/*/seed0/*/last.pt")):
             break
         time.sleep(0.2)
     (ledger,) = (folder / "ledgers").glob("*.json")

@@ -200,20 +200,30 @@ def test_a_full_disk_is_reported_as_such_with_the_path(tmp_path, monkeypatch):
 
 
 def test_a_run_checkpoint_loads_for_its_own_run_only(tmp_path: Path) -> None:
-    """The path is the same for every invocation of a spec: the stamp of the runs that saved a
-    checkpoint tells a resumed run its own from one another invocation left there, and a
-    checkpoint written when the trainer itself stored the ids (the same `run_ids` entry) loads."""
+    """Each run keeps its checkpoint under its run id: two invocations of one spec (the same
+    path) never write one file. The stamp of the runs that saved a checkpoint still tells a
+    run its own, and a checkpoint an earlier version kept at the shared path loads for its run."""
     path = tmp_path / "run" / "last.pt"
     mine = RunCheckpoint(path, {"parent": "p1", "child": "c1"})
     assert mine.load() is None  # nothing saved yet
     mine.save({"step": 3})
-    assert load_checkpoint(path) == {"step": 3, "run_ids": {"parent": "p1", "child": "c1"}}
-    assert mine.load() == ({"step": 3, "run_ids": {"parent": "p1", "child": "c1"}}, path)
-    assert RunCheckpoint(path, {"parent": "p2", "child": "c2"}).load() is None
-    save_checkpoint(path, {"step": 5, "run_ids": {"parent": "p2", "child": "c2"}})
-    assert mine.load() is None  # the latest is another run's: not resumed from
+    assert mine.file == tmp_path / "run" / "c1" / "last.pt" and not path.exists()
+    assert load_checkpoint(mine.file) == {"step": 3, "run_ids": {"parent": "p1", "child": "c1"}}
+    theirs = RunCheckpoint(path, {"parent": "p2", "child": "c2"})
+    assert theirs.load() is None
+    theirs.save({"step": 5})  # another invocation of the same spec, at the same time
+    assert mine.load() == ({"step": 3, "run_ids": {"parent": "p1", "child": "c1"}}, mine.file)
+    save_checkpoint(mine.file, {"step": 5, "run_ids": {"parent": "p2", "child": "c2"}})
+    assert mine.load() is None  # stamped by another run: not resumed from
     old_style = training_state()  # the trainer's state with its run ids inside
-    save_checkpoint(path, old_style)
+    save_checkpoint(path, old_style)  # where an earlier version kept every run's
     found = RunCheckpoint(path, {"child": "b" * 32}).load()
     assert found is not None and found[1] == path
     assert_same(found[0], old_style)
+    assert RunCheckpoint(path, {"child": "c3"}).load() is None
+
+
+@pytest.mark.parametrize("child", ["../x", "a/b", "", "."])
+def test_a_run_id_that_is_no_folder_name_is_refused(tmp_path: Path, child: str) -> None:
+    with pytest.raises(CheckpointError, match="not a run id"):
+        RunCheckpoint(tmp_path / "last.pt", {"child": child})

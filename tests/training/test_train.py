@@ -139,9 +139,10 @@ def test_resume_from_a_checkpoint_continues_bit_for_bit(make, tmp_path, train, m
     reference_outcome = reference.fit(reference_sink)
 
     crashed = make(**settings)
+    owned = RunCheckpoint(path, {"child": "abc"})
     with pytest.raises(RuntimeError, match="crash at step 9"):
-        crashed.fit(Recorder(crash_at=9), RunCheckpoint(path, {"child": "abc"}))
-    state = load_checkpoint(path)  # weights_only=True
+        crashed.fit(Recorder(crash_at=9), owned)
+    state = load_checkpoint(owned.file)  # weights_only=True; under the run's id
     assert state["step"] == 6 and state["run_ids"] == {"child": "abc"}  # stamped by its owner
     assert "run_ids" not in crashed.state_dict()  # the trainer's own state holds no run ids
 
