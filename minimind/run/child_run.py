@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from minimind.data import PreparedData
 from minimind.record import child_params, child_tags, component_labels, device_tags
+from minimind.run.provenance import record_provenance
 from minimind.spec import Spec, dump_spec, flatten
 from minimind.training import distributed
 from minimind.training.checkpoint import RunCheckpoint
@@ -110,6 +111,7 @@ def train_child(child: ChildRun, hooks: ChildHooks | None = None) -> TrainOutcom
         try:
             if child.earlier_run_id is not None:  # where it trains from now on
                 run.set_tags(device_tags(run_device))
+            record_provenance(run, run_device.device)
             trainer = Trainer(model_cfg, spec.train, child.data, child.seed, run_device)
             checkpoint = _continue_from_checkpoint(child, run, trainer)
             run.log_text(dump_spec(spec), "spec.yaml")
