@@ -35,7 +35,12 @@ from minimind.training import distributed
 from minimind.training.budget import TrainingBudget
 from minimind.training.checkpoint import capture_rng_state, restore_rng_state, seed_everything
 from minimind.training.device import RunDevice, autocast, pins_memory
-from minimind.training.evaluation import Evaluation, TextSample, batch_document_ids
+from minimind.training.evaluation import (
+    Evaluation,
+    TextSample,
+    averaged_metrics,
+    batch_document_ids,
+)
 from minimind.training.metric_window import MetricWindow
 from minimind.training.metrics import (
     MetricSink,
@@ -250,11 +255,21 @@ class Trainer:
                 metrics.update(validation.metrics())
                 self.history["val/loss"].append((self.step, validation.sampled[0]))
                 self._val = validation.final
+                metrics.update(self._averaged_validation() if final else {})
         if failure is None and metrics:
             metrics["train/tokens"] = self.tokens
             metrics["time/elapsed_s"] = self.meter.elapsed_s
             sink.log_metrics(metrics, self.step)
         return failure
+
+    def _averaged_validation(self) -> dict[str, float]:
+        """The mean of the last `train.eval_average_last` periodic estimates (from the history a
+        checkpoint carries, so a resumed run averages the same ones); nothing when unset or when
+        a run bounded by time alone evaluated fewer times."""
+        k, estimates = self.cfg.eval_average_last, self.history["val/loss"]
+        if k is None or len(estimates) < k:
+            return {}
+        return averaged_metrics([loss for _, loss in estimates[-k:]], self.data)
 
     def _train_metrics(self, metrics: dict[str, float], progress: TrainingProgress) -> str | None:
         """Add the window since the last call to `metrics`; the failure reason if its loss is

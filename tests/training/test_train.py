@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from minimind.data import prepare_data
-from minimind.spec import TrainConfig, validate_spec
+from minimind.spec import SpecError, TrainConfig, validate_spec
 from minimind.training import metrics
 from minimind.training.checkpoint import RunCheckpoint, load_checkpoint
 from minimind.training.device import RunDevice, resolve_run_device
@@ -352,3 +352,27 @@ def test_unset_warmup_follows_the_run_length():
     assert TrainConfig(steps=10**6).warmup_steps == 1000  # capped
     assert TrainConfig(steps=None, time_limit=60.0).warmup_steps == 30
     assert TrainConfig(steps=20, schedule={"warmup": 7}).warmup_steps == 7  # as written
+
+
+def test_eval_average_last_logs_the_mean_of_the_last_estimates(make):
+    sink = Recorder()
+    make(train={"eval_every": 3, "steps": 12, "eval_average_last": 3}).fit(sink)
+    sampled = sink.points["val/bpb_sampled"]
+    assert sorted(sampled) == [3, 6, 9, 12]
+    assert sink.points["val/bpb_avg3"] == {
+        12: pytest.approx(sum(sampled[s] for s in (6, 9, 12)) / 3, rel=1e-12)
+    }
+    losses = sink.points["val/loss_sampled"]
+    assert sink.points["val/loss_avg3"] == {
+        12: pytest.approx((losses[6] + losses[9] + losses[12]) / 3, rel=1e-12)
+    }
+    plain = Recorder()
+    make(train={"eval_every": 3, "steps": 12}).fit(plain)
+    assert not [name for name in plain.points if "_avg" in name]
+
+
+def test_eval_average_last_needs_that_many_evaluations(tiny_spec):
+    with pytest.raises(
+        SpecError, match=r"train\.eval_average_last: must be at most the run's 3 evaluations"
+    ):
+        validate_spec(tiny_spec(train={"eval_every": 5, "steps": 12, "eval_average_last": 4}))
