@@ -67,6 +67,9 @@ STUDY_TAG = "study"
 # named as at every rung), so that a reader groups a rung's arms, or an arm's rungs, by tag.
 RUNG_TAG = "rung"
 ARM_TAG = "arm"
+# A budget branch's run (`train.schedule.branches`): its budget in steps; the variant is
+# `budget=<steps>,<variant>` and `arm` the variant without the budget.
+BUDGET_TAG = "budget"
 TRIAL_NUMBER_TAG = "trial_number"
 TRIAL_STATE_TAG = "state"  # `complete`, `pruned` or `failed`
 # The process that owns a parent run, so that a later invocation can tell that it died.

@@ -155,10 +155,16 @@ class Trainer:
     # The loop ------------------------------------------------------------------------------
 
     def fit(
-        self, sink: MetricSink, checkpoint: CheckpointWriter | None = None, label: str = ""
+        self,
+        sink: MetricSink,
+        checkpoint: CheckpointWriter | None = None,
+        label: str = "",
+        forks: Mapping[int, CheckpointWriter] | None = None,
     ) -> TrainOutcome:
         """Train until the budget is spent or the loss turns non-finite (status FAILED),
-        saving to `checkpoint` every `train.checkpoint_every` steps and at the end."""
+        saving to `checkpoint` every `train.checkpoint_every` steps and at the end, and the
+        whole state to `forks[step]` once `step` steps are done (where budget branches start:
+        `start_branch`)."""
         cfg, budget, quiet = self.cfg, self.budget, not distributed.is_main_process()
         every = cfg.checkpoint_every  # None: no checkpoints at all, not even the last
         self.model.train()
@@ -180,6 +186,11 @@ class Trainer:
                 failure = failure or self._report(sink, progress, log_now or done, evaluate, done)
                 if failure is not None:
                     return self._outcome("FAILED", failure)
+                # a fork before the checkpoint: a run resumed from this step has saved its fork
+                if forks is not None and self.step in forks:
+                    state = self.state_dict()
+                    if distributed.is_main_process():
+                        forks[self.step].save(state)
                 if checkpoint is not None and save:
                     state = self.state_dict()  # on every rank: it all-reduces
                     if distributed.is_main_process():
@@ -325,6 +336,14 @@ class Trainer:
             "history": {k: [list(p) for p in v] for k, v in self.history.items()},
             "guard": self.monitor.state_dict(),
         }
+
+    def start_branch(self, state: Mapping[str, Any]) -> None:
+        """Continue a longer wsd run's state (`fit`'s `forks`, saved at or before this run's
+        decay start) as this run: its own budget is the schedule's horizon from here on, so
+        the steps left decay as a plain run of this budget's would, bit for bit."""
+        self.load_state_dict(state)
+        assert self.budget.max_steps is not None  # branches are budgets of steps
+        self.budget.horizon = self.budget.max_steps
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from `state_dict()`'s output (other keys, such as a checkpoint's owner,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -12,7 +13,7 @@ from minimind.spec import SpecError, TrainConfig, validate_spec
 from minimind.training import metrics
 from minimind.training.checkpoint import RunCheckpoint, load_checkpoint
 from minimind.training.device import RunDevice, resolve_run_device
-from minimind.training.optim import lr_multiplier
+from minimind.training.optim import decay_start_step, lr_multiplier
 from minimind.training.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -376,3 +377,39 @@ def test_eval_average_last_needs_that_many_evaluations(tiny_spec):
         SpecError, match=r"train\.eval_average_last: must be at most the run's 3 evaluations"
     ):
         validate_spec(tiny_spec(train={"eval_every": 5, "steps": 12, "eval_average_last": 4}))
+
+
+class Fork:
+    """A fork writer that keeps the state it is given."""
+
+    def __init__(self) -> None:
+        self.state: dict | None = None
+
+    def save(self, state) -> None:
+        self.state = copy.deepcopy(dict(state))
+
+
+@pytest.mark.parametrize("budget", [6, 9])
+def test_a_budget_branch_equals_the_plain_wsd_run_of_its_steps_bit_for_bit(make, budget):
+    """One run to 12 steps forks at each shorter budget's decay start; a branch continued
+    from the fork is the plain wsd run of that many steps: weights, logged metrics, all."""
+    schedule = {"name": "wsd", "warmup": 2, "decay_fraction": 0.34}
+    train = {"steps": 12, "eval_every": 3, "log_every": 2, "schedule": schedule}
+    fork_at = decay_start_step(budget, make(train=train).cfg.resolved_schedule)
+    assert 2 < fork_at < budget
+    fork = Fork()
+    trunk = make(train=train)
+    trunk.fit(Recorder(), forks={fork_at: fork})
+    assert fork.state is not None and fork.state["step"] == fork_at
+
+    plain, plain_sink = make(train={**train, "steps": budget}), Recorder()
+    plain_outcome = plain.fit(plain_sink)
+    branch, branch_sink = make(train={**train, "steps": budget}), Recorder()
+    branch.start_branch(fork.state)
+    branch_outcome = branch.fit(branch_sink)
+    assert_same_weights(weights(branch), weights(plain))
+    assert branch_outcome.val_bpb == plain_outcome.val_bpb and branch_outcome.step == budget
+    for name, points in branch_sink.points.items():  # the branch logs from its fork on
+        if not name.startswith(("perf/", "time/", "sys/")):
+            assert points == {s: v for s, v in plain_sink.points[name].items() if s > fork_at}, name
+    assert trunk.step == 12
