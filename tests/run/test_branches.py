@@ -93,3 +93,12 @@ def test_branches_a_spec_cannot_train_are_one_line_errors(write_spec, capsys, sc
     path = write_spec(train={"steps": 12, "schedule": schedule})
     assert main(["run", str(path), "--dry-run"]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_slurm_jobs_refuse_budget_branches_in_one_line(write_spec, capsys):
+    path = write_spec(train={"steps": 12, "schedule": {**SCHEDULE, "branches": [6]}})
+    assert main(["run", str(path), "--launcher", "slurm", "--dry-run"]) == 2
+    assert (
+        "train.schedule.branches: budget branches train on this host only"
+        in capsys.readouterr().err
+    )
