@@ -11,7 +11,9 @@ a run's name.
 - A child run per variant × seed, named `<variant>/seed<k>`, or per trial (and seed), named
   `trial-<n>` (`trial-<n>/seed<k>`). Tags: `minimind.role=child`, `mlflow.parentRunId`,
   `variant`, `seed`, `plan_hash`, `component.<slot>` (and `component.<slot>.options`), the
-  device it trained on (`device`, `precision`, and `gpu_name` on CUDA) and `git_commit`; a trial's also `study`,
+  device it trained on (`device`, `precision`, and `gpu_name` on CUDA), `git_commit`,
+  `git_dirty` and the environment (`env.torch`, `env.cpu`, ...; `environment_tags`), with
+  `environment/torch_config.txt` and, when dirty, `environment/git_diff.patch`; a trial's also `study`,
   `trial_number` and `state`; a ladder's, `rung` and `arm`; a run that did not finish,
   `failure_reason`. Params: the
   flattened resolved spec, `seed` and the model's size.
@@ -48,6 +50,13 @@ VARIANT_TAG = "variant"
 SEED_TAG = "seed"
 DATA_MANIFEST_TAG = "data_manifest"  # hash of the prepared token shards' manifest the run read
 GIT_COMMIT_TAG = "git_commit"
+# Where a run's numbers came from besides its spec and seed (`environment_tags`): the source
+# tree's state and the machine's libraries and CPU, each `env.<item>` of
+# `training.machine.environment` (python, torch, numpy, build, cpu, cpu_flags; gpu, cuda, cudnn).
+GIT_DIRTY_TAG = "git_dirty"
+ENV_TAG_PREFIX = "env."
+TORCH_CONFIG_ARTIFACT = "environment/torch_config.txt"  # torch.__config__.show(), whole
+GIT_DIFF_ARTIFACT = "environment/git_diff.patch"  # the uncommitted changes, when dirty
 FAILURE_REASON_TAG = "failure_reason"
 COMPONENT_TAG_PREFIX = "component."
 DEVICE_TAG = "device"  # the device the run trained on: `cpu`, `cuda` or `mps`, never `auto`
@@ -58,6 +67,9 @@ STUDY_TAG = "study"
 # named as at every rung), so that a reader groups a rung's arms, or an arm's rungs, by tag.
 RUNG_TAG = "rung"
 ARM_TAG = "arm"
+# A budget branch's run (`train.schedule.branches`): its budget in steps; the variant is
+# `budget=<steps>,<variant>` and `arm` the variant without the budget.
+BUDGET_TAG = "budget"
 TRIAL_NUMBER_TAG = "trial_number"
 TRIAL_STATE_TAG = "state"  # `complete`, `pruned` or `failed`
 # The process that owns a parent run, so that a later invocation can tell that it died.
@@ -218,6 +230,15 @@ def child_tags(
     }
     tags.update(component_tags(cfg))
     tags.update(device_tags(run_device))
+    return tags
+
+
+def environment_tags(environment: Mapping[str, str], dirty: bool | None) -> dict[str, str]:
+    """A run's provenance tags: `env.<item>` per item of the machine's environment and
+    `git_dirty` (`true`/`false`; absent outside a git tree)."""
+    tags = {f"{ENV_TAG_PREFIX}{item}": value for item, value in environment.items()}
+    if dirty is not None:
+        tags[GIT_DIRTY_TAG] = "true" if dirty else "false"
     return tags
 
 

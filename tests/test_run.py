@@ -18,9 +18,11 @@ from mlflow.tracking import MlflowClient
 
 from minimind.cli import main
 from minimind.record import RUN_METRICS
+from minimind.run.provenance import source_state
 from minimind.spec import expand, load_spec, spec_hash
 from minimind.tracking import git_commit
 from minimind.training.device import CPU_BF16_MIN_DIM, autocast_dtype, resolve_device
+from minimind.training.machine import environment
 from minimind.training.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -108,8 +110,23 @@ def test_run_logs_parent_children_params_tags_metrics_and_artifacts(write_spec, 
         assert steps_of(client, child.info.run_id, "train/loss") == [3, 6, 9, 12]
         assert steps_of(client, child.info.run_id, "val/bpb_sampled") == [6, 12]
         assert steps_of(client, child.info.run_id, "val/bpb") == [12]  # exact, at the end
+        # Provenance: the machine's libraries and CPU, the tree's state, torch's whole build.
+        for item, value in environment(device).items():
+            assert tags[f"env.{item}"] == value
+        state = source_state()
+        assert tags.get("git_dirty") == {None: None, True: "true", False: "false"}[state.dirty]
         artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
-        assert artifacts == {"spec.yaml", "model_summary.txt", "samples.txt", "loss.png"}
+        assert artifacts == {
+            "spec.yaml",
+            "model_summary.txt",
+            "samples.txt",
+            "loss.png",
+            "environment",
+        }
+        logged = {a.path for a in client.list_artifacts(child.info.run_id, "environment")}
+        assert logged == {"environment/torch_config.txt"} | (
+            {"environment/git_diff.patch"} if state.dirty else set()
+        )
     # Same seed, same data and init: the two variants differ only by the norm, which must show.
     losses = {c.info.run_name: c.data.metrics["train/loss"] for c in children}
     for seed in ("seed0", "seed1"):

@@ -209,6 +209,7 @@ def run_compare(args: argparse.Namespace) -> int:
 def _compare_ladder(args: argparse.Namespace, runset: RunSet) -> int:
     """`minimind compare` on a ladder's runs (`compare.ladder`)."""
     from minimind.compare import CompareError, ladder_render
+    from minimind.compare.agreement import with_agreement
     from minimind.compare.ladder import compare_ladder
 
     try:
@@ -219,7 +220,7 @@ def _compare_ladder(args: argparse.Namespace, runset: RunSet) -> int:
         "table": lambda: ladder_render.to_plain(ladder, args.noise),
         "csv": lambda: ladder_render.to_csv(ladder),
         "markdown": lambda: ladder_render.to_markdown(ladder, args.noise),
-        "json": lambda: ladder_render.to_json(ladder),
+        "json": lambda: with_agreement(ladder_render.to_json(ladder), ladder),
     }
     sys.stdout.write(writers[args.format]())
     if args.report:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from minimind.data import PreparedData
 from minimind.record import (
@@ -28,18 +28,25 @@ from minimind.record import (
     data_budget_params,
     device_tags,
 )
+from minimind.run.provenance import record_provenance
 from minimind.spec import Spec, dump_spec, flatten
 from minimind.training import distributed
 from minimind.training.checkpoint import RunCheckpoint
 from minimind.training.device import resolve_run_device
 from minimind.training.optim import optimizer_flops_per_token
-from minimind.training.trainer import MetricSink, Trainer, TrainOutcome
+from minimind.training.trainer import CheckpointWriter, MetricSink, Trainer, TrainOutcome
 
 if TYPE_CHECKING:  # mlflow and matplotlib take seconds to import
     from matplotlib.figure import Figure
 
     from minimind.tracking import RunHandle, Tracker
     from minimind.tracking.rank_zero import NullRunHandle, RankZeroTracker
+
+
+class ForkState(Protocol):
+    """The state a budget branch starts from (`minimind.run.branches.ForkFile`)."""
+
+    def load(self) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -63,6 +70,10 @@ class ChildRun:
     data: PreparedData
     tags: Mapping[str, Any] = field(default_factory=dict)  # besides `child_tags`: a trial's
     earlier_run_id: str | None = None
+    # Budget branches (`minimind.run.branches`): the trunk saves the state at each fork step;
+    # a shorter budget's run starts from its fork's state (when not resumed past it).
+    forks: Mapping[int, CheckpointWriter] = field(default_factory=dict)
+    start: ForkState | None = None
     checkpoint_path: Path | None = None
 
 
@@ -119,11 +130,14 @@ def train_child(child: ChildRun, hooks: ChildHooks | None = None) -> TrainOutcom
         try:
             if child.earlier_run_id is not None:  # where it trains from now on
                 run.set_tags(device_tags(run_device))
+            record_provenance(run, run_device.device)
             trainer = Trainer(model_cfg, spec.train, child.data, child.seed, run_device)
             checkpoint = _continue_from_checkpoint(child, run, trainer)
+            if child.start is not None and trainer.step == 0:
+                trainer.start_branch(child.start.load())
             run.log_text(dump_spec(spec), "spec.yaml")
             run.log_text(model_summary(trainer), "model_summary.txt")
-            outcome = trainer.fit(hooks.sink(run), checkpoint, label=name)
+            outcome = trainer.fit(hooks.sink(run), checkpoint, label=name, forks=child.forks)
             if outcome.samples:
                 run.log_text(_samples_text(outcome), "samples.txt")
             run.log_figure(loss_figure(name, outcome), "loss.png")

@@ -33,6 +33,7 @@ from minimind.foundations.plain_table import plain_table
 from minimind.foundations.writable import unwritable_dir
 from minimind.model.initialisation import InitialDraw, shared_fraction
 from minimind.model.lm import MiniMindLM
+from minimind.run.branches import describe_branches
 from minimind.spec import Spec, SpecError, Variant, expand, spec_hash
 from minimind.spec.errors import did_you_mean
 from minimind.tracking.backend import store_problem
@@ -314,6 +315,11 @@ def describe_plan(plan: Plan) -> str:
             summary,
             plain_table(headers, rows),
             *_ladder_budget(spec),
+            *dict.fromkeys(
+                line
+                for v in plan.variants
+                for line in describe_branches(v.spec, len(spec.seeds), len(plan.variants))
+            ),
             *probes,
             *_memory_warnings(plan),
             *_optimizer_groups(plan, models),

@@ -17,9 +17,9 @@ would repeat; `--restart` trains it in a new run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from minimind.data import PreparedData
 from minimind.foundations.errors import MinimindError, fail_with
@@ -34,6 +34,7 @@ from minimind.record import (
     process_tags,
     slurm_job_tags,
 )
+from minimind.run.branches import ForkFile, budgets, train_branches
 from minimind.run.child_run import ChildRun, train_child
 from minimind.run.cluster.takeover import refuse_live_jobs
 from minimind.run.plan import Plan, check_memory, data_key, describe_plan, plan_run, prepare_all
@@ -130,27 +131,60 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool, restart: bo
     with parent:
         for variant in plan.variants:
             for seed in spec.seeds:
-                name = child_run_name(variant.name, seed)
-                child = earlier.get(name)
-                if child is not None and child.info.status == "FINISHED":
-                    distributed.main_print(f"{name}: already FINISHED, skipped")
-                    continue
-                try:
-                    outcome = run_child(tracker, parent.run_id, plan, variant, seed, data, child)
-                except Exception as exc:
-                    print_exception(exc)
-                    failed.append(name)
-                    distributed.main_print(f"{name}: FAILED (exception above)")
-                    continue
-                distributed.main_print(_one_line(name, outcome))
-                if outcome.status != "FINISHED":
-                    failed.append(name)
+                if budgets(variant.spec.train):  # one run per budget, the shorter ones forked
+
+                    def train_one(
+                        v: Variant,
+                        tags: dict[str, str],
+                        forks: dict[int, ForkFile],
+                        start: ForkFile | None,
+                        seed: int = seed,
+                    ) -> bool:
+                        args = (tracker, parent.run_id, plan, v, seed, data, earlier)
+                        return _train_one(*args, tags=tags, forks=forks, start=start)
+
+                    def done(v: Variant, seed: int = seed) -> bool:
+                        child = earlier.get(child_run_name(v.name, seed))
+                        return child is not None and child.info.status == "FINISHED"
+
+                    args = (variant, seed, variant.spec, experiment, plan.plan_hash)
+                    failed += train_branches(*args, train_one, done)
+                elif not _train_one(tracker, parent.run_id, plan, variant, seed, data, earlier):
+                    failed.append(child_run_name(variant.name, seed))
         if failed:
             parent.end("FAILED", f"{len(failed)} of {plan.n_runs} runs failed: {', '.join(failed)}")
     if distributed.is_main_process():
         print_comparison_unless_unreachable(tracker.uri, experiment, parent.run_id)
         print(redact(f"\nbrowse the runs: mlflow ui --backend-store-uri {tracker.uri}"))
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _train_one(
+    tracker: Tracker | RankZeroTracker,
+    parent_run_id: str,
+    plan: Plan,
+    variant: Variant,
+    seed: int,
+    data: dict[str, PreparedData],
+    earlier: dict[str, Run],
+    **branch: Any,
+) -> bool:
+    """Train one child (skipped when an earlier invocation finished it; `branch`: `run_child`'s
+    budget-branch arguments); whether it finished. An exception is printed, not raised: the
+    other runs go on."""
+    name = child_run_name(variant.name, seed)
+    child = earlier.get(name)
+    if child is not None and child.info.status == "FINISHED":
+        distributed.main_print(f"{name}: already FINISHED, skipped")
+        return True
+    try:
+        outcome = run_child(tracker, parent_run_id, plan, variant, seed, data, child, **branch)
+    except Exception as exc:
+        print_exception(exc)
+        distributed.main_print(f"{name}: FAILED (exception above)")
+        return False
+    distributed.main_print(_one_line(name, outcome))
+    return outcome.status == "FINISHED"
 
 
 def runs_by_name(plan: Plan) -> dict[str, tuple[Variant, int]]:
@@ -308,9 +342,12 @@ def run_child(
     data: dict[str, PreparedData],
     earlier: Run | None,
     tags: dict[str, str] | None = None,
+    forks: Mapping[int, ForkFile] | None = None,
+    start: ForkFile | None = None,
 ) -> TrainOutcome:
     """Train one variant × seed in its child run (created with `tags` besides its own, or
-    reopened from `earlier`)."""
+    reopened from `earlier`); a budget branch's trunk saves `forks`, a shorter budget's run
+    begins from `start` (`minimind.run.branches`)."""
     spec = variant.spec
     experiment = plan.spec.experiment
     path = checkpoint_path(
@@ -328,6 +365,8 @@ def run_child(
         tags={**ladder_tags(variant.rung, variant.arm), **(tags or {})},
         earlier_run_id=earlier.info.run_id if earlier is not None else None,
         checkpoint_path=path,
+        forks=dict(forks or {}),
+        start=start,
     )
     return train_child(child)
 

@@ -28,6 +28,7 @@ from minimind.foundations.errors import MinimindError, fail_with
 from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_OK, fail
 from minimind.foundations.redact import redact
 from minimind.record import FAILURE_REASON_TAG, plan_hash_lookups
+from minimind.run.branches import budgets
 from minimind.run.cluster import slurm
 from minimind.run.cluster.job import MinimindJob
 from minimind.run.cluster.slurm import GONE
@@ -72,6 +73,8 @@ def submit_spec(
         plan = plan_run(spec, world_size=nproc, only=only)
     except SpecError as err:
         return fail(str(err))
+    if any(budgets(v.spec.train) for v in plan.variants):  # a job trains one run, not a trunk's
+        return fail("train.schedule.branches: budget branches train on this host only, not as Slurm jobs yet")  # fmt: skip
     if dry_run:
         print(describe_plan(plan))
         print(slurm.describe_jobs(plan.spec.launcher, list(runs_by_name(plan)), nproc))

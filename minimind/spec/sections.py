@@ -68,12 +68,23 @@ class ScheduleConfig(Section):
     `decay_fraction` is the share of the run spent in wsd's final decay (warmup-stable-decay).
     `warmup` left unset (null) follows the run's length (`TrainConfig.warmup_steps`), so a
     default never makes a short run invalid.
+    `branches` (wsd only): budgets in steps, each trained as a branch that decays from the
+    stable phase of one run to the largest budget (`train.steps`), every branch bit for bit
+    the plain wsd run of its steps (`minimind.run.branches`).
     """
 
     name: Literal["cosine", "linear", "constant", "wsd"] = "cosine"
     warmup: int | None = Field(default=None, ge=0)
     min_lr_ratio: float = Field(default=0.1, ge=0, le=1)
     decay_fraction: float = Field(default=0.2, gt=0, le=1)
+    branches: list[int] | None = Field(default=None, min_length=1)
+
+    @field_validator("branches")
+    @classmethod
+    def _distinct_positive(cls, branches: list[int] | None) -> list[int] | None:
+        if branches is not None and (min(branches) <= 0 or len(set(branches)) < len(branches)):
+            raise ValueError(f"budgets must be distinct positive steps, got {branches}")
+        return branches
 
 
 class EvalTaskConfig(Section):
@@ -125,6 +136,9 @@ class TrainConfig(Section):
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     eval_every: int = Field(default=50, gt=0)
     eval_batches: int = Field(default=10, gt=0)
+    # Also log `val/bpb_avg<K>` (and `val/loss_avg<K>`) at the end: the mean of the last K
+    # periodic estimates, whose seed-to-seed sd is lower than one estimate's (null: not logged).
+    eval_average_last: int | None = Field(default=None, ge=2)
     log_every: int = Field(default=10, gt=0)
     checkpoint_every: int | None = Field(default=100, gt=0)
     checkpoint_dir: str = Field(default="results/checkpoints", min_length=1)
@@ -182,6 +196,39 @@ class TrainConfig(Section):
                 ("evals_every",),
                 f"must be a multiple of train.eval_every ({self.eval_every}), got {self.evals_every}",
             )
+        return self
+
+    @model_validator(mode="after")
+    def _branches_of_one_stable_phase(self) -> TrainConfig:
+        branches, schedule = self.schedule.branches, self.schedule
+        if branches is None:
+            return self
+        if schedule.name != "wsd":
+            field_error(("schedule", "branches"), f"need schedule name wsd, got {schedule.name}")
+        if schedule.warmup is None:  # else each budget's warm-up would be its own tenth
+            field_error(("schedule", "warmup"), "budget branches share one warm-up: set it")
+        if self.steps is None or self.tokens is not None or self.time_limit is not None:
+            field_error(("schedule", "branches"), "need a budget of train.steps alone")
+        assert self.steps is not None and schedule.warmup is not None
+        if max(branches) > self.steps or min(branches) <= schedule.warmup:
+            field_error(
+                ("schedule", "branches"),
+                f"every budget must lie after the warm-up ({schedule.warmup}) and at most "
+                f"train.steps ({self.steps}), got {branches}",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _enough_evaluations(self) -> TrainConfig:
+        planned, k = self.planned_steps, self.eval_average_last
+        if planned is not None and k is not None:
+            evaluations = math.ceil(planned / self.eval_every)  # and one at the last step
+            if k > evaluations:
+                field_error(
+                    ("eval_average_last",),
+                    f"must be at most the run's {evaluations} evaluations "
+                    f"({planned} steps, eval_every {self.eval_every}), got {k}",
+                )
         return self
 
     @model_validator(mode="after")

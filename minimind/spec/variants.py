@@ -130,8 +130,12 @@ def spec_hash(spec: Spec) -> str:
         del content["train"]["evals"]
     if content["train"]["evals_every"] is None:
         del content["train"]["evals_every"]
-    # Probes and the spike guard never change what trains, unless spikes skip updates.
+    if content["train"]["schedule"]["branches"] is None:  # as above: no budget branches
+        del content["train"]["schedule"]["branches"]
+    # Probes, the spike guard and an averaged figure never change what trains, unless spikes
+    # skip updates.
     del content["train"]["probe_every"]
+    del content["train"]["eval_average_last"]
     if not content["train"]["spike"]["skip"]:
         del content["train"]["spike"]
     canonical = json.dumps({"model": model, **content}, sort_keys=True, separators=(",", ":"))

@@ -325,8 +325,16 @@ def _trend(
             continue
         # Equal readings have slope 0 exactly, which a least-squares solve gets only to rounding.
         flat = float(np.ptp(y[keep])) == 0.0
-        slopes.append(0.0 if flat else float(np.polyfit(log_c[keep], y[keep], 1)[0]))
+        slopes.append(0.0 if flat else float(ols_slopes(log_c[keep], y[keep])))
     return t_test(slopes, level)
+
+
+def ols_slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The least-squares slopes of y on x: x shape (points,), y shape (..., points); the slopes
+    have y's leading shape (vectorised, so the trend test's error can be simulated on many
+    ladders at once)."""
+    centred = np.asarray(x, dtype=float) - np.mean(x)
+    return np.asarray(np.asarray(y, dtype=float) @ centred / (centred @ centred))
 
 
 def crossing(baseline: PowerLaw, variant: PowerLaw, span: tuple[float, float]) -> float | None:

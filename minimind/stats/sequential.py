@@ -12,12 +12,13 @@ spent by information fraction t = n / n_cap is O'Brien–Fleming-type (the defau
 2 − 2Φ(z_{1−α/2} / √t), or Pocock-type, α·ln(1 + (e − 1)·t). O'Brien–Fleming-type spends almost
 nothing at 3 seeds, where a t test on 2 degrees of freedom could not use it anyway, and keeps
 the power of the fixed design at the cap; simulated, it needs fewer seeds than Pocock-type for
-the power it reaches (docs/statistics.md, "Sequential seeds"). The boundaries are found on the z scale by numerical integration over the
-looks (Armitage, McPherson & Rowe 1969; Jennison & Turnbull 2000, ch. 19), and a look's nominal
-two-sided level is applied to the paired t test of that look's seeds (Jennison & Turnbull 2000,
-§3.8: the unknown variance), which keeps the error at the planned level for looks at 3, 6, 9
-and 12 seeds (the simulations in tests/stats/test_sequential.py; with a look at every seed it drifts
-above it, so check other looks with `simulate`).
+the power it reaches (docs/statistics.md, "Sequential seeds"). Each look's boundary is on the
+paired t statistic at that look's degrees of freedom (`t_levels`): under no difference the t
+statistics' joint law across looks is free of the sd, so the boundaries are calibrated once on
+2^20 simulated axes to spend the spending function's error look by look (Jennison & Turnbull
+2000, §3.8 and ch. 19 on the unknown variance). A z boundary's nominal level applied to the t
+test, the textbook shortcut, spends 5.3 % of a 5 % design at looks 3, 6, 9, 12
+(tests/stats/test_sequential.py has the simulations).
 
 Holm across an axis: the graphical group-sequential Holm procedure (Maurer & Bretz 2013; Ye et al.
 2013). With r hypotheses of the axis not rejected, the open ones are stepped down at each look,
@@ -35,14 +36,18 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import stats
 
 Spending = Literal["pocock", "obrien_fleming"]
 Stop = Literal["difference", "equivalent", "cap", "open"]
 """Why a comparison stopped: a difference, equivalence within the margin, the cap (undecided);
 `open`: not decided and the next look's seeds are not all trained yet."""
 
-GRID_POINTS = 801  # integration points per look: boundaries exact to about 1e-7 in alpha
+CALIBRATION_AXES = 1 << 20
+"""Simulated null axes the t boundaries are calibrated on: each look's spent error exact to
+about ±2e-4 at α = 0.05 (a binomial sd over 2^20 axes), the same on every machine (one seed)."""
+_CALIBRATION_SEED = 20_231_128
+_CALIBRATION_CHUNK = 1 << 16  # axes generated at a time: memory stays near 100 MB at 12 seeds
 
 
 def spent_alpha(fraction: float, alpha: float, spending: Spending) -> float:
@@ -52,56 +57,53 @@ def spent_alpha(fraction: float, alpha: float, spending: Spending) -> float:
     return float(alpha * math.log(1 + (math.e - 1) * fraction))
 
 
-def _crossing(
-    density: np.ndarray, grid: np.ndarray, step: float, var: float, bound: float
-) -> float:
-    """P(previous looks continued and |S_prev + N(0, var)| >= bound), S_prev with `density` on
-    `grid` (the continuation region of the previous looks)."""
-    sd = math.sqrt(var)
-    tail = stats.norm.sf((bound - grid) / sd) + stats.norm.cdf((-bound - grid) / sd)
-    return float(np.trapezoid(density * tail, dx=step))
+@functools.lru_cache(maxsize=8)
+def _null_t(looks: tuple[int, ...]) -> np.ndarray:
+    """[looks, CALIBRATION_AXES]: |paired t| at each look of simulated axes with no difference.
+    Under no difference the t statistics' joint law across looks is free of the sd, so axes of
+    N(0, 1) seeds stand for every study."""
+    rng = np.random.default_rng(_CALIBRATION_SEED)
+    index = np.array(looks) - 1
+    n = np.array(looks, dtype=float)
+    chunks = []
+    for _ in range(CALIBRATION_AXES // _CALIBRATION_CHUNK):
+        x = rng.standard_normal((_CALIBRATION_CHUNK, looks[-1]))
+        mean = np.cumsum(x, axis=1)[:, index] / n
+        squares = np.cumsum(x * x, axis=1)[:, index]
+        chunks.append(np.abs(mean) / np.sqrt((squares - n * mean**2) / (n - 1) / n))
+    return np.concatenate(chunks).T
 
 
 @functools.lru_cache(maxsize=256)
-def z_boundaries(
-    fractions: tuple[float, ...], alpha: float, spending: Spending
-) -> tuple[float, ...]:
-    """Two-sided boundaries c_k on the z scale at the information `fractions` (increasing, the
-    last 1): under no difference, the chance of first crossing at look k is the error spent
-    between looks k − 1 and k. Z_k = S_k / √t_k with S Brownian motion (independent increments
-    of variance t_k − t_{k−1})."""
-    boundaries: list[float] = []
-    grid = density = np.empty(0)
-    step, previous_fraction, previous_spent = 0.0, 0.0, 0.0
-    for fraction in fractions:
-        spent = spent_alpha(fraction, alpha, spending)
-        increment, var = spent - previous_spent, fraction - previous_fraction
-        if not boundaries:
-            bound = float(stats.norm.isf(spent / 2)) * math.sqrt(fraction)
-        elif increment <= 0:
-            bound = math.inf
+def t_levels(looks: tuple[int, ...], alpha: float, spending: Spending) -> tuple[float, ...]:
+    """The nominal two-sided level of each look's paired t test (on that look's n − 1 degrees of
+    freedom) such that, under no difference, the chance of first crossing at look k is the
+    error `spending` spends between looks k − 1 and k.
+
+    The first look's level is its spent error exactly (nothing came before it). A later look's
+    boundary on |t| is the order statistic of the calibration axes still going on
+    (`CALIBRATION_AXES`, `_null_t`) that makes its crossings the look's increment; an increment
+    under one calibration axis (O'Brien–Fleming at a tiny level) takes the increment itself as
+    the level, which can only spend less. Boundaries computed for z and applied to t (the
+    earlier design) spent 5.3 % for a 5 % design at looks 3, 6, 9, 12: the t statistics of
+    few degrees of freedom are less correlated across looks than the z statistics are."""
+    going_on = np.ones(CALIBRATION_AXES, dtype=bool)
+    null_t = _null_t(looks)
+    spent_before, levels = 0.0, []
+    for k, n in enumerate(looks):
+        spent = spent_alpha(n / looks[-1], alpha, spending)
+        increment, spent_before = spent - spent_before, spent
+        crossings = round(increment * CALIBRATION_AXES)
+        if k == 0 or crossings < 1:
+            level = max(increment, 0.0)
+            bound = float(stats.t.isf(level / 2, n - 1)) if level > 0 else math.inf
         else:
-            bound = optimize.brentq(
-                lambda b, d=density, g=grid, h=step, v=var, a=increment: (
-                    _crossing(d, g, h, v, b) - a
-                ),
-                1e-9,
-                50.0 * math.sqrt(fraction),
-                xtol=1e-12,
-            )
-        boundaries.append(bound / math.sqrt(fraction))
-        # the density of S_k on its continuation region (-bound, bound)
-        edge = min(bound, 12 * math.sqrt(fraction))
-        new_grid = np.linspace(-edge, edge, GRID_POINTS)
-        new_step = new_grid[1] - new_grid[0]
-        if density.size == 0:
-            new_density = stats.norm.pdf(new_grid, scale=math.sqrt(fraction))
-        else:
-            kernel = stats.norm.pdf(new_grid[:, None] - grid[None, :], scale=math.sqrt(var))
-            new_density = np.trapezoid(kernel * density[None, :], dx=step, axis=1)
-        grid, density, step = new_grid, new_density, new_step
-        previous_fraction, previous_spent = fraction, spent
-    return tuple(boundaries)
+            ranked = -np.partition(-null_t[k][going_on], (crossings - 1, crossings))
+            bound = float(ranked[crossings - 1] + ranked[crossings]) / 2
+            level = float(2 * stats.t.sf(bound, n - 1))
+        going_on &= null_t[k] < bound
+        levels.append(level)
+    return tuple(levels)
 
 
 @dataclass(frozen=True)
@@ -126,12 +128,8 @@ class SequentialDesign:
     def nominal_levels(self, comparisons: int) -> np.ndarray:
         """[comparisons, looks]: row r − 1 the nominal two-sided level of each look for a
         hypothesis holding alpha / r."""
-        fractions = tuple(n / self.cap for n in self.looks)
         return np.array(
-            [
-                2 * stats.norm.sf(np.array(z_boundaries(fractions, self.alpha / r, self.spending)))
-                for r in range(1, comparisons + 1)
-            ]
+            [t_levels(self.looks, self.alpha / r, self.spending) for r in range(1, comparisons + 1)]
         )
 
 

@@ -15,7 +15,7 @@ byte), reduced over the ranks of a distributed run.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -89,6 +89,19 @@ class Validation:
         if self.exact is not None:
             figures.append(("", self.exact))
         return figures
+
+
+def averaged_metrics(losses: Sequence[float], data: PreparedData) -> dict[str, float]:
+    """`val/loss_avg<K>` and `val/bpb_avg<K>` of the last K = len(losses) periodic estimates
+    (losses in nats per token; bits per byte is linear in the loss, so the mean's bpb is the
+    bpbs' mean): averaging over the final checkpoints lowers the seed-to-seed noise of a run's
+    figure ("Signal and Noise", Heineman et al. 2025)."""
+    loss = float(np.mean(losses))
+    k = len(losses)
+    return {
+        f"val/loss_avg{k}": loss,
+        f"val/bpb_avg{k}": bits_per_byte(loss, len(data.val_tokens), data.val_bytes),
+    }
 
 
 class Evaluation:

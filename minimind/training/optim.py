@@ -117,8 +117,7 @@ def lr_multiplier(step: int, cfg: ScheduleConfig, total_steps: int) -> float:
     if cfg.name == "constant":
         return 1.0
     if cfg.name == "wsd":
-        decay_steps = max(1, round(cfg.decay_fraction * total_steps))
-        decay_start = max(warmup, total_steps - decay_steps)
+        decay_start = decay_start_step(total_steps, cfg)
         if step < decay_start:
             return 1.0
         progress = min(1.0, (step - decay_start) / max(1, total_steps - 1 - decay_start))
@@ -129,6 +128,16 @@ def lr_multiplier(step: int, cfg: ScheduleConfig, total_steps: int) -> float:
     if cfg.name == "linear":
         return 1.0 - (1.0 - floor) * progress
     raise ValueError(f"train.schedule.name: unknown schedule {cfg.name!r}; choices: {SCHEDULES}")
+
+
+def decay_start_step(total_steps: int, cfg: ScheduleConfig) -> int:
+    """The first step (0-based) of a `total_steps`-step wsd run's decay: every step before it
+    is at the full lr (after the warm-up) whatever the run's length, so a budget branch of
+    `total_steps` forks from a longer run once this many steps are done. Never decreases with
+    `total_steps` (the decay's length is rounded), so a shorter budget forks no later."""
+    assert cfg.warmup is not None  # resolved (`TrainConfig.resolved_schedule`)
+    decay_steps = max(1, round(cfg.decay_fraction * total_steps))
+    return max(cfg.warmup, total_steps - decay_steps)
 
 
 def build_schedule(

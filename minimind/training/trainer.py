@@ -35,7 +35,12 @@ from minimind.training import distributed
 from minimind.training.budget import TrainingBudget
 from minimind.training.checkpoint import capture_rng_state, restore_rng_state, seed_everything
 from minimind.training.device import RunDevice, autocast, pins_memory
-from minimind.training.evaluation import Evaluation, TextSample, batch_document_ids
+from minimind.training.evaluation import (
+    Evaluation,
+    TextSample,
+    averaged_metrics,
+    batch_document_ids,
+)
 from minimind.training.metric_window import MetricWindow
 from minimind.training.metrics import (
     MetricSink,
@@ -150,10 +155,16 @@ class Trainer:
     # The loop ------------------------------------------------------------------------------
 
     def fit(
-        self, sink: MetricSink, checkpoint: CheckpointWriter | None = None, label: str = ""
+        self,
+        sink: MetricSink,
+        checkpoint: CheckpointWriter | None = None,
+        label: str = "",
+        forks: Mapping[int, CheckpointWriter] | None = None,
     ) -> TrainOutcome:
         """Train until the budget is spent or the loss turns non-finite (status FAILED),
-        saving to `checkpoint` every `train.checkpoint_every` steps and at the end."""
+        saving to `checkpoint` every `train.checkpoint_every` steps and at the end, and the
+        whole state to `forks[step]` once `step` steps are done (where budget branches start:
+        `start_branch`)."""
         cfg, budget, quiet = self.cfg, self.budget, not distributed.is_main_process()
         every = cfg.checkpoint_every  # None: no checkpoints at all, not even the last
         self.model.train()
@@ -175,6 +186,11 @@ class Trainer:
                 failure = failure or self._report(sink, progress, log_now or done, evaluate, done)
                 if failure is not None:
                     return self._outcome("FAILED", failure)
+                # a fork before the checkpoint: a run resumed from this step has saved its fork
+                if forks is not None and self.step in forks:
+                    state = self.state_dict()
+                    if distributed.is_main_process():
+                        forks[self.step].save(state)
                 if checkpoint is not None and save:
                     state = self.state_dict()  # on every rank: it all-reduces
                     if distributed.is_main_process():
@@ -250,11 +266,21 @@ class Trainer:
                 metrics.update(validation.metrics())
                 self.history["val/loss"].append((self.step, validation.sampled[0]))
                 self._val = validation.final
+                metrics.update(self._averaged_validation() if final else {})
         if failure is None and metrics:
             metrics["train/tokens"] = self.tokens
             metrics["time/elapsed_s"] = self.meter.elapsed_s
             sink.log_metrics(metrics, self.step)
         return failure
+
+    def _averaged_validation(self) -> dict[str, float]:
+        """The mean of the last `train.eval_average_last` periodic estimates (from the history a
+        checkpoint carries, so a resumed run averages the same ones); nothing when unset or when
+        a run bounded by time alone evaluated fewer times."""
+        k, estimates = self.cfg.eval_average_last, self.history["val/loss"]
+        if k is None or len(estimates) < k:
+            return {}
+        return averaged_metrics([loss for _, loss in estimates[-k:]], self.data)
 
     def _train_metrics(self, metrics: dict[str, float], progress: TrainingProgress) -> str | None:
         """Add the window since the last call to `metrics`; the failure reason if its loss is
@@ -310,6 +336,14 @@ class Trainer:
             "history": {k: [list(p) for p in v] for k, v in self.history.items()},
             "guard": self.monitor.state_dict(),
         }
+
+    def start_branch(self, state: Mapping[str, Any]) -> None:
+        """Continue a longer wsd run's state (`fit`'s `forks`, saved at or before this run's
+        decay start) as this run: its own budget is the schedule's horizon from here on, so
+        the steps left decay as a plain run of this budget's would, bit for bit."""
+        self.load_state_dict(state)
+        assert self.budget.max_steps is not None  # branches are budgets of steps
+        self.budget.horizon = self.budget.max_steps
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from `state_dict()`'s output (other keys, such as a checkpoint's owner,

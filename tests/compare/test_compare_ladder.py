@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from fake_ladder import RUNG_FLOPS, RUNG_STEPS, TOKENS_PER_STEP, write_ladder
@@ -15,6 +17,7 @@ from mlflow import MlflowClient
 
 from minimind.cli import main
 from minimind.compare import CompareOptions, load_runs
+from minimind.compare.agreement import decision_agreement
 from minimind.compare.ladder import compare_ladder, is_ladder
 from minimind.compare.ladder_render import to_csv, to_markdown, to_plain
 
@@ -186,3 +189,28 @@ def test_a_variant_beyond_the_baselines_curves_has_bounds_and_no_trend_test(
     assert r.extrapolated_multiplier.value == pytest.approx(1.5, rel=1e-3)
     text = to_plain(ladder)
     assert "no seed has readings at 2 rungs (bounds only)" in text and "not tested" in text
+
+
+def test_decision_agreement_against_the_top_rung(mlflow_uri: str) -> None:
+    """The variant is worse at the two small rungs (0.5x compute) and better at the two large
+    ones (2x): their decisions and the ranking disagree with the top's, the large ones agree."""
+    top_compute = RUNG_STEPS["r1"] * TOKENS_PER_STEP * RUNG_FLOPS["r1"]
+    ladder = _ladder(mlflow_uri, lambda c: np.where(np.asarray(c) <= top_compute, 0.5, 2.0))
+    table = decision_agreement(ladder, resamples=200)
+    decisions = table[table["kind"] == "decision"].set_index("rung")
+    assert list(decisions["top_rung"].unique()) == ["r3"]
+    assert list(decisions["decision"]) == ["worse", "worse", "better", "better"]
+    assert list(decisions["agrees"]) == [False, False, True, True]
+    ranking = table[table["kind"] == "ranking"].set_index("rung")
+    assert list(ranking["agreement"]) == [0.0, 0.0, 1.0, 1.0]  # one pair of arms
+    assert list(ranking["agreement_low"]) == [0.0, 0.0, 1.0, 1.0]  # every seed agrees
+    assert set(ranking["seeds"]) == {3} and set(ranking["arms"]) == {2}
+
+
+def test_compare_json_on_a_ladder_has_the_decision_agreement(mlflow_uri: str, capsys) -> None:
+    write_ladder(mlflow_uri, lambda c: 0.6)
+    assert main(["compare", "lad", "--tracking-uri", mlflow_uri, "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    rows = document["decision_agreement"]
+    assert [r["rung"] for r in rows if r["kind"] == "ranking"] == ["r0", "r1", "r2", "r3"]
+    assert all(r["agrees"] for r in rows if r["kind"] == "decision")

@@ -20,7 +20,7 @@ from minimind.spec import ParamSpec, ReduceConfig, SpecError, SweepConfig, spec_
 from minimind.sweep import plan_sweep
 from minimind.sweep.algorithms import build_pruner, build_sampler, worker_seed
 from minimind.sweep.liveness import WORKER_ATTR, process_alive, release_orphans
-from minimind.sweep.objective import TrialSink, reduce_values
+from minimind.sweep.objective import TrialSink, reduce_values, trial_values
 from minimind.sweep.optuna_study import open_study
 from minimind.sweep.space import grid_size, grid_space, grid_values, suggest
 from minimind.sweep.storage import SQLITE_BUSY_TIMEOUT_S, open_storage
@@ -426,3 +426,9 @@ def test_optuna_prints_no_info_lines_unless_verbose(sweep_file, capfd, monkeypat
         assert "[I " not in capfd.readouterr().err
     finally:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def test_a_trial_is_worth_the_median_of_its_seeds() -> None:
+    # one tuning seed stalled: the mean (2.93) would rank the point below a steadier one
+    assert trial_values([[2.40, 10.0], [2.50, 20.0], [3.90, 30.0]]) == [2.50, 20.0]
+    assert trial_values([[2.40], [2.50]]) == [pytest.approx(2.45)]

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
 import torch
 
 from minimind.data import prepare_data
-from minimind.spec import TrainConfig, validate_spec
+from minimind.spec import SpecError, TrainConfig, validate_spec
 from minimind.training import metrics
 from minimind.training.checkpoint import RunCheckpoint, load_checkpoint
 from minimind.training.device import RunDevice, resolve_run_device
-from minimind.training.optim import lr_multiplier
+from minimind.training.optim import decay_start_step, lr_multiplier
 from minimind.training.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -353,3 +354,63 @@ def test_unset_warmup_follows_the_run_length():
     assert TrainConfig(steps=10**6).warmup_steps == 1000  # capped
     assert TrainConfig(steps=None, time_limit=60.0).warmup_steps == 30
     assert TrainConfig(steps=20, schedule={"warmup": 7}).warmup_steps == 7  # as written
+
+
+def test_eval_average_last_logs_the_mean_of_the_last_estimates(make):
+    sink = Recorder()
+    make(train={"eval_every": 3, "steps": 12, "eval_average_last": 3}).fit(sink)
+    sampled = sink.points["val/bpb_sampled"]
+    assert sorted(sampled) == [3, 6, 9, 12]
+    assert sink.points["val/bpb_avg3"] == {
+        12: pytest.approx(sum(sampled[s] for s in (6, 9, 12)) / 3, rel=1e-12)
+    }
+    losses = sink.points["val/loss_sampled"]
+    assert sink.points["val/loss_avg3"] == {
+        12: pytest.approx((losses[6] + losses[9] + losses[12]) / 3, rel=1e-12)
+    }
+    plain = Recorder()
+    make(train={"eval_every": 3, "steps": 12}).fit(plain)
+    assert not [name for name in plain.points if "_avg" in name]
+
+
+def test_eval_average_last_needs_that_many_evaluations(tiny_spec):
+    with pytest.raises(
+        SpecError, match=r"train\.eval_average_last: must be at most the run's 3 evaluations"
+    ):
+        validate_spec(tiny_spec(train={"eval_every": 5, "steps": 12, "eval_average_last": 4}))
+
+
+class Fork:
+    """A fork writer that keeps the state it is given."""
+
+    def __init__(self) -> None:
+        self.state: dict | None = None
+
+    def save(self, state) -> None:
+        self.state = copy.deepcopy(dict(state))
+
+
+@pytest.mark.parametrize("budget", [6, 9])
+def test_a_budget_branch_equals_the_plain_wsd_run_of_its_steps_bit_for_bit(make, budget):
+    """One run to 12 steps forks at each shorter budget's decay start; a branch continued
+    from the fork is the plain wsd run of that many steps: weights, logged metrics, all."""
+    schedule = {"name": "wsd", "warmup": 2, "decay_fraction": 0.34}
+    train = {"steps": 12, "eval_every": 3, "log_every": 2, "schedule": schedule}
+    fork_at = decay_start_step(budget, make(train=train).cfg.resolved_schedule)
+    assert 2 < fork_at < budget
+    fork = Fork()
+    trunk = make(train=train)
+    trunk.fit(Recorder(), forks={fork_at: fork})
+    assert fork.state is not None and fork.state["step"] == fork_at
+
+    plain, plain_sink = make(train={**train, "steps": budget}), Recorder()
+    plain_outcome = plain.fit(plain_sink)
+    branch, branch_sink = make(train={**train, "steps": budget}), Recorder()
+    branch.start_branch(fork.state)
+    branch_outcome = branch.fit(branch_sink)
+    assert_same_weights(weights(branch), weights(plain))
+    assert branch_outcome.val_bpb == plain_outcome.val_bpb and branch_outcome.step == budget
+    for name, points in branch_sink.points.items():  # the branch logs from its fork on
+        if not name.startswith(("perf/", "time/", "sys/")):
+            assert points == {s: v for s, v in plain_sink.points[name].items() if s > fork_at}, name
+    assert trunk.step == 12
