@@ -292,3 +292,12 @@ def test_a_mixture_weight_is_an_ablation_axis():
     weights = [v.spec.data.weights()["prose"] for v in spec.variant_specs()]
     assert weights == pytest.approx([0.7, 0.3])
     assert DataConfig().weights() == {"corpus": 1.0}
+
+
+def test_a_suite_metric_is_a_sweep_objective():
+    sweep = {"params": {"train.optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-2}}}
+    for metric in ("val/bpb_macro", "val/code/bpb", "val/code/loss"):
+        spec = validate_spec({"name": "x", "sweep": {**sweep, "objective": metric}})
+        assert spec.sweep_section().metrics[0] == metric
+    with pytest.raises(SpecError, match="unknown metric 'val/code/accuracy'"):
+        validate_spec({"name": "x", "sweep": {**sweep, "objective": "val/code/accuracy"}})
