@@ -84,7 +84,23 @@ def _prepare(args: argparse.Namespace) -> int:
         ]
         for data in prepared.values()
     ]
-    print(plain_table(headers, rows))
+    parts = [  # a mixture's sources and the suite's sets, one row each
+        [
+            f"  {label}",
+            "",
+            "",
+            f"{train:,}" if train is not None else "-",
+            f"{len(held.tokens):,}",
+            f"{held.n_bytes:,}",
+            "",
+        ]
+        for data in prepared.values()
+        for label, train, held in [
+            *((f"source {s.name}", len(s.train_tokens), s.val) for s in data.sources),
+            *((f"eval set {name}", None, held) for name, held in data.eval_sets.items()),
+        ]
+    ]
+    print(plain_table(headers, rows + parts))
     return EXIT_OK
 
 

@@ -301,3 +301,24 @@ def test_a_suite_metric_is_a_sweep_objective():
         assert spec.sweep_section().metrics[0] == metric
     with pytest.raises(SpecError, match="unknown metric 'val/code/accuracy'"):
         validate_spec({"name": "x", "sweep": {**sweep, "objective": "val/code/accuracy"}})
+
+
+def test_data_prepare_lists_each_source_and_the_dry_run_names_a_repeating_one(
+    tiny_spec, tmp_path, capsys
+):
+    import yaml
+
+    from minimind.cli import main
+
+    spec, _ = mixture_spec(tiny_spec, tmp_path, eval_sets={"code": {"source": "code"}})
+    spec["train"]["steps"] = 400  # 400 · 4 · 32 tokens: the code source's 30 % repeats
+    path = tmp_path / "mix.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    assert main(["run", str(path), "--dry-run"]) == 0
+    assert "source epochs known once prepared" in capsys.readouterr().out
+    assert main(["data", "prepare", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "source prose" in out and "source code" in out and "eval set code" in out
+    assert main(["run", str(path), "--dry-run"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "repeats" in line]
+    assert len(lines) == 1 and "data.sources.code repeats" in lines[0]
