@@ -24,6 +24,7 @@ import time
 from dataclasses import replace
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 from minimind.data import prepare as one_corpus
 from minimind.data.cache import cache_key
@@ -144,7 +145,7 @@ def _union(cfg: DataConfig, parts: dict[str, PreparedData]) -> PreparedData:
         Source(name, weights[name], part.train_tokens, HeldOut(part.val_tokens, part.val_bytes))
         for name, part in parts.items()
     )
-    mixture = {
+    mixture: dict[str, dict[str, Any]] = {
         name: {
             "weight": weights[name],
             "manifest": part.manifest_hash,
@@ -153,17 +154,14 @@ def _union(cfg: DataConfig, parts: dict[str, PreparedData]) -> PreparedData:
         }
         for name, part in parts.items()
     }
-    manifest = {
-        "version": CACHE_VERSION,
-        "mixture": mixture,
-        "splits": {
-            split: {
-                field: sum(source[split][field] for source in mixture.values())
-                for field in ("tokens", "bytes")
-            }
-            for split in ("train", "val")
-        },
+    totals = {
+        split: {
+            field: sum(source[split][field] for source in mixture.values())
+            for field in ("tokens", "bytes")
+        }
+        for split in ("train", "val")
     }
+    manifest = {"version": CACHE_VERSION, "mixture": mixture, "splits": totals}
     text = json.dumps(manifest, indent=1, sort_keys=True)
     directory = Path(cfg.cache_dir) / "tokens" / f"mix-{cache_key(manifest)}"
     atomic_write_text(directory / "manifest.json", text)
@@ -177,8 +175,8 @@ def _union(cfg: DataConfig, parts: dict[str, PreparedData]) -> PreparedData:
         val_tokens=TokenStream(
             [p for part in parts.values() for p in part.val_tokens.paths], dtype
         ),
-        train_bytes=manifest["splits"]["train"]["bytes"],
-        val_bytes=manifest["splits"]["val"]["bytes"],
+        train_bytes=totals["train"]["bytes"],
+        val_bytes=totals["val"]["bytes"],
         manifest_hash=manifest_hash(text),
         sources=sources,
     )
