@@ -112,7 +112,9 @@ def is_exact_metric(metric: str) -> bool:
 def is_run_metric(metric: str) -> bool:
     """Whether a training run logs `metric` (`RUN_METRICS`, or an evaluation set's), so that a
     sweep may optimize it."""
-    return metric in RUN_METRICS or EVAL_SET_METRIC.fullmatch(metric) is not None
+    return metric in RUN_METRICS or (
+        isinstance(metric, str) and EVAL_SET_METRIC.fullmatch(metric) is not None
+    )
 
 
 def curve_metric(metric: str) -> str:

@@ -11,7 +11,14 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from minimind.data.files import EMBEDDED_CORPORA, HUB_PREFIX, local_corpus_files
 from minimind.foundations.strict_config import StrictNumbers, field_error
@@ -192,6 +199,17 @@ class DataConfig(StrictNumbers):
                     f"{', '.join(self.mixture())})",
                 )
         return self
+
+    @model_serializer(mode="wrap")
+    def _without_an_unused_mixture(self, handler: SerializerFunctionWrapHandler) -> dict:
+        """Without `sources` and `eval_sets` when unset: a spec written before them keeps its
+        content hash, params and data key."""
+        dumped = handler(self)
+        if self.sources is None:
+            dumped.pop("sources", None)
+        if not self.eval_sets:
+            dumped.pop("eval_sets", None)
+        return dumped
 
     def mixture(self) -> dict[str, DataConfig]:
         """Each training source as a one-corpus data section (its corpus and hold-out, this
