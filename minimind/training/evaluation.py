@@ -89,12 +89,9 @@ class Validation:
         for suffix, (loss, bpb) in self._figures():
             metrics[f"val/loss{suffix}"] = loss
             metrics[f"val/bpb{suffix}"] = bpb
-        for suffix, exact in (("_sampled", False), ("", True)):
-            figures = {
-                name: both[1] if exact else both[0]
-                for name, both in self.suite.items()
-                if not exact or both[1] is not None
-            }
+        sampled = {name: both[0] for name, both in self.suite.items()}
+        exact = {name: both[1] for name, both in self.suite.items() if both[1] is not None}
+        for suffix, figures in (("_sampled", sampled), ("", exact)):
             for name, (loss, bpb) in figures.items():
                 metrics[f"val/{name}/loss{suffix}"] = loss
                 metrics[f"val/{name}/bpb{suffix}"] = bpb

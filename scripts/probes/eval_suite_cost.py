@@ -21,7 +21,7 @@ from minimind.spec import expand, load_spec
 from minimind.training.device import resolve_run_device
 from minimind.training.trainer import Trainer
 
-ROUNDS = 3
+ROUNDS = 2
 
 
 def timed(work) -> float:
