@@ -260,17 +260,18 @@ def _dictd_number(text: str) -> int:
 
 
 def _dictd_entries(inputs: list[Input]) -> Iterator[Document]:
-    """Entries of a dictd dictionary (`.index` + `.dict.dz`, gzip-compatible), in index order."""
+    """Entries of a dictd dictionary (`.index` + `.dict.dz`, gzip-compatible), each once, in the
+    order of the dictionary file."""
     parts = dict(inputs)
     index = next(data for label, data in parts.items() if label.endswith(".index"))
     body = gzip.decompress(next(d for label, d in parts.items() if label.endswith(".dict.dz")))
-    entries = []
+    spans = set()  # several headwords index one entry: each entry once, in the file's order
     for line in index.decode("utf-8", errors="replace").splitlines():
         fields = line.split("\t")
         if len(fields) < 3 or fields[0].startswith("00-database"):
             continue
-        start, length = _dictd_number(fields[1]), _dictd_number(fields[2])
-        entries.append(_normalised(_text(body[start : start + length])))
+        spans.add((_dictd_number(fields[1]), _dictd_number(fields[2])))
+    entries = [_normalised(_text(body[start : start + n])) for start, n in sorted(spans)]
     for k in range(0, len(entries), ENTRIES_PER_DOCUMENT):
         yield f"entries {k}", "\n\n".join(entries[k : k + ENTRIES_PER_DOCUMENT])
 
@@ -368,8 +369,8 @@ DOMAINS: tuple[Domain, ...] = (
         "debian",
         "GPL-3+",
         "apt-get install dict-gcide",
-        f"entries from the dictd index, {ENTRIES_PER_DOCUMENT} a document; database headers "
-        "left out",
+        f"entries found through the dictd index, each once (headwords sharing one entry read it "
+        f"once), {ENTRIES_PER_DOCUMENT} a document; database headers left out",
         _debian("dict-gcide", "usr/share/dictd/gcide.[id]*"),
         _dictd_entries,
         gpl=True,

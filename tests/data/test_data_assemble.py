@@ -205,7 +205,8 @@ def test_a_missing_package_is_one_line_naming_its_install_command(
 
 def test_gcide_entries_come_from_the_dictd_index(tmp_path):
     body = b"dog\n  A domestic animal.\n" + b"cat\n  A small feline.\n"
-    index = "00-database-info\tA\tB\ndog\tA\tY\ncat\tY\tZ\n"  # dictd base 64: A=0, Y=24, Z=25
+    # dictd base 64: A=0, Y=24, Z=25; "hound" indexes the entry of "dog" again
+    index = "00-database-info\tA\tB\ncat\tY\tZ\ndog\tA\tY\nhound\tA\tY\n"
     root = tmp_path / "root"
     (root / "usr/share/dictd").mkdir(parents=True)
     (root / "usr/share/dictd/gcide.dict.dz").write_bytes(gzip.compress(body))
