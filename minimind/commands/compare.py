@@ -193,6 +193,8 @@ def run_compare(args: argparse.Namespace) -> int:
                 f"{len(comparison.problems)} failed or incomplete run(s) left out of the statistics.",
                 file=sys.stderr,
             )
+    if args.format in ("table", "markdown"):
+        _suite_section(args, runset)
     from minimind.compare.tuning import comparison_edges
 
     for edge in comparison_edges(comparison):  # a "tuned" arm that is not
@@ -204,6 +206,43 @@ def run_compare(args: argparse.Namespace) -> int:
         index = write_report(comparison, folder)
         print(f"Report written to {index}", file=sys.stderr)
     return EXIT_OK
+
+
+def _suite_section(args: argparse.Namespace, runset: RunSet) -> None:
+    """The held-out suite's section (`data.eval_sets`), when the runs log one: Δ per domain
+    with intervals, the domains one family; with --noise, each metric's signal-to-noise ratio;
+    with --report, the figure of Δ by domain beside the report (`compare.domains`)."""
+    from minimind.compare.domains import (
+        domain_lines,
+        domain_table,
+        plot_domain_deltas,
+        suite_metrics,
+        suite_signal_to_noise,
+    )
+
+    if not suite_metrics(runset):
+        return
+    table = domain_table(
+        runset,
+        by=args.by,
+        baseline=args.baseline,
+        ci=args.ci,
+        correction=args.correction,
+        paired=args.paired,
+    )
+    snr = suite_signal_to_noise(runset, args.by)
+    print("\nPer domain (data.eval_sets):")
+    print(domain_lines(table, snr), end="")
+    if args.noise:
+        for metric, (ratio, sd) in snr.items():
+            print(
+                f"Signal-to-noise of {metric}: {ratio:.3g} (spread of the arms' means over the "
+                f"seed-to-seed sd {sd:.3g}; Heineman et al. 2025)"
+            )
+    if args.report and len(table):
+        folder = args.report_dir or REPORTS_DIR / "+".join(runset.experiments)
+        figure = plot_domain_deltas(table, Path(folder) / "domains.png")
+        print(f"Per-domain figure written to {figure}", file=sys.stderr)
 
 
 def _compare_ladder(args: argparse.Namespace, runset: RunSet) -> int:

@@ -8,9 +8,12 @@ a fresh tensor, so an in-flight copy is never overwritten.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 
+from minimind.data.prepare import PreparedData
 from minimind.data.tokens import TokenStream
 
 Tokens = np.ndarray | TokenStream
@@ -79,10 +82,142 @@ class TrainBatches:
     def state_dict(self) -> dict[str, int]:
         return {"seed": self.seed, "batches_drawn": self.batches_drawn}
 
+    def source_metrics(self) -> dict[str, float]:
+        """Per-source counts of a mixture (`MixtureBatches`); a single corpus has none."""
+        return {}
+
     def load_state_dict(self, state: dict[str, int]) -> None:
         if state["seed"] != self.seed:
             raise ValueError(f"batch state of seed {state['seed']} loaded into seed {self.seed}")
         self.batches_drawn = int(state["batches_drawn"])
+
+
+class MixtureBatches(TrainBatches):
+    """`TrainBatches` over a weighted mixture: each window of global batch i comes from source k
+    with probability `weights[k]`, at a uniform start in that source's training tokens (or a
+    uniform document start there, with `doc_starts`).
+
+    Batch i is a pure function of (seed, i): one generator seeded with (seed, 0, i) draws the
+    windows' sources (one uniform per window against the cumulative weights), then each
+    source's starts, sources in order. So arms with the same seed read the same windows, and a
+    resumed run needs only the batch index. `windows_drawn` counts each source's windows of
+    the global batches so far (`source_metrics`: tokens seen and epochs per source).
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[tuple[str, Tokens]],
+        weights: Sequence[float],
+        batch_size: int,
+        seq_len: int,
+        seed: int,
+        rank: int = 0,
+        world: int = 1,
+        doc_starts: Sequence[np.ndarray] | None = None,
+        pin_memory: bool = False,
+    ) -> None:
+        if len(sources) != len(weights) or not sources:
+            raise ValueError(f"need one weight per source, got {len(weights)} for {len(sources)}")
+        self.names = [name for name, _ in sources]
+        self.parts = [
+            TrainBatches(
+                tokens,
+                batch_size,
+                seq_len,
+                seed,
+                rank,
+                world,
+                None if doc_starts is None else doc_starts[k],
+            )
+            for k, (_, tokens) in enumerate(sources)
+        ]
+        super().__init__(
+            self.parts[0].tokens, batch_size, seq_len, seed, rank, world, None, pin_memory
+        )
+        self.cumulative = np.cumsum(np.asarray(weights, dtype=np.float64))
+        self.cumulative /= self.cumulative[-1]
+        self.windows_drawn = np.zeros(len(sources), dtype=np.int64)
+
+    def draw(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """Global batch `index`: (source [batch_size] int64, start [batch_size] int64) of each
+        window, from (seed, index) alone."""
+        rng = np.random.default_rng([self.seed, 0, index])
+        source = np.searchsorted(self.cumulative, rng.random(self.batch_size), side="right")
+        source = np.minimum(source, len(self.parts) - 1)  # a uniform of exactly 1.0 - 2^-53
+        starts = np.zeros(self.batch_size, dtype=np.int64)
+        for k, part in enumerate(self.parts):
+            rows = np.flatnonzero(source == k)
+            if part.starts is None:
+                starts[rows] = rng.integers(0, len(part.tokens) - self.seq_len + 1, len(rows))
+            else:
+                starts[rows] = part.starts[rng.integers(0, len(part.starts), len(rows))]
+        return source, starts
+
+    def __next__(self) -> torch.Tensor:
+        """This rank's rows of the next global batch, LongTensor [batch_size / world, seq_len]."""
+        source, starts = self.draw(self.batches_drawn)
+        self.batches_drawn += 1
+        self.windows_drawn += np.bincount(source, minlength=len(self.parts))
+        source, starts = source[self.rows], starts[self.rows]
+        rows = np.empty((len(starts), self.seq_len), dtype=np.int64)
+        for k, part in enumerate(self.parts):
+            mine = source == k
+            if mine.any():
+                rows[mine] = part.tokens[starts[mine][:, None] + np.arange(self.seq_len)]
+        batch = torch.from_numpy(rows)
+        return batch.pin_memory() if self.pin_memory else batch
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        super().load_state_dict(state)
+        # The counts are a function of the batches drawn: redrawn, not stored.
+        self.windows_drawn = np.zeros(len(self.parts), dtype=np.int64)
+        for index in range(self.batches_drawn):
+            self.windows_drawn += np.bincount(self.draw(index)[0], minlength=len(self.parts))
+
+    def source_metrics(self) -> dict[str, float]:
+        """`data/<source>/tokens` (training tokens drawn from it, all ranks) and
+        `data/<source>/epochs` (those over its training tokens)."""
+        metrics: dict[str, float] = {}
+        for name, part, windows in zip(self.names, self.parts, self.windows_drawn, strict=True):
+            tokens = int(windows) * self.seq_len
+            metrics[f"data/{name}/tokens"] = tokens
+            metrics[f"data/{name}/epochs"] = tokens / len(part.tokens)
+        return metrics
+
+
+def train_batches(
+    data: PreparedData,
+    batch_size: int,
+    seq_len: int,
+    seed: int,
+    rank: int = 0,
+    world: int = 1,
+    pin_memory: bool = False,
+) -> TrainBatches:
+    """The training batches of `data`: `TrainBatches` over its one corpus, or `MixtureBatches`
+    over the sources of a mixture; windows start at document starts with `data.bos_align`."""
+    if len(data.sources) > 1:
+        return MixtureBatches(
+            [(source.name, source.train_tokens) for source in data.sources],
+            [source.weight for source in data.sources],
+            batch_size,
+            seq_len,
+            seed,
+            rank,
+            world,
+            [s.train_tokens.doc_starts() for s in data.sources] if data.bos_align else None,
+            pin_memory,
+        )
+    return TrainBatches(
+        data.train_tokens,
+        batch_size,
+        seq_len,
+        seed,
+        rank,
+        world,
+        data.train_tokens.doc_starts() if data.bos_align else None,
+        pin_memory,
+    )
 
 
 def fixed_val_batches(

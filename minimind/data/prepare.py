@@ -24,10 +24,10 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tokenizers import Tokenizer
@@ -37,6 +37,7 @@ from minimind.data.chunking import text_chunks
 from minimind.data.config import DataConfig
 from minimind.data.errors import DataError
 from minimind.data.sources import Corpus, discard_copy, documents, open_corpus
+from minimind.data.splits import HeldOut, Source
 from minimind.data.tokenizer import load_tokenizer, special_ids, train_bpe
 from minimind.data.tokens import (
     SPLITS,
@@ -67,6 +68,8 @@ class PreparedData:
     the model's vocabulary must be at least this large. `val_bytes` is the exact UTF-8 byte count
     of the held-out text, for bits per byte. `manifest_hash` names the prepared shards.
     `bos_align` and `doc_mask` are the data section's packing of windows (`DataConfig`).
+    A mixture (`data.sources`) has its `sources` (the splits above are their union) and a suite
+    its `eval_sets` (`minimind.data.mixture`).
     """
 
     corpus: str
@@ -83,6 +86,8 @@ class PreparedData:
     manifest_hash: str
     bos_align: bool = False
     doc_mask: bool = False
+    sources: tuple[Source, ...] = ()
+    eval_sets: Mapping[str, HeldOut] = field(default_factory=dict)
 
 
 def prepare_data(cfg: DataConfig, min_tokens: int = 0) -> PreparedData:

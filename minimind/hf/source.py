@@ -64,7 +64,7 @@ def load_source(source: str, tracking_uri: str, plugins: Sequence[str] = ()) -> 
     spec = _run_spec(run_id, tracking_uri, plugins)
     if state is None:
         state = _run_checkpoint(run, spec.train.checkpoint_dir, spec.tracking.experiment)
-    from minimind.data.prepare import prepare_data
+    from minimind.data import prepare_data
 
     tokenizer = prepare_data(spec.data).tokenizer
     return TrainedModel(spec.model_config_obj(), state["model"], tokenizer, run_id)

@@ -27,6 +27,7 @@ import torch
 from tokenizers import Tokenizer
 
 from minimind.data import DataConfig, PreparedData, prepare_data
+from minimind.data.mixture import repeating_sources
 from minimind.data.tokenizer import load_tokenizer
 from minimind.downstream.tasks import Task, TaskFileError, load_task, longest_request
 from minimind.foundations.plain_table import plain_table
@@ -255,7 +256,17 @@ def prepare_all(plan: Plan) -> dict[str, PreparedData]:
         prepared = data[key]
         _check_vocab(prepared.vocab_size, variant.spec.model_config_obj().vocab_size)
         _check_eval_lengths(variant, prepared.tokenizer)
+        _check_parts(prepared, variant.spec.train.seq_len)
     return data
+
+
+def _check_parts(data: PreparedData, seq_len: int) -> None:
+    """Every source of a mixture and every evaluation set holds a window of `seq_len` tokens."""
+    parts = {f"data.sources.{s.name}": len(s.train_tokens) for s in data.sources}
+    parts.update({f"data.eval_sets.{k}": len(held.tokens) for k, held in data.eval_sets.items()})
+    for field, tokens in parts.items():
+        if tokens < seq_len:
+            raise SpecError(field, f"holds {tokens} tokens, fewer than train.seq_len={seq_len}")
 
 
 def describe_plan(plan: Plan) -> str:
@@ -320,11 +331,33 @@ def describe_plan(plan: Plan) -> str:
                 for v in plan.variants
                 for line in describe_branches(v.spec, len(spec.seeds), len(plan.variants))
             ),
+            *_repeating_sources(plan),
             *probes,
             *_memory_warnings(plan),
             *_optimizer_groups(plan, models),
         ]
     )
+
+
+def _repeating_sources(plan: Plan) -> list[str]:
+    """The training sources a variant's budget would draw more than once, with the epochs
+    (known once the data section is prepared: `minimind data prepare`)."""
+    lines = []
+    for variant in plan.variants:
+        data, train = variant.spec.data, variant.spec.train
+        if train.planned_steps is None or data.sources is None:
+            continue
+        tokens = train.planned_steps * train.tokens_per_step
+        repeats = repeating_sources(data, tokens)
+        if repeats is None:
+            lines.append(
+                f"{variant.name}: source epochs known once prepared (minimind data prepare)"
+            )
+        for name, epochs in (repeats or {}).items():
+            lines.append(
+                f"{variant.name}: data.sources.{name} repeats: {epochs:.2f} epochs in {tokens:,} tokens"
+            )
+    return list(dict.fromkeys(lines))
 
 
 def _ladder_budget(spec: Spec) -> list[str]:

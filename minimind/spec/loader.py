@@ -198,6 +198,11 @@ def _resolve_data_paths(tree: dict[str, Any], base: Path) -> None:
     data = tree.get("data")
     if isinstance(data, dict):
         _resolve_path(data, "corpus", base)
+        for part in ("sources", "eval_sets"):  # a mixture's sources, the held-out suite
+            named = data.get(part)
+            for entry in named.values() if isinstance(named, dict) else ():
+                if isinstance(entry, dict):
+                    _resolve_path(entry, "corpus", base)
         if isinstance(data.get("tokenizer"), dict):
             _resolve_path(data["tokenizer"], "path", base)
     ablate = tree.get("ablate")

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from minimind.foundations.strict_config import field_error
-from minimind.record import RUN_METRICS, is_maximized
+from minimind.record import RUN_METRICS, is_maximized, is_run_metric
 from minimind.spec.errors import did_you_mean, show
 from minimind.spec.sections import Section
 
@@ -35,7 +35,7 @@ def natural_direction(metric: str) -> Direction:
 def _contradiction(metric: Any, direction: Any) -> str | None:
     """Why `direction` is wrong for `metric`, or None (also for an unknown metric or direction,
     which their own fields reject)."""
-    if metric not in OBJECTIVE_METRICS or direction not in ("minimize", "maximize"):
+    if not is_run_metric(metric) or direction not in ("minimize", "maximize"):
         return None
     natural = natural_direction(metric)
     if direction == natural:
@@ -70,9 +70,10 @@ class Objective(Section):
     @field_validator("metric")
     @classmethod
     def _known_metric(cls, metric: str) -> str:
-        if metric not in OBJECTIVE_METRICS:
+        if not is_run_metric(metric):
             raise ValueError(
-                f"unknown metric {metric!r}; choices: {', '.join(OBJECTIVE_METRICS)}"
+                f"unknown metric {metric!r}; choices: {', '.join(OBJECTIVE_METRICS)}, "
+                "val/<eval set>/loss, val/<eval set>/bpb, val/bpb_macro"
                 f"{did_you_mean(metric, OBJECTIVE_METRICS)}"
             )
         return metric

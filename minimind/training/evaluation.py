@@ -9,7 +9,8 @@ tasks, sample text.
 The periodic estimate (`sampled`) scores `train.eval_batches` fixed batches of the held-out split
 (the curve); the exact figure scores every held-out token once, at the end of a run (see
 docs/architecture.md, 'Measurement rules'). Both return (mean loss in nats per token, bits per
-byte), reduced over the ranks of a distributed run.
+byte), reduced over the ranks of a distributed run. Each set of the suite (`data.eval_sets`) is
+scored the same two ways as `val/<name>/*`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import torch.nn.functional as F
 
 from minimind.data import PreparedData, bits_per_byte
 from minimind.data.batches import document_ids, exact_val_windows, fixed_val_batches
+from minimind.data.splits import HeldOut
 from minimind.downstream.metrics import eval_metric
 from minimind.downstream.scoring import evaluate_task
 from minimind.downstream.tasks import load_task
@@ -62,6 +64,10 @@ class Validation:
     sampled: tuple[float, float]
     exact: tuple[float, float] | None = None
     downstream: dict[str, float] = field(default_factory=dict)  # `eval/<task>/<measure>`
+    # `data.eval_sets`: name -> (sampled, exact or None), each (loss, bits per byte)
+    suite: dict[str, tuple[tuple[float, float], tuple[float, float] | None]] = field(
+        default_factory=dict
+    )
 
     @property
     def final(self) -> tuple[float, float]:
@@ -76,12 +82,23 @@ class Validation:
         return None
 
     def metrics(self) -> dict[str, float]:
-        """`val/loss_sampled`, `val/bpb_sampled`, when exact `val/loss`, `val/bpb`, and the
-        downstream tasks' metrics."""
+        """`val/loss_sampled`, `val/bpb_sampled`, when exact `val/loss`, `val/bpb`, the
+        suite's `val/<name>/{loss,bpb}` likewise with `val/bpb_macro` (their unweighted mean),
+        and the downstream tasks' metrics."""
         metrics: dict[str, float] = {}
         for suffix, (loss, bpb) in self._figures():
             metrics[f"val/loss{suffix}"] = loss
             metrics[f"val/bpb{suffix}"] = bpb
+        sampled = {name: both[0] for name, both in self.suite.items()}
+        exact = {name: both[1] for name, both in self.suite.items() if both[1] is not None}
+        for suffix, figures in (("_sampled", sampled), ("", exact)):
+            for name, (loss, bpb) in figures.items():
+                metrics[f"val/{name}/loss{suffix}"] = loss
+                metrics[f"val/{name}/bpb{suffix}"] = bpb
+            if figures:
+                metrics[f"val/bpb_macro{suffix}"] = math.fsum(
+                    bpb for _, bpb in figures.values()
+                ) / len(figures)
         return {**metrics, **self.downstream}
 
     def _figures(self) -> list[tuple[str, tuple[float, float]]]:
@@ -134,6 +151,21 @@ class Evaluation:
             pin_memory=pins_memory(device),
         )
         self.tasks = [load_task(task.name, task.path, task.limit) for task in cfg.evals]
+        # Each evaluation set with its fixed batches, for `val/<name>/*`.
+        self.suite = {
+            name: (
+                held,
+                fixed_val_batches(
+                    held.tokens,
+                    cfg.batch_size,
+                    cfg.seq_len,
+                    cfg.eval_batches,
+                    name=f"data.eval_sets.{name}",
+                    pin_memory=pins_memory(device),
+                ),
+            )
+            for name, held in data.eval_sets.items()
+        }
 
     def validate(self, step: int, exact: bool) -> Validation:
         """The periodic estimate and, when `exact` (the end of the run), the whole held-out
@@ -141,8 +173,18 @@ class Evaluation:
         sampled = self.sampled()
         every = self.cfg.evals_every
         downstream = exact or every is None or step % every == 0
+        suite = {
+            name: (
+                self.sampled(batches, held),
+                self.exact(held) if exact else None,
+            )
+            for name, (held, batches) in self.suite.items()
+        }
         return Validation(
-            sampled, self.exact() if exact else None, self.downstream() if downstream else {}
+            sampled,
+            self.exact() if exact else None,
+            self.downstream() if downstream else {},
+            suite,
         )
 
     def downstream(self) -> dict[str, float]:
@@ -156,15 +198,21 @@ class Evaluation:
                 metrics.update({eval_metric(task.name, k): v for k, v in scores.items()})
         return metrics
 
-    def sampled(self) -> tuple[float, float]:
-        """(mean loss in nats per token, bits per byte) over the fixed validation batches."""
+    def sampled(
+        self, val_batches: list[torch.Tensor] | None = None, held: HeldOut | None = None
+    ) -> tuple[float, float]:
+        """(mean loss in nats per token, bits per byte) over the fixed validation batches, or
+        over `val_batches` of the evaluation set `held`."""
+        if held is None:
+            val_batches, held = self.val_batches, HeldOut(self.data.val_tokens, self.data.val_bytes)
+        assert val_batches is not None
         self.model.eval()
         total = torch.zeros((), device=self.device)
         rows = 0
         # DDP: each rank a share, summed below. FSDP: each forward is a collective, so every
         # rank runs every batch and holds the whole sum.
         sharded = distributed.is_sharded(self.model)
-        batches = self.val_batches if sharded else distributed.shard_list(self.val_batches)
+        batches = val_batches if sharded else distributed.shard_list(val_batches)
         with torch.no_grad(), autocast(self.device, self.amp_dtype):
             for x in batches:
                 x = x.to(self.device, non_blocking=True)
@@ -180,16 +228,18 @@ class Evaluation:
         sums = torch.stack([total, total.new_tensor(rows)])
         total_sum, row_sum = (sums if sharded else distributed.sum_across_ranks(sums)).tolist()
         loss = total_sum / row_sum
-        return loss, bits_per_byte(loss, len(self.data.val_tokens), self.data.val_bytes)
+        return loss, bits_per_byte(loss, len(held.tokens), held.n_bytes)
 
-    def exact(self) -> tuple[float, float]:
+    def exact(self, held: HeldOut | None = None) -> tuple[float, float]:
         """(mean loss in nats per token, bits per byte) over every token of the held-out split
-        but its first (`exact_val_windows`: non-overlapping windows and the tail, each target
-        scored once with the context its window gives it)."""
+        (or of the evaluation set `held`) but its first (`exact_val_windows`: non-overlapping
+        windows and the tail, each target scored once with the context its window gives it)."""
+        if held is None:
+            held = HeldOut(self.data.val_tokens, self.data.val_bytes)
         self.model.eval()
         total = 0.0  # summed on the host in float64: the split may hold millions of tokens
         sharded = distributed.is_sharded(self.model)
-        windows = exact_val_windows(self.data.val_tokens, self.cfg.seq_len, self.cfg.batch_size)
+        windows = exact_val_windows(held.tokens, self.cfg.seq_len, self.cfg.batch_size)
         with torch.no_grad(), autocast(self.device, self.amp_dtype):
             for x, y in windows if sharded else distributed.shard_list(windows):
                 x = x.to(self.device)
@@ -202,9 +252,9 @@ class Evaluation:
         if not sharded and distributed.world_size() > 1:  # (float64 exists on CUDA and CPU)
             summed = torch.tensor(total, dtype=torch.float64, device=self.device)
             total = distributed.sum_across_ranks(summed).item()
-        scored = len(self.data.val_tokens) - 1
+        scored = len(held.tokens) - 1
         loss = total / scored
-        return loss, bits_per_byte(loss, scored, self.data.val_bytes)
+        return loss, bits_per_byte(loss, scored, held.n_bytes)
 
     def samples(self, seed: int) -> list[TextSample]:
         """Continuations of prompts spread over the validation split (sampling seeded by

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import torch
 
 from minimind.data import PreparedData
-from minimind.data.batches import TrainBatches
+from minimind.data.batches import train_batches
 from minimind.foundations.progress import TrainingProgress, training_progress
 from minimind.model.config import ModelConfig
 from minimind.model.lm import MiniMindLM
@@ -125,14 +125,13 @@ class Trainer:
         self.scheduler = build_schedule(self.optimizer, schedule, lambda: self.budget.horizon)
         # The batch order: the run's seed unless the spec fixes it (`train.data_seed`).
         data_seed = seed if cfg.data_seed is None else cfg.data_seed
-        self.batches = TrainBatches(
-            data.train_tokens,
+        self.batches = train_batches(
+            data,
             cfg.batch_size,
             cfg.seq_len,
             data_seed,
             rank=distributed.rank(),
             world=distributed.world_size(),
-            doc_starts=data.train_tokens.doc_starts() if data.bos_align else None,
             pin_memory=pins_memory(self.device),
         )
         self.evaluation = Evaluation(
@@ -269,6 +268,7 @@ class Trainer:
                 metrics.update(self._averaged_validation() if final else {})
         if failure is None and metrics:
             metrics["train/tokens"] = self.tokens
+            metrics.update(self.batches.source_metrics())  # a mixture's tokens and epochs
             metrics["time/elapsed_s"] = self.meter.elapsed_s
             sink.log_metrics(metrics, self.step)
         return failure
