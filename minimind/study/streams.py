@@ -9,8 +9,10 @@ on a terminal and in a log alike.
 This is the one module that turns a step into a command line (`step_argv`, and `command_line`
 to show one). A `Launch` (`minimind study train --launcher slurm -o launcher...`) adds its
 arguments to each training step (a run, a sweep that trains): every (arm, seed) is then a Slurm
-job. Every run gets `--resume`, here or on Slurm, so that the study run again after a stop
-reopens each step's invocation: it skips the runs that finished, continues the interrupted ones
+job. Every run gets `--resume --restart`, here or on Slurm, so that the study run again after a
+stop reopens each step's invocation: it skips the runs that finished, continues the interrupted
+ones from their checkpoints, trains anew (in a new run) one interrupted before its first
+checkpoint or whose checkpoint stayed on another machine (the stores travel, checkpoints do not)
 and, on Slurm, waits for the jobs still queued or running and submits the runs that did not
 finish (a sweep tops its studies up by itself).
 """
@@ -74,7 +76,7 @@ def step_argv(step: Step, launch: Launch = Launch()) -> list[str]:
     invocation, so that a study run again skips the runs it finished and, under Slurm, collects
     its jobs (a sweep tops its trials up by itself)."""
     trains = isinstance(step, RunStep) or not step.best
-    resume = ["--resume"] if isinstance(step, RunStep) else []
+    resume = ["--resume", "--restart"] if isinstance(step, RunStep) else []
     launched = launch.arguments() if trains else []
     return [sys.executable, "-m", "minimind", *_words(step), *launched, *resume]
 

@@ -505,7 +505,7 @@ def test_the_study_dry_run_lists_each_streams_commands_as_launched(tmp_path, cap
     assert out[0].startswith("stream 1: ")
     commands = [line.strip() for line in out if line.startswith("  ")]
     runs = [c for c in commands if c.startswith("python -m minimind run ")]
-    assert runs and all(c.endswith(f"{launched} --resume") for c in runs), runs
+    assert runs and all(c.endswith(f"{launched} --resume --restart") for c in runs), runs
     best = [c for c in commands if c.endswith("--best")]
     assert best and all("--launcher" not in c for c in best)  # reads the storage, trains nothing
     assert list(tmp_path.iterdir()) == []

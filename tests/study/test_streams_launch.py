@@ -69,7 +69,7 @@ def test_the_shipped_steps_launch_as_their_old_command_lines_did(tmp_path: Path)
     study = load_study(SHIPPED)
     launched = [[step_argv(step, SLURM) for step in stream] for stream in study.streams]
     expected = [
-        [[*HEAD, *words, *(["--resume"] if words[0] == "run" else [])] for _, words in stream]
+        [[*HEAD, *words, *(["--resume", "--restart"] if words[0] == "run" else [])] for _, words in stream]
         for stream in OLD_STREAMS
     ]
     assert launched == expected
@@ -84,12 +84,12 @@ def test_training_steps_get_the_launch_and_a_run_resumes():
     run = RunStep.model_validate({"run": "a.yaml"})
     sweep = SweepStep.model_validate({"sweep": "s.yaml"})
     best = SweepStep.model_validate({"sweep": "s.yaml", "best": True})
-    assert step_argv(run, SLURM) == [*HEAD, "run", "a.yaml", *ADDED, "--resume"]
+    assert step_argv(run, SLURM) == [*HEAD, "run", "a.yaml", *ADDED, "--resume", "--restart"]
     assert step_argv(sweep, SLURM) == [*HEAD, "sweep", "s.yaml", *ADDED]
     assert step_argv(best, SLURM) == [*HEAD, "sweep", "s.yaml", "--best"]  # trains nothing
-    assert step_argv(run) == [*HEAD, "run", "a.yaml", "--resume"]  # as each spec says
+    assert step_argv(run) == [*HEAD, "run", "a.yaml", "--resume", "--restart"]  # as each spec says
     local = Launch("local")
-    assert step_argv(run, local) == [*HEAD, "run", "a.yaml", "--launcher", "local", "--resume"]
+    assert step_argv(run, local) == [*HEAD, "run", "a.yaml", "--launcher", "local", "--resume", "--restart"]
 
 
 def test_a_run_step_s_overrides_variants_and_seeds_are_its_arguments():
@@ -98,7 +98,7 @@ def test_a_run_step_s_overrides_variants_and_seeds_are_its_arguments():
     )
     assert step_argv(step)[3:] == [
         *("run", "a b.yaml", "-o", "train.steps=3", "-o", "seeds=[4,2]"),
-        *("--variant", "x", "--variant", "y", "--resume"),
+        *("--variant", "x", "--variant", "y", "--resume", "--restart"),
     ]
     # as a shell reads it: the spec's space and the seeds' brackets quoted
     assert command_line(step) == (
