@@ -104,6 +104,7 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
     """Train every run of `plan` under one parent run, then print the comparison."""
     from minimind.tracking import TrackingUnreachable
     from minimind.tracking.rank_zero import make_tracker
+    from minimind.training.checkpoint import CheckpointError
 
     spec = plan.spec
     experiment = spec.tracking.experiment
@@ -124,6 +125,9 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool) -> int:
                     continue
                 try:
                     outcome = run_child(tracker, parent.run_id, plan, variant, seed, data, child)
+                except CheckpointError as exc:  # both files damaged: the user decides
+                    parent.end("FAILED", f"{name}: {exc}")
+                    return fail(f"{name}: {exc}")
                 except Exception as exc:
                     print_exception(exc)
                     failed.append(name)
