@@ -90,18 +90,26 @@ def open_study(
             study = optuna.load_study(study_name=name, storage=storage, pruner=pruner)
         except KeyError:
             raise KeyError(f"no study {name!r} in {sweep.storage}") from None
-    _check_matches(study, name, sweep, cell_hash)
+    _check_matches(study, name, sweep, cell_hash, reading=not create)
     return study
 
 
-def _check_matches(study: optuna.Study, name: str, sweep: SweepConfig, cell_hash: str) -> None:
+def _check_matches(
+    study: optuna.Study, name: str, sweep: SweepConfig, cell_hash: str, *, reading: bool
+) -> None:
+    """`reading`: the study is only read (`--best`), whose spec must be the sweep's, overrides
+    and all, so the hint is to repeat them rather than to start another study."""
     attrs = study.user_attrs
     stored = attrs.get(CELL_HASH_ATTR, attrs.get(LEGACY_CELL_HASH_ATTR))
     if stored is None:
         study.set_user_attr(CELL_HASH_ATTR, cell_hash)
         study.set_user_attr(METRICS_ATTR, sweep.metrics)
         attrs, stored = study.user_attrs, cell_hash
-    hint = "set another name (-o name=...) to start a new study"
+    hint = (
+        "repeat the -o overrides the sweep ran with (minimind sweep SPEC -o KEY=VALUE ... --best)"
+        if reading
+        else "set another name (-o name=...) to start a new study"
+    )
     if stored != cell_hash:
         raise SpecError(
             "name",
