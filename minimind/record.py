@@ -11,7 +11,8 @@ a run's name.
 - A child run per variant × seed, named `<variant>/seed<k>`, or per trial (and seed), named
   `trial-<n>` (`trial-<n>/seed<k>`). Tags: `minimind.role=child`, `mlflow.parentRunId`,
   `variant`, `seed`, `plan_hash`, `component.<slot>` (and `component.<slot>.options`), the
-  device it trained on (`device`, `precision`, and `gpu_name` on CUDA) and `git_commit`; a trial's also `study`,
+  device it trained on (`device`, `precision`, and `gpu_name` on CUDA), `git_commit` and MLflow's
+  standard `mlflow.user`, `mlflow.source.name` and `mlflow.source.git.commit`; a trial's also `study`,
   `trial_number` and `state`; a ladder's, `rung` and `arm`; a run that did not finish,
   `failure_reason`. Params: the
   flattened resolved spec, `seed` and the model's size.
@@ -48,6 +49,12 @@ VARIANT_TAG = "variant"
 SEED_TAG = "seed"
 DATA_MANIFEST_TAG = "data_manifest"  # hash of the prepared token shards' manifest the run read
 GIT_COMMIT_TAG = "git_commit"
+# MLflow's standard tags (`mlflow.utils.mlflow_tags`), which its UI shows as the run's user,
+# source and version; set by the tracker beside `git_commit`.
+USER_TAG = "mlflow.user"
+SOURCE_NAME_TAG = "mlflow.source.name"
+SOURCE_TYPE_TAG = "mlflow.source.type"
+SOURCE_COMMIT_TAG = "mlflow.source.git.commit"
 FAILURE_REASON_TAG = "failure_reason"
 COMPONENT_TAG_PREFIX = "component."
 DEVICE_TAG = "device"  # the device the run trained on: `cpu`, `cuda` or `mps`, never `auto`
@@ -130,6 +137,22 @@ def process_tags() -> dict[str, str]:
     started = start_time(os.getpid())
     if started is not None:
         tags[PID_START_TAG] = started
+    return tags
+
+
+def standard_tags(commit: str | None) -> dict[str, str]:
+    """MLflow's standard tags of a run this process creates: the user, the program (its
+    entry point, as MLflow's own context names it) and, in a git checkout, the commit."""
+    import getpass
+    import sys
+
+    tags = {SOURCE_NAME_TAG: os.path.basename(sys.argv[0]) or "minimind", SOURCE_TYPE_TAG: "LOCAL"}
+    try:
+        tags[USER_TAG] = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        pass
+    if commit is not None:
+        tags[SOURCE_COMMIT_TAG] = commit
     return tags
 
 

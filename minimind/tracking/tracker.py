@@ -31,6 +31,7 @@ from minimind.record import (
     PID_START_TAG,
     PID_TAG,
     ROLE_TAG,
+    standard_tags,
 )
 from minimind.tracking.backend import connect, default_artifact_location
 from minimind.tracking.ops import logged_steps, tag_value
@@ -145,6 +146,7 @@ class Tracker:
     def _create(self, name: str, tags: dict[str, Any]) -> RunHandle:
         if self._git_commit is not None:
             tags.setdefault(GIT_COMMIT_TAG, self._git_commit)
+        tags = {**standard_tags(self._git_commit), **tags}
         tags = {key: tag_value(value) for key, value in tags.items()}
         try:
             run = self._retry.call(

@@ -402,6 +402,23 @@ def test_git_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert git_commit() == expected and len(expected) == 40
 
 
+def test_runs_carry_mlflow_s_standard_user_source_and_commit_tags(
+    tracker: Tracker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import getpass
+
+    monkeypatch.setattr(tracker, "_git_commit", "a" * 40)
+    parent = tracker.start_parent("p")
+    child = tracker.start_child(parent, "c")
+    child.end()
+    parent.end()
+    for handle in (parent, child):
+        tags = tracker.client.get_run(handle.run_id).data.tags
+        assert tags["mlflow.user"] == getpass.getuser()
+        assert tags["mlflow.source.git.commit"] == tags["git_commit"] == "a" * 40
+        assert tags["mlflow.source.name"] and tags["mlflow.source.type"] == "LOCAL"
+
+
 def test_an_invocation_is_found_by_its_plan_hash_or_the_legacy_tag(tracker: Tracker) -> None:
     from minimind.record import parent_tags, plan_hash_lookups
 
