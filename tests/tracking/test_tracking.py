@@ -505,3 +505,14 @@ def test_a_run_created_while_the_server_is_away_trains_into_the_fallback_file_an
     assert run.data.params["seed"] == "1" and run.data.tags["variant"] == "v"
     assert steps_of(tracker.client, run.info.run_id, "train/loss") == list(range(5))
     assert "0 metric points sent, 5 already logged" in capfd.readouterr().out
+
+
+def test_the_first_line_of_an_error_never_cuts_a_word_in_two() -> None:
+    from minimind.tracking.retry import FIRST_LINE_CHARS, first_line
+
+    words = " ".join(f"word{i:03d}" for i in range(60))  # 479 characters, words of 7
+    line = first_line(RuntimeError(words + "\nsecond line"))
+    assert line.endswith(" ...") and len(line) <= FIRST_LINE_CHARS + 4
+    assert words.startswith(line[: -len(" ...")] + " ")  # ends on a whole word
+    assert first_line(RuntimeError("short\nmore")) == "short"
+    assert first_line(RuntimeError("")) == "RuntimeError"
