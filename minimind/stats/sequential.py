@@ -40,6 +40,8 @@ from typing import Literal
 import numpy as np
 from scipy import optimize, stats
 
+from minimind.stats.intervals import seed_list
+
 Spending = Literal["pocock", "obrien_fleming"]
 Stop = Literal["difference", "equivalent", "cap", "open"]
 """Why a comparison stopped: a difference, equivalence within the margin, the cap (undecided);
@@ -192,14 +194,7 @@ def describe_pairs(pairs: list[tuple[int, int]]) -> str:
     if not pairs:
         return "none"
     arm, against = ([p[k] for p in pairs] for k in (0, 1))
-    return _seed_list(arm) if arm == against else f"{_seed_list(arm)} against {_seed_list(against)}"
-
-
-def _seed_list(seeds: list[int]) -> str:
-    ordered = sorted(seeds)
-    if len(ordered) > 2 and ordered == list(range(ordered[0], ordered[-1] + 1)):
-        return f"{ordered[0]}-{ordered[-1]}"
-    return ", ".join(map(str, ordered))
+    return seed_list(arm) if arm == against else f"{seed_list(arm)} against {seed_list(against)}"
 
 
 def decide(differences: np.ndarray, design: SequentialDesign, margin: float | None) -> Decisions:
