@@ -516,3 +516,31 @@ def test_the_first_line_of_an_error_never_cuts_a_word_in_two() -> None:
     assert words.startswith(line[: -len(" ...")] + " ")  # ends on a whole word
     assert first_line(RuntimeError("short\nmore")) == "short"
     assert first_line(RuntimeError("")) == "RuntimeError"
+
+
+def test_a_full_disk_while_creating_the_store_is_one_line_and_leaves_no_store(
+    tmp_path: Path,
+) -> None:
+    """SQLite's own "database or disk is full", from a page limit set on every new connection:
+    the schema fails partway, and nothing is left where the store was to be."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    from minimind.tracking import TrackingUnreachable
+
+    def tiny_disk(connection: Any, record: Any) -> None:
+        connection.execute("PRAGMA max_page_count = 40")
+
+    db = tmp_path / "store" / "mlflow.db"
+    uri = f"sqlite:///{db}"
+    event.listen(Engine, "connect", tiny_disk)
+    try:
+        with pytest.raises(TrackingUnreachable) as caught:
+            Tracker(uri, "exp", fallback_dir=tmp_path / "fallback")
+    finally:
+        event.remove(Engine, "connect", tiny_disk)
+    message = str(caught.value)
+    assert message.startswith(f"tracking.uri: the MLflow store {db} could not be created (")
+    assert "full" in message and "\n" not in message
+    assert not db.exists() and not list(db.parent.glob("*.partial"))
+    assert Tracker(uri, "exp", fallback_dir=tmp_path / "fallback").experiment_id  # space again
