@@ -402,6 +402,27 @@ BAD_CORPORA = [
 ]
 
 
+def test_a_full_disk_while_tokenizing_is_one_line_naming_the_cache(
+    write_spec, tmp_path, monkeypatch, capfd
+):
+    import errno
+
+    import minimind.data.tokens
+
+    def full(path, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(minimind.data.tokens, "atomic_open", full)
+    cache = tmp_path / "fresh-cache"
+    path = write_spec(data={"cache_dir": str(cache), "num_proc": 1})
+    assert main(["run", str(path)]) == 2
+    printed = capfd.readouterr().err  # the tokenizer's progress lines, then the error
+    err = [line for line in printed.splitlines() if line.startswith("error")]
+    assert len(err) == 1 and "Traceback" not in printed and printed.rstrip().endswith(err[0])
+    assert err[0].startswith("error: data.cache_dir: no space left on the device to prepare ")
+    assert not list(cache.rglob("manifest.json"))  # nothing that reads as prepared
+
+
 @pytest.mark.parametrize(("files", "data", "message", "leaves"), BAD_CORPORA)
 def test_a_bad_corpus_exits_2_naming_its_field(
     tmp_path, monkeypatch, capfd, files, data, message, leaves

@@ -15,6 +15,7 @@ what a refused corpus leaves behind is a complete entry, never pieces without a 
 
 from __future__ import annotations
 
+import errno
 import json
 import multiprocessing
 import os
@@ -92,8 +93,19 @@ def prepare_data(cfg: DataConfig) -> PreparedData:
     """
     corpus = open_corpus(cfg)
     lock = Path(cfg.cache_dir) / "locks" / cache_key({"corpus": corpus.identity})[:16]
-    with creation_lock(lock):
-        return _prepare(cfg, corpus)
+    try:
+        with creation_lock(lock):
+            return _prepare(cfg, corpus)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        # every file is written atomically: what was cut short left nothing, the pieces done stay
+        raise DataError(
+            f"no space left on the device to prepare {cfg.corpus} under {cfg.cache_dir} "
+            f"({exc.filename or exc.strerror}); the pieces tokenized so far are kept: free space "
+            "and run again",
+            "data.cache_dir",
+        ) from exc
 
 
 def _prepare(cfg: DataConfig, corpus: Corpus) -> PreparedData:
