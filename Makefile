@@ -16,7 +16,7 @@ run: install
 study: install
 	minimind study experiments/study/study.yaml --train
 
-# The default suite (CPU, well under 15 minutes on 2 cores).
+# The default suite (CPU only; the slow tests are marked and left out).
 test: install
 	$(PYTHON) -m pytest -q -m "not slow"
 

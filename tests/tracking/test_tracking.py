@@ -528,8 +528,8 @@ def test_a_full_disk_while_creating_the_store_is_one_line_and_leaves_no_store(
 
     from minimind.tracking import TrackingUnreachable
 
-    def tiny_disk(connection: Any, record: Any) -> None:
-        connection.execute("PRAGMA max_page_count = 40")
+    def tiny_disk(connection: object, record: object) -> None:
+        connection.execute("PRAGMA max_page_count = 40")  # type: ignore[attr-defined]
 
     db = tmp_path / "store" / "mlflow.db"
     uri = f"sqlite:///{db}"
