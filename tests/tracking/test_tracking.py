@@ -342,6 +342,7 @@ def test_sqlite_parent_directory_is_created(
 ) -> None:
     # sqlite cannot create the directory itself; building the store (seconds) is not under test
     monkeypatch.setattr("minimind.tracking.backend.MlflowClient", lambda tracking_uri: None)
+    monkeypatch.setattr("minimind.tracking.backend._create_sqlite_store", lambda db: None)
     db = tmp_path / "deep" / "er" / "mlflow.db"
     connect(f"sqlite:///{db}")
     assert db.parent.is_dir()
