@@ -35,7 +35,7 @@ corpus: corpora
 text-domains: corpus
 	minimind run experiments/text_domains.yaml
 
-# The default suite (CPU, well under 15 minutes on 2 cores).
+# The default suite (CPU only; the slow tests are marked and left out).
 test: install
 	$(PYTHON) -m pytest -q -m "not slow"
 

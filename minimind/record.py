@@ -11,7 +11,8 @@ a run's name.
 - A child run per variant × seed, named `<variant>/seed<k>`, or per trial (and seed), named
   `trial-<n>` (`trial-<n>/seed<k>`). Tags: `minimind.role=child`, `mlflow.parentRunId`,
   `variant`, `seed`, `plan_hash`, `component.<slot>` (and `component.<slot>.options`), the
-  device it trained on (`device`, `precision`, and `gpu_name` on CUDA), `git_commit`,
+  device it trained on (`device`, `precision`, and `gpu_name` on CUDA), `git_commit`, MLflow's standard `mlflow.user`, `mlflow.source.name` and
+  `mlflow.source.git.commit`,
   `git_dirty` and the environment (`env.torch`, `env.cpu`, ...; `environment_tags`), with
   `environment/torch_config.txt` and, when dirty, `environment/git_diff.patch`; a trial's also `study`,
   `trial_number` and `state`; a ladder's, `rung` and `arm`; a run that did not finish,
@@ -58,6 +59,12 @@ GIT_DIRTY_TAG = "git_dirty"
 ENV_TAG_PREFIX = "env."
 TORCH_CONFIG_ARTIFACT = "environment/torch_config.txt"  # torch.__config__.show(), whole
 GIT_DIFF_ARTIFACT = "environment/git_diff.patch"  # the uncommitted changes, when dirty
+# MLflow's standard tags (`mlflow.utils.mlflow_tags`), which its UI shows as the run's user,
+# source and version; set by the tracker beside `git_commit`.
+USER_TAG = "mlflow.user"
+SOURCE_NAME_TAG = "mlflow.source.name"
+SOURCE_TYPE_TAG = "mlflow.source.type"
+SOURCE_COMMIT_TAG = "mlflow.source.git.commit"
 FAILURE_REASON_TAG = "failure_reason"
 COMPONENT_TAG_PREFIX = "component."
 DEVICE_TAG = "device"  # the device the run trained on: `cpu`, `cuda` or `mps`, never `auto`
@@ -162,6 +169,22 @@ def process_tags() -> dict[str, str]:
     started = start_time(os.getpid())
     if started is not None:
         tags[PID_START_TAG] = started
+    return tags
+
+
+def standard_tags(commit: str | None) -> dict[str, str]:
+    """MLflow's standard tags of a run this process creates: the user, the program (its
+    entry point, as MLflow's own context names it) and, in a git checkout, the commit."""
+    import getpass
+    import sys
+
+    tags = {SOURCE_NAME_TAG: os.path.basename(sys.argv[0]) or "minimind", SOURCE_TYPE_TAG: "LOCAL"}
+    try:
+        tags[USER_TAG] = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        pass
+    if commit is not None:
+        tags[SOURCE_COMMIT_TAG] = commit
     return tags
 
 

@@ -203,6 +203,36 @@ def test_sigterm_ends_runs_killed_and_resume_finishes_them(
     assert sorted(m.step for m in history) == [3, 6, 9, 12]  # no duplicate, none missing
 
 
+def test_resume_with_both_checkpoints_damaged_is_one_line_and_exit_2(
+    write_spec, mlflow_uri, monkeypatch, capsys, tmp_path
+):
+    original = Trainer._train_step
+    calls = []
+
+    def train_step(self, *args, **kwargs):
+        calls.append(self.step)
+        if len(calls) == 10:  # after the checkpoint at step 6, and so a previous one kept
+            os.kill(os.getpid(), signal.SIGTERM)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "_train_step", train_step)
+    path = write_spec(train={"checkpoint_every": 3})
+    assert main(["run", str(path)]) == 128 + signal.SIGTERM
+    monkeypatch.setattr(Trainer, "_train_step", original)
+    files = sorted((tmp_path / "checkpoints").rglob("*.pt"))
+    assert len(files) == 2  # last.pt and the previous one
+    for file in files:  # cut short, as a full disk leaves them
+        with file.open("r+b") as f:
+            f.truncate(file.stat().st_size // 2)
+    capsys.readouterr()
+    assert main(["run", str(path), "--resume"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith("error: base/seed0: ") and "run again with --resume" in err
+    _, (parent,), _ = runs_of(mlflow_uri, "tiny")
+    assert parent.info.status == "FAILED"
+
+
 def test_resume_skips_finished_runs_and_starts_missing_ones(write_spec, mlflow_uri, capsys):
     path = write_spec(seeds=[0])
     assert main(["run", str(path)]) == 0
@@ -386,6 +416,27 @@ BAD_CORPORA = [
         LOCK,
     ),
 ]
+
+
+def test_a_full_disk_while_tokenizing_is_one_line_naming_the_cache(
+    write_spec, tmp_path, monkeypatch, capfd
+):
+    import errno
+
+    import minimind.data.tokens
+
+    def full(path, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(minimind.data.tokens, "atomic_open", full)
+    cache = tmp_path / "fresh-cache"
+    path = write_spec(data={"cache_dir": str(cache), "num_proc": 1})
+    assert main(["run", str(path)]) == 2
+    printed = capfd.readouterr().err  # the tokenizer's progress lines, then the error
+    err = [line for line in printed.splitlines() if line.startswith("error")]
+    assert len(err) == 1 and "Traceback" not in printed and printed.rstrip().endswith(err[0])
+    assert err[0].startswith("error: data.cache_dir: no space left on the device to prepare ")
+    assert not list(cache.rglob("manifest.json"))  # nothing that reads as prepared
 
 
 @pytest.mark.parametrize(("files", "data", "message", "leaves"), BAD_CORPORA)

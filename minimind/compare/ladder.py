@@ -27,7 +27,13 @@ from minimind.compare.runs import CompareError, RunSet
 from minimind.compare.table import CompareOptions, Comparison, compare, compute_per_step
 from minimind.foundations.extrapolation import DEFAULT_EXTRAPOLATION
 from minimind.record import ARM_TAG, RUNG_TAG, is_maximized
-from minimind.stats.scaling import ArmFit, LadderComparison, compare_on_ladder, fit_arm
+from minimind.stats.scaling import (
+    ArmFit,
+    LadderComparison,
+    compare_on_ladder,
+    fit_arm,
+    holm_trends,
+)
 
 
 @dataclass(frozen=True)
@@ -135,11 +141,14 @@ def compare_ladder(
     points = _points(rungs, runs, spent, metric)
     fits = {arm: _fit(arm, points[points["arm"] == arm], level) for arm in arms}
     ranking = _ranking(points, rungs, is_maximized(metric))
-    results = [
-        _result(arm, baseline, rungs, fits, runs, extrapolate_factor, level, metric)
-        for arm in arms
-        if arm != baseline
-    ]
+    results = _holm_over_trends(
+        [
+            _result(arm, baseline, rungs, fits, runs, extrapolate_factor, level, metric)
+            for arm in arms
+            if arm != baseline
+        ],
+        level,
+    )
     return Ladder(
         metric=metric,
         baseline=baseline,
@@ -152,6 +161,13 @@ def compare_ladder(
         compute_unit=unit,
         runset=runset,
     )
+
+
+def _holm_over_trends(results: list[LadderResult], level: float) -> list[LadderResult]:
+    """The results with their trend tests Holm-corrected over the ladder (`holm_trends`)."""
+    fitted = [r for r in results if r.result is not None]
+    corrected = iter(holm_trends([cast(LadderComparison, r.result) for r in fitted], level))
+    return [r if r.result is None else replace(r, result=next(corrected)) for r in results]
 
 
 def _points(rungs: list[Rung], runs: pd.DataFrame, spent: pd.Series, metric: str) -> pd.DataFrame:

@@ -96,7 +96,9 @@ def result_rows(ladder: Ladder) -> tuple[list[str], list[list[str]]]:
                 f"{fmt_estimate(per_decade, signed=True)} in log ×, {r.trend_slope.n} seeds"
                 if r.trend_slope.n
                 else "no seed has readings at 2 rungs (bounds only)",
-                render.MISSING if math.isnan(r.trend_p) else f"{r.trend_p:.3g}",
+                render.MISSING
+                if math.isnan(r.trend_p)
+                else f"{r.trend_p:.3g} (Holm {r.trend_p_adj:.3g})",
                 r.trend if tested else "not tested",
                 "none"
                 if r.crossing is None
@@ -254,7 +256,7 @@ def _summary(ladder: Ladder, result: LadderResult) -> dict[str, Any]:
     out["extrapolated_to"] = r.extrapolated_to
     out["extrapolated_where"] = r.where
     out.update(_estimate_columns("trend_slope", r.trend_slope))
-    out["trend_p"] = r.trend_p
+    out["trend_p"], out["trend_p_adj"] = r.trend_p, r.trend_p_adj
     out["trend"] = r.trend
     out["crossing"] = math.nan if r.crossing is None else r.crossing
     return out

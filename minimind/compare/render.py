@@ -388,7 +388,11 @@ def _pairing_note(comparison: Comparison) -> str:
     reasons = sorted(
         {n for n in notes if isinstance(n, str) and n and n != "unpaired: --paired off"}
     )
-    return f"; {'; '.join(reasons)} (Welch's t instead)" if reasons else ""
+    left_out = [n for n in reasons if n.startswith("paired on")]  # `stats.intervals._pairs`
+    unpaired = [n for n in reasons if n not in left_out]
+    return "".join(f"; {n}" for n in left_out) + (
+        f"; {'; '.join(unpaired)} (Welch's t instead)" if unpaired else ""
+    )
 
 
 def noise_lines(comparison: Comparison, show_noise: bool = True) -> list[str]:

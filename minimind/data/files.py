@@ -52,6 +52,8 @@ def local_corpus_files(corpus: str) -> tuple[str, list[Path]]:
                 f"({', '.join(EMBEDDED_CORPORA)}), {HUB_PREFIX}<owner>/<name>, or {kinds} "
                 "files (a file, a directory or a glob)"
             )
+        if path.exists() and not path.is_file():  # a FIFO, a socket, a device
+            raise ValueError(f"corpus {corpus} is not a regular file")
         if not path.is_file():
             raise ValueError(f"corpus file not found: {corpus}")
         files = [path]

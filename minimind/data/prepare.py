@@ -18,6 +18,7 @@ interrupted or crashed preparation keeps its finished pieces, for the next one t
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import multiprocessing
 import os
@@ -102,17 +103,28 @@ def prepare_data(cfg: DataConfig, min_tokens: int = 0) -> PreparedData:
     """
     corpus = open_corpus(cfg)
     lock = Path(cfg.cache_dir) / "locks" / cache_key({"corpus": corpus.identity})[:16]
-    with creation_lock(lock):
-        written: list[Path] = []  # the folders this preparation made, in the cache
-        try:
-            return _prepare(cfg, corpus, written, min_tokens)
-        except DataError:
-            for folder in written:
-                shutil.rmtree(folder, ignore_errors=True)
-                with contextlib.suppress(OSError):  # not empty: other entries are there
-                    folder.parent.rmdir()
-            discard_copy(corpus.copy)
+    try:
+        with creation_lock(lock):
+            written: list[Path] = []  # the folders this preparation made, in the cache
+            try:
+                return _prepare(cfg, corpus, written, min_tokens)
+            except DataError:
+                for folder in written:
+                    shutil.rmtree(folder, ignore_errors=True)
+                    with contextlib.suppress(OSError):  # not empty: other entries are there
+                        folder.parent.rmdir()
+                discard_copy(corpus.copy)
+                raise
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
+        # every file is written atomically: what was cut short left nothing, the pieces done stay
+        raise DataError(
+            f"no space left on the device to prepare {cfg.corpus} under {cfg.cache_dir} "
+            f"({exc.filename or exc.strerror}); the pieces tokenized so far are kept: free space "
+            "and run again",
+            "data.cache_dir",
+        ) from exc
 
 
 def _prepare(cfg: DataConfig, corpus: Corpus, written: list[Path], min_tokens: int) -> PreparedData:

@@ -76,6 +76,7 @@ def export_model(model: MiniMindLM, tokenizer: Tokenizer, out_dir: str | Path) -
     try:
         hf.save_pretrained(staging)
         fast.save_pretrained(staging)
+        _usual_permissions(staging)
         if out_dir.exists():
             out_dir.rmdir()  # empty, checked above
         os.replace(staging, out_dir)
@@ -83,3 +84,13 @@ def export_model(model: MiniMindLM, tokenizer: Tokenizer, out_dir: str | Path) -
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return arch
+
+
+def _usual_permissions(directory: Path) -> None:
+    """The modes a plain `mkdir` and `open` give under the user's umask: `mkdtemp` makes the
+    staging directory 0700, which a model directory shared with others should not be."""
+    umask = os.umask(0)
+    os.umask(umask)
+    directory.chmod(0o777 & ~umask)
+    for path in directory.rglob("*"):
+        path.chmod((0o777 if path.is_dir() else 0o666) & ~umask)

@@ -13,6 +13,7 @@ names are imported only when the user names them too (`minimind export --plugin 
 
 from __future__ import annotations
 
+import os
 import pickle
 import tempfile
 from collections.abc import Sequence
@@ -119,6 +120,8 @@ def _run_checkpoint(run: Any, checkpoint_dir: str, experiment: str) -> dict[str,
 def _run_spec(run_id: str, tracking_uri: str, plugins: Sequence[str]) -> Any:
     import mlflow
 
+    # MLflow's download bar, for one small file, would print between the command's own lines
+    os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"
     with tempfile.TemporaryDirectory() as scratch:
         try:
             path = mlflow.artifacts.download_artifacts(

@@ -365,12 +365,23 @@ def _ladder_budget(spec: Spec) -> list[str]:
     ladder = spec.ladder
     if ladder is None:
         return []
+    # A power law E + A·C^-α has three parameters (`stats.scaling.fit_power_law`): said before
+    # the rungs train rather than after.
+    few = (
+        [
+            f"note: {len(ladder.rungs)} rungs: compare fits no power law below 3 rungs (no "
+            "exponent, Δα or extrapolation), only the per-rung comparisons; add rungs for a fit"
+        ]
+        if len(ladder.rungs) < 3
+        else []
+    )
     if ladder.tokens_per_param is None:
-        return [f"ladder: {len(ladder.rungs)} rungs, each with its own steps"]
+        return [f"ladder: {len(ladder.rungs)} rungs, each with its own steps", *few]
     count = "every parameter" if ladder.params == "total" else "the non-embedding parameters"
     return [
         f"ladder: {len(ladder.rungs)} rungs, each training on {ladder.tokens_per_param:g} tokens "
-        f"per parameter of its first arm ({count}), rounded up to whole steps"
+        f"per parameter of its first arm ({count}), rounded up to whole steps",
+        *few,
     ]
 
 

@@ -40,6 +40,7 @@ from minimind.run.cluster.takeover import refuse_live_jobs
 from minimind.run.plan import Plan, check_memory, data_key, describe_plan, plan_run, prepare_all
 from minimind.spec import Spec, SpecError, Variant, dump_spec, flatten
 from minimind.training import distributed
+from minimind.training.checkpoint import CheckpointError
 from minimind.training.trainer import TrainOutcome
 
 if TYPE_CHECKING:  # mlflow takes seconds to import: not needed for spec errors
@@ -131,26 +132,31 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool, restart: bo
     with parent:
         for variant in plan.variants:
             for seed in spec.seeds:
-                if budgets(variant.spec.train):  # one run per budget, the shorter ones forked
+                name = child_run_name(variant.name, seed)
+                try:
+                    if budgets(variant.spec.train):  # one run per budget, the shorter ones forked
 
-                    def train_one(
-                        v: Variant,
-                        tags: dict[str, str],
-                        forks: dict[int, ForkFile],
-                        start: ForkFile | None,
-                        seed: int = seed,
-                    ) -> bool:
-                        args = (tracker, parent.run_id, plan, v, seed, data, earlier)
-                        return _train_one(*args, tags=tags, forks=forks, start=start)
+                        def train_one(
+                            v: Variant,
+                            tags: dict[str, str],
+                            forks: dict[int, ForkFile],
+                            start: ForkFile | None,
+                            seed: int = seed,
+                        ) -> bool:
+                            args = (tracker, parent.run_id, plan, v, seed, data, earlier)
+                            return _train_one(*args, tags=tags, forks=forks, start=start)
 
-                    def done(v: Variant, seed: int = seed) -> bool:
-                        child = earlier.get(child_run_name(v.name, seed))
-                        return child is not None and child.info.status == "FINISHED"
+                        def done(v: Variant, seed: int = seed) -> bool:
+                            child = earlier.get(child_run_name(v.name, seed))
+                            return child is not None and child.info.status == "FINISHED"
 
-                    args = (variant, seed, variant.spec, experiment, plan.plan_hash)
-                    failed += train_branches(*args, train_one, done)
-                elif not _train_one(tracker, parent.run_id, plan, variant, seed, data, earlier):
-                    failed.append(child_run_name(variant.name, seed))
+                        args = (variant, seed, variant.spec, experiment, plan.plan_hash)
+                        failed += train_branches(*args, train_one, done)
+                    elif not _train_one(tracker, parent.run_id, plan, variant, seed, data, earlier):
+                        failed.append(name)
+                except CheckpointError as exc:  # both files damaged: the user decides
+                    parent.end("FAILED", f"{name}: {exc}")
+                    return fail(f"{name}: {exc}")
         if failed:
             parent.end("FAILED", f"{len(failed)} of {plan.n_runs} runs failed: {', '.join(failed)}")
     if distributed.is_main_process():
@@ -179,6 +185,8 @@ def _train_one(
         return True
     try:
         outcome = run_child(tracker, parent_run_id, plan, variant, seed, data, child, **branch)
+    except CheckpointError:  # both files damaged: not one run's failure, the user decides
+        raise
     except Exception as exc:
         print_exception(exc)
         distributed.main_print(f"{name}: FAILED (exception above)")

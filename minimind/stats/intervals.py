@@ -15,7 +15,7 @@ interval excludes zero exactly when its corrected test rejects.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -39,7 +39,8 @@ class DeltaCI:
     `method`: `welch`, `paired` (a t interval of per-seed differences), `bootstrap`,
     `baseline`, or `none` (fewer than two seeds, or pairs, on a side). `p` is the raw two-sided
     p-value of the t-test, `p_adj` the one corrected for the comparisons of the family; `level`
-    is the interval's confidence after correction. `note` says why a design was not paired.
+    is the interval's confidence after correction. `note` says why a design was not paired, or
+    which seeds a paired one left out.
     `pairs`: the seeds paired (0 unless paired). `mde` is set by `compare_family`.
     """
 
@@ -161,23 +162,41 @@ class Sample:
         return {seed: float(np.mean(v)) for seed, v in sorted(out.items())}
 
 
+def seed_list(seeds: Iterable[int]) -> str:
+    """'0-5' for a run of three or more consecutive seeds, else '0, 2, 3'."""
+    ordered = sorted(int(s) for s in seeds)
+    if len(ordered) > 2 and ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"{ordered[0]}-{ordered[-1]}"
+    return ", ".join(map(str, ordered))
+
+
 def _pairs(
     variant: Sample, baseline: Sample, pairing: Pairing
-) -> tuple[np.ndarray, np.ndarray] | str:
-    """The per-seed values of both sides, aligned by seed, or why the design is not paired.
+) -> tuple[np.ndarray, np.ndarray, str] | str:
+    """The per-seed values of both sides, aligned by seed, and a note naming the seeds left
+    out ('' when none was); or why the design is not paired.
 
-    `auto` pairs when both sides ran exactly the same seeds (reruns of a seed are averaged
-    first); `on` pairs the seeds both sides share and drops the others.
+    `auto` pairs the common seeds when one side ran every seed of the other (reruns of a seed
+    are averaged first): a seed added to one variant leaves it out of the pairs, rather than
+    the pairing out of the test; when each side ran seeds the other did not, it does not pair.
+    `on` pairs the seeds both sides share, whatever the others.
     """
     if pairing == "off":
         return "unpaired: --paired off"
     v, b = variant.by_seed(), baseline.by_seed()
-    if pairing == "auto" and set(v) != set(b):
+    nested = set(v) <= set(b) or set(b) <= set(v)
+    if pairing == "auto" and not nested:
         return "unpaired: the seeds differ"
     shared = sorted(set(v) & set(b))
     if len(shared) < 2:
         return "unpaired: fewer than 2 seeds on both sides"
-    return np.array([v[s] for s in shared]), np.array([b[s] for s in shared])
+    left = [
+        f"{side}'s seed{'s' if len(extra) > 1 else ''} {seed_list(extra)}"
+        for side, extra in (("the variant", set(v) - set(b)), ("the baseline", set(b) - set(v)))
+        if extra
+    ]
+    note = f"paired on seeds {seed_list(shared)}, left out: {' and '.join(left)}" if left else ""
+    return np.array([v[s] for s in shared]), np.array([b[s] for s in shared]), note
 
 
 def delta_ci(
@@ -207,7 +226,7 @@ def delta_ci(
     # The bootstrap resamples each side on its own: it never pairs, and says nothing of it.
     pairs = _pairs(x, y, "off" if method == "bootstrap" else pairing)
     if isinstance(pairs, tuple):
-        return paired_ci(*pairs, level)
+        return replace(paired_ci(pairs[0], pairs[1], level), note=pairs[2])
     note = "" if pairing == "off" or method == "bootstrap" else pairs
     xs, ys = seed_values(x), seed_values(y)
     if min(len(xs), len(ys)) < 2:

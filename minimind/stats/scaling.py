@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import optimize, stats
+from statsmodels.stats.multitest import multipletests
 
 EXPONENT_BOUNDS = (1e-3, 4.0)
 """The exponents the fit searches. An optimum at either end is no fit: the losses do not bend
@@ -250,6 +251,29 @@ class LadderComparison:
     trend: Trend
     crossing: float | None
     crossing_range: tuple[float, float]
+    trend_p_adj: float = math.nan
+    """`trend_p` Holm-corrected over the ladder's tested trends (`holm_trends`); `trend` is
+    decided by it once set."""
+
+
+def holm_trends(comparisons: list[LadderComparison], level: float = 0.95) -> list[LadderComparison]:
+    """`comparisons` (one ladder's, each arm against the baseline) with their trend tests
+    Holm-corrected together: the family is the trends that were tested (a finite p), and each
+    verdict is decided at the corrected p, as a table's rows are."""
+    tested = [i for i, c in enumerate(comparisons) if math.isfinite(c.trend_p)]
+    adjusted = dict.fromkeys(range(len(comparisons)), math.nan)
+    if tested:
+        corrected = multipletests([comparisons[i].trend_p for i in tested], method="holm")[1]
+        adjusted.update(zip(tested, (float(p) for p in corrected), strict=True))
+    out = []
+    for i, c in enumerate(comparisons):
+        p = adjusted[i]
+        verdict: Trend = (
+            "no trend detected" if not p < 1.0 - level else "grows" if c.trend_slope.value > 0
+            else "shrinks"
+        )  # fmt: skip
+        out.append(replace(c, trend_p_adj=p, trend=verdict))
+    return out
 
 
 def compare_on_ladder(

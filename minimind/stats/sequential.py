@@ -26,6 +26,9 @@ the i-th smallest p value at the boundary of level α/(r − i); a rejection pas
 the others, a comparison stopped for equivalence keeps its own. A non-rejected comparison's
 interval is the repeated confidence interval (Jennison & Turnbull 1989) at level α/r, the one
 compatible with the step-down (Strassburger & Bretz 2008): its verdict and its interval agree.
+Equivalence is decided by the repeated interval at α/k, k the axis's comparisons, as the fixed
+design decides it: the level a rejection frees is the difference tests', and spent on
+equivalence it let false equivalence reach 2 % against α/k = 1.25 % (four comparisons).
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from typing import Literal
 
 import numpy as np
 from scipy import stats
+
+from minimind.stats.intervals import seed_list
 
 Spending = Literal["pocock", "obrien_fleming"]
 Stop = Literal["difference", "equivalent", "cap", "open"]
@@ -187,14 +192,7 @@ def describe_pairs(pairs: list[tuple[int, int]]) -> str:
     if not pairs:
         return "none"
     arm, against = ([p[k] for p in pairs] for k in (0, 1))
-    return _seed_list(arm) if arm == against else f"{_seed_list(arm)} against {_seed_list(against)}"
-
-
-def _seed_list(seeds: list[int]) -> str:
-    ordered = sorted(seeds)
-    if len(ordered) > 2 and ordered == list(range(ordered[0], ordered[-1] + 1)):
-        return f"{ordered[0]}-{ordered[-1]}"
-    return ", ".join(map(str, ordered))
+    return seed_list(arm) if arm == against else f"{seed_list(arm)} against {seed_list(against)}"
 
 
 def decide(differences: np.ndarray, design: SequentialDesign, margin: float | None) -> Decisions:
@@ -250,10 +248,15 @@ def decide(differences: np.ndarray, design: SequentialDesign, margin: float | No
         lo, hi = mean - half, mean + half
         lo = np.where(reject & (mean > 0), np.maximum(lo, 0.0), lo)
         hi = np.where(reject & (mean < 0), np.minimum(hi, 0.0), hi)
+        # equivalence at alpha / comparisons, whatever Holm's rejections freed (the fixed
+        # design's rule): the level a rejection passes on belongs to the difference tests
+        equal_half = stats.t.isf(nominal[comparisons - 1, k] / 2, n - 1) * se
         equivalent = active & ~reject
         equivalent &= (
-            (lo >= -margin) & (hi <= margin) if margin is not None else np.zeros_like(reject)
+            (np.abs(mean) + equal_half <= margin) if margin is not None else np.zeros_like(reject)
         )
+        lo = np.where(equivalent, mean - equal_half, lo)
+        hi = np.where(equivalent, mean + equal_half, hi)
         last = k == len(design.looks) - 1
         finished = reject | equivalent | (active & last)
         stop[reject] = "difference"

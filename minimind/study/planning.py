@@ -157,9 +157,14 @@ def sequential_agreement(expect: Expectation, standing: Standing, maximize: bool
     to tell. Stopped on a difference: `better`/`worse` agree when its direction is theirs;
     `equal` disagrees when the interval lies wholly outside the margin and is too weak to tell
     otherwise (a difference smaller than the margin is still equal). Stopped on equivalence:
-    `equal` agrees, `better`/`worse` disagree."""
+    `equal` agrees; `better`/`worse` disagree only when the interval lies wholly on the other side
+    of zero, and are too weak to tell otherwise: an interval within the margin still allows a
+    change in their direction smaller than the margin, which the literature may expect."""
+    if standing.stop == "equivalent" and expect == "equal":
+        return "agrees"
     if standing.stop == "equivalent":
-        return "agrees" if expect == "equal" else "disagrees"
+        against = standing.low > 0 if (expect == "better") != maximize else standing.high < 0
+        return "disagrees" if against else "too weak to tell"
     if standing.stop != "difference":
         return "too weak to tell"
     if expect == "equal":

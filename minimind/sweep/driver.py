@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,12 +22,13 @@ from minimind.data import PreparedData
 from minimind.foundations.errors import MinimindError, fail_with
 from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_OK, fail
 from minimind.foundations.paths import REPORTS_DIR
+from minimind.foundations.progress import Display, display
 from minimind.foundations.verbosity import quiet_optuna
 from minimind.run.plan import prepare_all
 from minimind.spec import SpecError, SweepConfig
 from minimind.sweep.best import best_trial, describe_front, write_best
 from minimind.sweep.liveness import release_orphans
-from minimind.sweep.optuna_study import open_parent, open_study, progress
+from minimind.sweep.optuna_study import Progress, open_parent, open_study, progress
 from minimind.sweep.plan import StudyCell, SweepPlan, describe_sweep, plan_sweep, target_trials
 from minimind.sweep.report import StudyReport, describe, log_report, write_report
 from minimind.sweep.space import edge_warnings
@@ -166,7 +167,8 @@ def _sweep_study(
                     for line in run_worker_jobs(job, workers, plan.spec.launcher):
                         print(f"study {cell.name}: {line}", flush=True)
                 else:
-                    run_workers(job, workers, data=data)
+                    with display(f"study {cell.name}", target, before.finished) as shown:
+                        run_workers(job, workers, data=data, watch=_watcher(study, cell, shown))
             except KeyboardInterrupt:
                 # The workers have exited: whatever they left RUNNING is failed, not retried.
                 release_orphans(study, retries=0, exited=(os.getpid(),))
@@ -183,6 +185,21 @@ def _sweep_study(
             parent.end("FAILED", f"{finished} of {target} trials finished")
             return False, report
     return True, report
+
+
+def _watcher(study: optuna.Study, cell: StudyCell, shown: Display) -> Callable[[], None]:
+    """A look at the study's trials for `run_workers`: a report each time the counts change (a
+    bar on a terminal, a line elsewhere)."""
+    last: list[Progress] = []
+
+    def watch() -> None:
+        now = progress(study)
+        if last and now == last[0]:
+            return
+        last[:] = [now]
+        shown.report(now.finished, status=str(now), line=f"study {cell.name}: {now}")
+
+    return watch
 
 
 def show_best(plan: SweepPlan, studies: list[optuna.Study], reports_dir: Path) -> int:

@@ -201,13 +201,22 @@ def worker_main(job: WorkerJob, spawned: bool = True) -> None:
     print(f"worker {job.index} (pid {os.getpid()}): {reason}", flush=True)
 
 
+WATCH_INTERVAL_S = 2.0
+"""How often the driver looks at its spawned workers' study for its progress display."""
+
+
 def run_workers(
-    job: WorkerJob, n: int, data: Mapping[str, PreparedData] | None = None
+    job: WorkerJob,
+    n: int,
+    data: Mapping[str, PreparedData] | None = None,
+    watch: Callable[[], None] | None = None,
 ) -> list[int]:
     """Run `n` workers: in this process when `n` is 1 (reusing `data`, the prepared data by
     `data` section), else as spawned processes; their exit codes (negative: killed by that
-    signal). An interruption of this process stops them (they get the terminal's Ctrl-C
-    themselves; SIGTERM is passed on) and is raised again."""
+    signal). While spawned workers run, `watch` is called every `WATCH_INTERVAL_S` (the
+    driver's progress: the workers themselves show nothing). An interruption of this process
+    stops them (they get the terminal's Ctrl-C themselves; SIGTERM is passed on) and is raised
+    again."""
     if n == 1:
         work(job, data)
         return [0]
@@ -225,7 +234,7 @@ def run_workers(
 
     processes = [start(i) for i in range(n)]
     try:
-        _wait_all(processes, start, max_replacements=REPLACEMENTS_PER_WORKER * n)
+        _wait_all(processes, start, REPLACEMENTS_PER_WORKER * n, watch or (lambda: None))
     except KeyboardInterrupt as exc:
         _stop(processes, getattr(exc, "signum", None))
         raise
@@ -243,6 +252,7 @@ def _wait_all(
     processes: list[multiprocessing.process.BaseProcess],
     start: Callable[[int], multiprocessing.process.BaseProcess],
     max_replacements: int,
+    watch: Callable[[], None],
 ) -> None:
     """Join each worker as soon as it exits, so none lingers as a zombie that the others would
     take for a live worker of its trial. A worker killed by a signal (the OOM killer, a
@@ -252,7 +262,8 @@ def _wait_all(
 
     pending = list(processes)
     while pending:
-        wait([p.sentinel for p in pending])
+        wait([p.sentinel for p in pending], timeout=WATCH_INTERVAL_S)
+        watch()
         for process in [p for p in pending if not p.is_alive()]:
             process.join()
             pending.remove(process)

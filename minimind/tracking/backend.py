@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 
 from mlflow.exceptions import MlflowException
@@ -109,7 +110,35 @@ def connect(uri: str) -> MlflowClient:
     if db is None:
         return MlflowClient(tracking_uri=uri)
     with creation_lock(db):
+        if not db.exists():
+            _create_sqlite_store(db)
         return MlflowClient(tracking_uri=uri)
+
+
+class StoreNotCreated(MinimindError):
+    """A new SQLite tracking store could not be built (a full disk); nothing was left behind.
+    The message is one line."""
+
+
+def _create_sqlite_store(db: Path) -> None:
+    """Build MLflow's schema in a file beside `db` and rename it into place: a store that
+    failed halfway (a full disk) is never left at `db`, where every later open would fail on
+    its half-made tables."""
+    from minimind.tracking.retry import first_line
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    # a name of its own each time: MLflow keeps an engine per URI, which a failed try leaves open
+    partial = db.with_name(f".{db.name}.{uuid.uuid4().hex[:12]}.partial")
+    try:
+        store = MlflowClient(tracking_uri=f"sqlite:///{partial.resolve()}")._tracking_client.store
+        store.engine.dispose()  # every connection closed before the file moves
+        os.replace(partial, db)
+    except Exception as exc:  # an OSError, or sqlite's "database or disk is full" in MLflow's
+        partial.unlink(missing_ok=True)
+        raise StoreNotCreated(
+            f"the MLflow store {db} could not be created ({first_line(exc)}); nothing was left "
+            "there: free space (or fix the error) and run again"
+        ) from exc
 
 
 class StoreMissing(MinimindError):

@@ -108,7 +108,19 @@ class RetryClock:
             return result
 
 
+FIRST_LINE_CHARS = 200
+
+
 def first_line(exc: BaseException) -> str:
-    """The first line of an exception's text (at most 200 characters), or its type's name."""
+    """The first line of an exception's text, or its type's name; a line longer than
+    `FIRST_LINE_CHARS` ends at the last whole word before it, followed by " ...", so that no
+    word of the underlying error is cut in two."""
     text = str(exc).strip().splitlines()
-    return text[0][:200] if text else type(exc).__name__
+    if not text:
+        return type(exc).__name__
+    line = text[0]
+    if len(line) <= FIRST_LINE_CHARS:
+        return line
+    head = line[: FIRST_LINE_CHARS + 1]
+    cut = head.rfind(" ")
+    return (head[:cut].rstrip() if cut > 0 else line[:FIRST_LINE_CHARS]) + " ..."

@@ -32,8 +32,9 @@ from minimind.record import (
     PID_START_TAG,
     PID_TAG,
     ROLE_TAG,
+    standard_tags,
 )
-from minimind.tracking.backend import connect, default_artifact_location
+from minimind.tracking.backend import StoreNotCreated, connect, default_artifact_location
 from minimind.tracking.ops import logged_steps, tag_value
 from minimind.tracking.retry import OutageExceeded, RetryClock, first_line, is_transient, notice
 from minimind.tracking.run import DEFAULT_FALLBACK_DIR, RunHandle, outage_limit
@@ -84,7 +85,10 @@ class Tracker:
     ) -> None:
         self.uri = uri
         self.experiment = experiment
-        self.client = connect(uri)
+        try:
+            self.client = connect(uri)
+        except StoreNotCreated as err:  # reported as a store that cannot be used: one line
+            raise TrackingUnreachable(f"tracking.uri: {err}") from err
         self.outage_s = outage_limit(outage_s)
         self.fallback_dir = Path(fallback_dir)
         self.flush_interval_s = flush_interval_s
@@ -146,6 +150,7 @@ class Tracker:
     def _create(self, name: str, tags: dict[str, Any]) -> RunHandle:
         if self._git_commit is not None:
             tags.setdefault(GIT_COMMIT_TAG, self._git_commit)
+        tags = {**standard_tags(self._git_commit), **tags}
         tags = {key: tag_value(value) for key, value in tags.items()}
         try:
             run = self._retry.call(

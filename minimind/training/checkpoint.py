@@ -110,8 +110,9 @@ def load_latest_checkpoint(
             state = load_checkpoint(candidate, map_location)
         except CheckpointError as exc:
             errors.append(str(exc))
-            print(f"minimind: checkpoint: {exc}", file=sys.stderr)
             continue
+        for error in errors:  # named only here: when none loads, the one error names them all
+            print(f"minimind: checkpoint: {error}", file=sys.stderr)
         if errors:
             print(f"minimind: checkpoint: resuming from {candidate} instead", file=sys.stderr)
         return state, candidate

@@ -4,6 +4,7 @@ import bz2
 import gzip
 import hashlib
 import json
+import os
 from importlib import resources
 
 import pandas as pd
@@ -36,6 +37,13 @@ def test_missing_corpus_is_an_error_on_corpus(tmp_path):
     with pytest.raises(ValidationError, match="corpus file not found"):
         DataConfig(corpus=str(tmp_path / "absent.txt"))
     assert error_locs(corpus=str(tmp_path / "absent.jsonl")) == [("corpus",)]
+
+
+def test_a_fifo_corpus_is_not_a_regular_file_rather_than_not_found(tmp_path):
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)
+    with pytest.raises(ValidationError, match=f"corpus {fifo} is not a regular file"):
+        DataConfig(corpus=str(fifo))
 
 
 def test_unsupported_suffix_is_an_error_on_corpus(tmp_path):

@@ -293,7 +293,13 @@ def test_a_run_exports_by_id_and_never_with_another_runs_checkpoint(
     run_id = run.info.run_id
     capsys.readouterr()
     assert main(["export", run_id, str(tmp_path / "out"), "--tracking-uri", mlflow_uri]) == 0
-    assert "as llama to" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "as llama to" in printed.out and "Downloading artifacts" not in printed.err
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "out").stat().st_mode & 0o777 == 0o777 & ~umask  # not mkdtemp's 0700
+    for file in (tmp_path / "out").iterdir():
+        assert file.stat().st_mode & 0o777 == 0o666 & ~umask, file
 
     (checkpoint,) = (tmp_path / "checkpoints").rglob(f"seed0/{run_id}/last.pt")
     state = load_checkpoint(checkpoint)

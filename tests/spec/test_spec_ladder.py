@@ -201,3 +201,17 @@ def test_the_dry_run_lists_every_rung_and_its_budget(tmp_path: Path) -> None:
     for name in ("rung=s,attention=gqa", "rung=r1,attention=mqa"):
         assert name in text
     assert "2 tokens per parameter of its first arm (every parameter)" in text
+
+
+def test_the_dry_run_says_a_ladder_below_3_rungs_gets_no_fit(tmp_path: Path) -> None:
+    from minimind.run.plan import describe_plan, plan_run
+
+    def text(rungs: list[dict[str, Any]]) -> str:
+        tree = _tree()
+        tree["ladder"]["rungs"] = rungs
+        tree["tracking"] = {"uri": f"sqlite:///{tmp_path}/m.db"}
+        return describe_plan(plan_run(validate_spec(tree)))
+
+    assert "note: 2 rungs: compare fits no power law below 3 rungs" in text(RUNGS)
+    third = {"model": {"dim": 96, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2}}
+    assert "no power law" not in text([*RUNGS, third])

@@ -216,6 +216,15 @@ def test_pairing_aligns_by_seed_and_falls_back_to_welch_when_seeds_differ() -> N
     forced = compare_family({"v": other}, base, pairing="on")["v"]  # seeds 0 and 1 shared
     assert forced.method == "paired"
     assert forced.delta == pytest.approx(np.mean([1.1 - 1.0, 2.2 - 2.0]))
+    # one seed more on one side: paired on the common seeds, the extra one named
+    extra = Sample.of([1.1, 2.2, 3.1, 9.0], [0, 1, 2, 3])
+    common = compare_family({"v": extra}, base)["v"]
+    assert common.method == "paired" and common.pairs == 3
+    assert common.delta == pytest.approx(d.mean())
+    assert common.note == "paired on seeds 0-2, left out: the variant's seed 3"
+    fewer = compare_family({"v": base}, Sample.of([1, 2, 3, 4, 5], [0, 1, 2, 7, 8]))["v"]
+    assert fewer.note == "paired on seeds 0-2, left out: the baseline's seeds 7, 8"
+    assert compare_family({"v": shuffled}, base)["v"].note == ""  # the same seeds: nothing left
     off = compare_family({"v": shuffled}, base, pairing="off")["v"]
     assert off.method == "welch" and off.note == ""
     # Reruns of a seed (A/A) are averaged before pairing.

@@ -281,6 +281,30 @@ def test_the_trend_test_holds_its_false_positive_rate_on_identical_arms() -> Non
     assert stats.kstest(p_values, "uniform").pvalue > 1e-3
 
 
+def test_a_ladder_s_trend_verdicts_are_holm_corrected_over_its_tested_trends() -> None:
+    """A raw p of 0.03 beside another tested trend is 0.06 after Holm: no trend; an untested
+    trend (no p) is not in the family."""
+    import dataclasses
+
+    from statsmodels.stats.multitest import multipletests
+
+    from minimind.stats.scaling import holm_trends
+
+    rng = np.random.default_rng(3)
+    c = rungs(5)
+    arm = fit_arm({s: (c, TRUTH.loss(c)) for s in range(4)})
+    shrinking = {s: -0.1 * np.log(c / c[0]) + rng.normal(0, 0.05, 5) for s in range(4)}
+    shrinks = compare_on_ladder(arm, arm, shrinking, c, extrapolate_factor=1.0)
+    family = [dataclasses.replace(shrinks, trend_p=p) for p in (0.03, 0.4, math.nan)]
+    corrected = holm_trends(family)
+    expected = multipletests([0.03, 0.4], method="holm")[1]
+    assert [r.trend_p_adj for r in corrected[:2]] == pytest.approx(expected)
+    assert corrected[0].trend_p_adj == pytest.approx(0.06) and math.isnan(corrected[2].trend_p_adj)
+    assert [r.trend for r in corrected] == ["no trend detected"] * 3
+    (alone,) = holm_trends(family[:1])
+    assert alone.trend == "shrinks" and alone.trend_p_adj == pytest.approx(0.03)
+
+
 def test_exponent_and_multiplier_precision_at_the_studys_noise() -> None:
     """The issue's targets, where they hold (docs/statistics.md, "Ladders", has the whole
     table): 6 rungs from 1.2e12 to 1.1e15 FLOPs, 5 seeds, one arm's seed sd 0.010 bpb (the

@@ -69,7 +69,10 @@ def test_the_shipped_steps_launch_as_their_old_command_lines_did(tmp_path: Path)
     study = load_study(SHIPPED)
     launched = [[step_argv(step, SLURM) for step in stream] for stream in study.streams]
     expected = [
-        [[*HEAD, *words, *(["--resume", "--restart"] if words[0] == "run" else [])] for _, words in stream]
+        [
+            [*HEAD, *words, *(["--resume", "--restart"] if words[0] == "run" else [])]
+            for _, words in stream
+        ]
         for stream in OLD_STREAMS
     ]
     assert launched == expected
@@ -89,7 +92,15 @@ def test_training_steps_get_the_launch_and_a_run_resumes():
     assert step_argv(best, SLURM) == [*HEAD, "sweep", "s.yaml", "--best"]  # trains nothing
     assert step_argv(run) == [*HEAD, "run", "a.yaml", "--resume", "--restart"]  # as each spec says
     local = Launch("local")
-    assert step_argv(run, local) == [*HEAD, "run", "a.yaml", "--launcher", "local", "--resume", "--restart"]
+    assert step_argv(run, local) == [
+        *HEAD,
+        "run",
+        "a.yaml",
+        "--launcher",
+        "local",
+        "--resume",
+        "--restart",
+    ]
 
 
 def test_a_run_step_s_overrides_variants_and_seeds_are_its_arguments():

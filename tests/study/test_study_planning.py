@@ -232,7 +232,11 @@ def test_the_aa_row_is_the_report_s_calibration(tmp_path, store):
         ("better", "difference", -0.05, -0.01, "agrees"),  # lower is better
         ("better", "difference", 0.01, 0.05, "disagrees"),
         ("worse", "difference", 0.01, 0.05, "agrees"),
-        ("worse", "equivalent", -0.01, 0.01, "disagrees"),
+        # within the margin, a small change in the expected direction is still allowed
+        ("worse", "equivalent", -0.013, 0.016, "too weak to tell"),
+        ("better", "equivalent", -0.016, 0.013, "too weak to tell"),
+        ("worse", "equivalent", -0.015, -0.001, "disagrees"),  # wholly improved: not worse
+        ("better", "equivalent", 0.001, 0.015, "disagrees"),
         ("equal", "equivalent", -0.01, 0.01, "agrees"),
         ("equal", "difference", 0.03, 0.05, "disagrees"),  # wholly outside the margin
         ("equal", "difference", -0.07, -0.01, "too weak to tell"),  # real, maybe within it

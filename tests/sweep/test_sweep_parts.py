@@ -359,6 +359,16 @@ def test_a_study_is_resumed_only_by_the_spec_that_made_it(sweep_file, capsys) ->
     assert plan_sweep(path, trials=9, workers=2).cells[0].cell_hash == cell.cell_hash
 
 
+def test_best_without_the_sweep_s_overrides_says_to_repeat_them(sweep_file, capsys) -> None:
+    path = sweep_file()
+    plan = plan_sweep(path, overrides=["train.steps=6"])
+    (cell,) = plan.cells
+    open_study(open_storage(plan.sweep), cell.name, cell.sweep, cell.cell_hash)
+    assert main(["sweep", str(path), "--best"]) == 2
+    err = capsys.readouterr().err
+    assert "repeat the -o overrides the sweep ran with" in err and "new study" not in err
+
+
 def test_an_interrupt_lost_in_a_finalizer_is_delivered_again(monkeypatch) -> None:
     """A KeyboardInterrupt raised inside a weakref callback is 'ignored' by Python (a traceback
     on stderr, the interrupt dropped): a worker sends itself SIGINT again instead, and any other

@@ -95,6 +95,9 @@ def test_two_workers_finish_the_study_on_sqlite_without_lock_errors(
     output, _ = process.communicate(timeout=SWEEP_TIMEOUT_S)
     assert process.returncode == 0, output
     assert "database is locked" not in output and "Traceback" not in output, output
+    # progress while the workers run (lines off a terminal), before the study's report
+    watched = [line for line in output.splitlines() if line.startswith("study tiny: ")]
+    assert any(" finished (" in line for line in watched[1:-1]), output
     study = optuna.load_study(study_name="tiny", storage=storage)
     states = [t.state for t in study.trials]
     assert states.count(TrialState.COMPLETE) in (4, 5), states  # 5: both took the last one

@@ -342,6 +342,7 @@ def test_sqlite_parent_directory_is_created(
 ) -> None:
     # sqlite cannot create the directory itself; building the store (seconds) is not under test
     monkeypatch.setattr("minimind.tracking.backend.MlflowClient", lambda tracking_uri: None)
+    monkeypatch.setattr("minimind.tracking.backend._create_sqlite_store", lambda db: None)
     db = tmp_path / "deep" / "er" / "mlflow.db"
     connect(f"sqlite:///{db}")
     assert db.parent.is_dir()
@@ -400,6 +401,23 @@ def test_git_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         ["git", "log", "-1", "--format=%H"], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert git_commit() == expected and len(expected) == 40
+
+
+def test_runs_carry_mlflow_s_standard_user_source_and_commit_tags(
+    tracker: Tracker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import getpass
+
+    monkeypatch.setattr(tracker, "_git_commit", "a" * 40)
+    parent = tracker.start_parent("p")
+    child = tracker.start_child(parent, "c")
+    child.end()
+    parent.end()
+    for handle in (parent, child):
+        tags = tracker.client.get_run(handle.run_id).data.tags
+        assert tags["mlflow.user"] == getpass.getuser()
+        assert tags["mlflow.source.git.commit"] == tags["git_commit"] == "a" * 40
+        assert tags["mlflow.source.name"] and tags["mlflow.source.type"] == "LOCAL"
 
 
 def test_an_invocation_is_found_by_its_plan_hash_or_the_legacy_tag(tracker: Tracker) -> None:
@@ -488,3 +506,42 @@ def test_a_run_created_while_the_server_is_away_trains_into_the_fallback_file_an
     assert run.data.params["seed"] == "1" and run.data.tags["variant"] == "v"
     assert steps_of(tracker.client, run.info.run_id, "train/loss") == list(range(5))
     assert "0 metric points sent, 5 already logged" in capfd.readouterr().out
+
+
+def test_the_first_line_of_an_error_never_cuts_a_word_in_two() -> None:
+    from minimind.tracking.retry import FIRST_LINE_CHARS, first_line
+
+    words = " ".join(f"word{i:03d}" for i in range(60))  # 479 characters, words of 7
+    line = first_line(RuntimeError(words + "\nsecond line"))
+    assert line.endswith(" ...") and len(line) <= FIRST_LINE_CHARS + 4
+    assert words.startswith(line[: -len(" ...")] + " ")  # ends on a whole word
+    assert first_line(RuntimeError("short\nmore")) == "short"
+    assert first_line(RuntimeError("")) == "RuntimeError"
+
+
+def test_a_full_disk_while_creating_the_store_is_one_line_and_leaves_no_store(
+    tmp_path: Path,
+) -> None:
+    """SQLite's own "database or disk is full", from a page limit set on every new connection:
+    the schema fails partway, and nothing is left where the store was to be."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    from minimind.tracking import TrackingUnreachable
+
+    def tiny_disk(connection: object, record: object) -> None:
+        connection.execute("PRAGMA max_page_count = 40")  # type: ignore[attr-defined]
+
+    db = tmp_path / "store" / "mlflow.db"
+    uri = f"sqlite:///{db}"
+    event.listen(Engine, "connect", tiny_disk)
+    try:
+        with pytest.raises(TrackingUnreachable) as caught:
+            Tracker(uri, "exp", fallback_dir=tmp_path / "fallback")
+    finally:
+        event.remove(Engine, "connect", tiny_disk)
+    message = str(caught.value)
+    assert message.startswith(f"tracking.uri: the MLflow store {db} could not be created (")
+    assert "full" in message and "\n" not in message
+    assert not db.exists() and not list(db.parent.glob("*.partial"))
+    assert Tracker(uri, "exp", fallback_dir=tmp_path / "fallback").experiment_id  # space again
