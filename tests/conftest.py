@@ -130,3 +130,20 @@ def write_spec(tmp_path: Path, tiny_spec: Callable[..., dict[str, Any]]) -> Call
         return path
 
     return write
+
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+# Shipped specs that read a corpus `minimind data assemble` builds: tests/data/test_data_assemble.py
+# loads them over a fixture corpus.
+NEEDS_ASSEMBLED_CORPUS = ("text_domains.yaml",)
+
+
+def shipped_specs(*patterns: str) -> list[Path]:
+    """The specs under experiments/ matching `patterns`, less those that need an assembled
+    corpus."""
+    return sorted(
+        path
+        for pattern in patterns
+        for path in EXPERIMENTS.glob(pattern)
+        if path.name not in NEEDS_ASSEMBLED_CORPUS
+    )

@@ -64,10 +64,31 @@ def test_the_installed_torch_is_allowed() -> None:
     assert _constraints()["torch"] == Version("2.13.0")
 
 
+def _dev_requirements() -> set[str]:
+    """The packages `pip install -e ".[dev]"` asks for: the dependencies, and the extras `dev`
+    names, transitively (not `dashboard` or `corpora`, which a user installs on purpose)."""
+    extras = _pyproject()["project"]["optional-dependencies"]
+    names: set[str] = set()
+    todo, seen = ["dev"], set()
+    while todo:
+        extra = todo.pop()
+        seen.add(extra)
+        for line in extras[extra]:
+            requirement = Requirement(line)
+            if canonicalize_name(requirement.name) == "minimind-lab":
+                todo += [e for e in requirement.extras if e not in seen]
+            else:
+                names.add(canonicalize_name(requirement.name))
+    return names | {
+        canonicalize_name(Requirement(r).name) for r in _pyproject()["project"]["dependencies"]
+    }
+
+
 def test_the_constraints_pin_every_requirement_within_its_range() -> None:
     pins = _constraints()
+    installed = _dev_requirements()
     for name, requirement in _requirements().items():
-        if name in ("setuptools", "optuna-dashboard"):  # build-time; an extra outside dev
+        if name not in installed:  # build-time, or an extra outside dev
             continue
         assert name in pins, f"constraints.txt does not pin {name}"
         assert pins[name] in requirement.specifier, f"{name}=={pins[name]} not in {requirement}"

@@ -24,6 +24,7 @@ from minimind.tracking import git_commit
 from minimind.training.device import CPU_BF16_MIN_DIM, autocast_dtype, resolve_device
 from minimind.training.machine import environment
 from minimind.training.trainer import Trainer
+from tests.conftest import shipped_specs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -468,9 +469,7 @@ def test_a_missing_spec_file_exits_2(tmp_path, monkeypatch, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize(
-    "spec", sorted((REPO / "experiments").glob("*.yaml")), ids=lambda p: p.name
-)
+@pytest.mark.parametrize("spec", shipped_specs("*.yaml"), ids=lambda p: p.name)
 def test_dry_run_of_every_shipped_spec_writes_nothing(spec, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["run", str(spec), "--dry-run"]) == 0

@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minimind.data.domains import DOMAINS, Domain, Found, Places, read_inputs
+from minimind.foundations.errors import MinimindError
 
 DEFAULT_VAL_FRACTION = 0.05
 SPLIT_FILES = {"train": "train.jsonl", "val": "validation.jsonl"}
 
 
-class AssemblyError(ValueError):
+class AssemblyError(MinimindError, ValueError):
     """A user's mistake: an unknown domain, a missing package asked for, an existing OUT."""
 
 

@@ -17,7 +17,7 @@ from minimind.data.batches import MixtureBatches, TrainBatches
 from minimind.data.chunking import CHUNK_CHARS
 from minimind.data.mixture import repeating_sources
 from minimind.data.tokenizer import train_bpe
-from minimind.spec import SpecError, validate_spec
+from minimind.spec import SpecError, expand, validate_spec
 from minimind.training.device import resolve_run_device
 from minimind.training.trainer import Trainer
 
@@ -289,7 +289,7 @@ def test_a_mixture_weight_is_an_ablation_axis():
             },
         }
     )
-    weights = [v.spec.data.weights()["prose"] for v in spec.variant_specs()]
+    weights = [v.spec.data.weights()["prose"] for v in expand(spec)]
     assert weights == pytest.approx([0.7, 0.3])
     assert DataConfig().weights() == {"corpus": 1.0}
 

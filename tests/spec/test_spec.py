@@ -27,6 +27,7 @@ from minimind.spec import (
     with_values,
 )
 from minimind.spec.schema import apply
+from tests.conftest import shipped_specs
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 SAFE_NAME = re.compile(r"[A-Za-z0-9_.=,()+\-\[\]]+")
@@ -205,7 +206,7 @@ sweep:
 """
 
 
-@pytest.mark.parametrize("name", ["complex", *sorted(p.stem for p in EXPERIMENTS.glob("*.yaml"))])
+@pytest.mark.parametrize("name", ["complex", *(p.stem for p in shipped_specs("*.yaml"))])
 def test_dump_round_trip(tmp_path: Path, name: str) -> None:
     source = (
         write(tmp_path, "c.yaml", COMPLEX) if name == "complex" else EXPERIMENTS / f"{name}.yaml"

@@ -8,13 +8,12 @@ import pytest
 
 from minimind.model.config import ModelConfig
 from minimind.spec import expand, load_spec
+from tests.conftest import shipped_specs
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 # the top level and experiments/mup/ (experiments/study/ holds a manifest and its arms, which
 # tests/study loads)
-SPECS = sorted([*EXPERIMENTS.glob("*.yaml"), *EXPERIMENTS.glob("mup/*.yaml")])
-# text_domains.yaml reads an assembled corpus: tests/data/test_data_assemble.py loads it over one.
-SPECS.remove(EXPERIMENTS / "text_domains.yaml")
+SPECS = shipped_specs("*.yaml", "mup/*.yaml")
 
 
 def test_the_axis_specs_are_shipped() -> None:
