@@ -1,6 +1,7 @@
 """`minimind run SPEC [-o KEY=VALUE]... [--dry-run] [--resume] [--variant NAME]... [--nproc N]
-[--launcher slurm]`: train every variant (or the named ones) × seed (in N processes with DDP,
-launched through torchrun), here or as Slurm jobs (`minimind.run.slurm_run`)."""
+[--jobs N] [--launcher slurm]`: train every variant (or the named ones) × seed (in N processes
+with DDP, launched through torchrun; or N runs at once, `minimind.run.jobs`), here or as Slurm
+jobs (`minimind.run.slurm_run`)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="train with DDP in N processes on this host, a shortcut for torchrun --standalone "
         "--nproc_per_node N -m minimind run ... (train.batch_size is the global batch)",
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="train N runs at once on this host, each in its own process (on GPUs round-robin; "
+        "on a CPU with cores/N threads each): short for -o launcher.jobs=N",
+    )
     add_launcher_argument(parser)
     # What a Slurm job of `--launcher slurm` runs: one child under its submitter's parent run.
     parser.add_argument("--parent-run", help=argparse.SUPPRESS)
@@ -69,14 +77,18 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.nproc < 1:
         return fail(f"--nproc must be >= 1, got {args.nproc}")
+    if args.jobs is not None and args.jobs < 1:
+        return fail(f"--jobs must be >= 1, got {args.jobs}")
     if (args.parent_run is None) != (args.only is None):
         return fail("--parent-run and --only go together")
     if args.restart and not args.resume:
         return fail("--restart: goes with --resume")
     try:
-        spec = load_spec(args.spec, [*args.override, *launcher_overrides(args)])
+        spec = load_spec(args.spec, [*args.override, *launcher_overrides(args), *_jobs(args)])
     except SpecError as err:
         return fail(str(err))
+    if spec.launcher.jobs > 1 and (args.nproc > 1 or spec.launcher.name != "local"):
+        return fail("launcher.jobs: several runs at once go with the local launcher and --nproc 1")
     # Imported once the spec is valid: a bad spec is answered before torch is imported (seconds),
     # and `minimind --help` and the other commands stay quick.
     from minimind.run.runner import JobTarget, run_spec
@@ -96,6 +108,17 @@ def _run(args: argparse.Namespace) -> int:
     if args.nproc > 1 and not args.dry_run and not distributed.launched_by_torchrun():
         return _relaunch(args, spec)
     job = JobTarget(args.parent_run, args.only) if in_job else None
+    if spec.launcher.jobs > 1 and not in_job:  # several runs at once, each in its own process
+        from minimind.run.jobs import run_jobs
+
+        only = tuple(args.variant)
+        return run_spec(
+            spec,
+            dry_run=args.dry_run,
+            resume=args.resume,
+            only=only,
+            execute_with=lambda plan, _data, resume, restart: run_jobs(plan, resume, restart, only),
+        )
     with distributed.process_group():
         return run_spec(
             spec,
@@ -105,6 +128,11 @@ def _run(args: argparse.Namespace) -> int:
             only=tuple(args.variant),
             job=job,
         )
+
+
+def _jobs(args: argparse.Namespace) -> list[str]:
+    """The override `--jobs` stands for (none without it), after the `-o`s so that it wins."""
+    return [] if args.jobs is None else [f"launcher.jobs={args.jobs}"]
 
 
 def _relaunch(args: argparse.Namespace, spec: Spec) -> int:

@@ -17,7 +17,7 @@ would repeat; `--restart` trains it in a new run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -66,10 +66,12 @@ def run_spec(
     restart: bool = False,
     only: Sequence[str] = (),
     job: JobTarget | None = None,
+    execute_with: Callable[[Plan, dict[str, PreparedData], bool, bool], int] | None = None,
 ) -> int:
     """The `minimind run` command on a loaded spec (`only`: the variants to train, all when
     empty); returns its exit code. With `job`, train that one child only (a Slurm job of
-    `minimind.run.slurm_run`): finished, it is skipped; begun, it continues from its checkpoint."""
+    `minimind.run.slurm_run`): finished, it is skipped; begun, it continues from its checkpoint.
+    `execute_with`: what trains the runs in place of `execute` (`minimind.run.jobs`)."""
     try:
         plan = plan_run(spec, only=only)
     except SpecError as err:
@@ -106,7 +108,7 @@ def run_spec(
             announce=distributed.is_main_process(),  # one line, not one per rank
         )
     return run_until_stopped(
-        lambda: execute(plan, data, resume, restart),
+        lambda: (execute_with or execute)(plan, data, resume, restart),
         "continue with --resume",
         announce=distributed.is_main_process(),
     )

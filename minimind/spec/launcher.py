@@ -9,7 +9,11 @@
 
 The Slurm fields keep the names of Hydra's submitit launcher (the names a researcher who has
 used it knows); `additional_parameters` are any further `sbatch` options, written without their
-dashes. The section says how runs train, never what: it is left out of the spec's hash and of
+dashes. `local` may train several runs at once, each in its own process (`minimind.run.jobs`):
+
+    launcher: {name: local, jobs: 4, jobs_per_gpu: 2, threads_per_job: 1}
+
+The section says how runs train, never what: it is left out of the spec's hash and of
 the runs' params, so the same spec trains the same runs under either launcher.
 """
 
@@ -51,6 +55,12 @@ class LauncherConfig(StrictNumbers):
     model_config = ConfigDict(extra="forbid")
 
     name: LauncherName = "local"
+    jobs: int = Field(default=1, ge=1)
+    """`local`: how many runs train at once on this host, each in its own process."""
+    threads_per_job: int | None = Field(default=None, ge=1)
+    """`local` with `jobs`: torch's CPU threads in each job (default: the cores / `jobs`)."""
+    jobs_per_gpu: int = Field(default=1, ge=1)
+    """`local` with `jobs`: how many jobs share one GPU (runs are placed round-robin)."""
     partition: str | None = Field(default=None, min_length=1)
     timeout_min: int = Field(default=60, ge=1)
     cpus_per_task: int = Field(default=1, ge=1)
