@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import inspect
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -290,6 +291,52 @@ def _check_dims(slot: str, entry: _Entry, options: Any, dims: dict[str, Any]) ->
         hook(*_with_options(options), **dims)
     except ValueError as err:
         raise RegistryError(f"{slot} {entry.canonical!r}: {err}") from None
+
+
+INTERFACES: dict[str, tuple[str, ...]] = {
+    "norm": ("forward",),
+    "position": ("embed", "rotation"),
+    "attention": ("forward",),
+    "mlp": ("forward", "aux_loss", "expert_load"),
+    "block": ("forward", "final_norm", "n_norms"),
+}
+"""The attributes the model reads of each model slot's component, on its class: `aux_loss` (a
+0-dim tensor, or None for no auxiliary loss) and `expert_load` ([n_experts] or None) after
+forward, `final_norm` (whether the model adds a norm after the last block) and `n_norms` (the
+norms a block builds, for parameter counts)."""
+
+BASES: dict[str, str] = {
+    "position": "registry.position.PositionModule",
+    "mlp": "registry.mlp.MLP",
+    "block": "registry.block.Block",
+}
+"""The class a plugin of each slot may subclass to inherit the attributes it need not change."""
+
+
+def check_interface(slot: str, spec: ComponentSpec, *dims: str) -> None:
+    """Raise `RegistryError` when a plugin's component of model slot `slot` lacks an attribute the
+    model reads (`INTERFACES`) or cannot be called as the model calls it: `cls(options, **dims)`
+    (`cls(**dims)` without `Options`), `dims` the names of the keyword arguments.
+
+    Built-in components (declared in `registry`) are left to their tests: checking them would
+    import torch. A plugin's class is imported by now, as is its implementation when first asked.
+    """
+    entry, options = _validated_options(slot, spec)
+    if entry.declaration.__module__.split(".")[0] == "registry":
+        return
+    cls = entry.component()
+    label = f"plugin {slot} {entry.canonical!r} ({_qualname(cls)})"
+    base = f"; subclass {BASES[slot]}, which provides it" if slot in BASES else ""
+    for attribute in INTERFACES.get(slot, ()):
+        if not hasattr(cls, attribute):
+            raise RegistryError(f"{label} lacks {attribute!r}, which the model reads{base}")
+    called = ", ".join(["options"] * (options is not None) + [f"{name}=..." for name in dims])
+    try:
+        inspect.signature(cls).bind(*_with_options(options), **dict.fromkeys(dims))
+    except TypeError as err:
+        raise RegistryError(
+            f"{label} cannot be built as the model builds it, {cls.__name__}({called}): {err}"
+        ) from None
 
 
 def count_params(slot: str, spec: ComponentSpec, *, active: bool = False, **dims: Any) -> int:

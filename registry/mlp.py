@@ -2,7 +2,8 @@
 
 Every mlp takes `hidden`, its inner width (options, default widths and counts are declared in
 `registry/declarations/mlp.py`). Every mlp exposes `aux_loss` (0-dim) and `expert_load` ([n_experts] or None)
-after forward, so the model reads them without knowing which kind it has. The residual output
+after forward, so the model reads them without knowing which kind it has; a plugin mlp subclasses
+`MLP`, where both default to None (no auxiliary loss, no experts). The residual output
 projection is named `down_proj`; the model scales its init by 1/sqrt(2·n_layers).
 
 Used as the experts of a `moe` mlp, each kind also runs all its experts at once with
@@ -35,6 +36,15 @@ def grouped_linear(x: torch.Tensor, weight: torch.Tensor, offs: torch.Tensor) ->
         x, weight = x.to(dtype), weight.to(dtype)
     # [E, in, out] as a transposed view: the column-major operand layout grouped_mm takes as is.
     return F.grouped_mm(x, weight.transpose(1, 2), offs=offs)
+
+
+class MLP(nn.Module):
+    """The base a plugin mlp may subclass: no auxiliary loss and no experts unless it sets them.
+    Built as `cls(options, *, dim, dropout)` (`cls(*, dim, dropout)` without `Options`):
+    x [..., dim] -> [..., dim]."""
+
+    aux_loss: torch.Tensor | None = None  # 0-dim, already scaled, added to the training loss
+    expert_load: torch.Tensor | None = None  # [n_experts]: each expert's share of the tokens
 
 
 class DenseMLP(nn.Module):

@@ -132,6 +132,9 @@ class InitConfig(StrictNumbers):
 MUP_OPTIMIZERS = ("adamw", "muon")
 """The optimizers μP is defined for here (`minimind.model.mup`; SGD's μP is another table, not
 implemented): a spec under mup with another optimizer is an error."""
+BLOCK_PARTS = ("attention", "mlp", "norm")
+"""The keyword arguments a block is built with: its attention and mlp modules, and a factory of
+its norms (`MiniMindLM`)."""
 
 
 class ParametrizationConfig(StrictNumbers):
@@ -268,8 +271,13 @@ class ModelConfig(StrictNumbers):
             for slot in ("norm", "position", "attention", "mlp"):
                 try:
                     registry.check_dims(slot, getattr(self, slot), **self.slot_dims(slot))
+                    registry.check_interface(slot, getattr(self, slot), *self.slot_dims(slot))
                 except registry.RegistryError as err:
                     errors.append((slot, str(err)))
+            try:
+                registry.check_interface("block", self.block, *BLOCK_PARTS)
+            except registry.RegistryError as err:
+                errors.append(("block", str(err)))
         if errors:
             raise ValidationError.from_exception_data(
                 type(self).__name__,

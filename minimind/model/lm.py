@@ -176,7 +176,8 @@ class MiniMindLM(nn.Module):
                 loss, z_loss_mean = sums[0] / scored, sums[1] / scored
             else:
                 loss = sums / scored
-        aux_loss = sum((block.mlp.aux_loss for block in self._blocks()), x.new_zeros(()))
+        aux_losses = (block.mlp.aux_loss for block in self._blocks())
+        aux_loss = sum((aux for aux in aux_losses if aux is not None), x.new_zeros(()))
         return LMOutput(logits=logits, loss=loss, aux_loss=aux_loss, z_loss=z_loss_mean)
 
     @staticmethod
@@ -191,7 +192,8 @@ class MiniMindLM(nn.Module):
 
     def _blocks(self) -> list[Any]:
         """The blocks. Any: a block kind, a plugin's too, is any module with `final_norm` and an
-        `mlp`, itself any mlp kind, which sets `aux_loss` and `expert_load` (registry/mlp.py)."""
+        `mlp`, itself any mlp kind, which sets `aux_loss` and `expert_load`, each a tensor or None
+        (registry/mlp.py)."""
         return list(self.layers)
 
     def moe_load(self) -> torch.Tensor | None:
