@@ -320,8 +320,7 @@ def _interrupted_without_checkpoint(
     A child that logged nothing has no curve to repeat: it restarts in its run."""
     from minimind.training.checkpoint import RunCheckpoint
 
-    experiment = plan.spec.tracking.experiment
-    assert experiment is not None  # the spec defaults it to its name
+    experiment = plan.spec.experiment
     missing = []
     for name, (variant, seed) in runs_by_name(plan).items():
         run = children.get(name)
@@ -330,7 +329,10 @@ def _interrupted_without_checkpoint(
         path = checkpoint_path(
             variant.spec.train.checkpoint_dir, experiment, plan.plan_hash, variant.name, seed
         )
-        if RunCheckpoint(path, {"child": run.info.run_id}).load() is not None:
+        try:
+            if RunCheckpoint(path, {"child": run.info.run_id}).load() is not None:
+                continue
+        except CheckpointError:  # here, but damaged: its turn to train names it (`execute`)
             continue
         if not restart:
             raise SpecError(
