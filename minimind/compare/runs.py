@@ -327,9 +327,12 @@ def load_runs(
     filter_string: str = "",
     parent_run_id: str | None = None,
     spec_hash: str | None = None,
+    client: MlflowClient | None = None,
 ) -> RunSet:
-    """The runs to compare and their parents; histories are fetched when first needed."""
-    client = open_client(tracking_uri)
+    """The runs to compare and their parents; histories are fetched when first needed.
+    `client`: one already open on `tracking_uri` (a second selection from the same store), else
+    one is opened."""
+    client = open_client(tracking_uri) if client is None else client
     if experiments:
         experiments = resolve_experiments(client, experiments)
     runs, parents, selection = select_runs(

@@ -139,7 +139,9 @@ def comparison_edges(comparison: Comparison) -> list[str]:
     every = (  # `compare --all` has every run already; a narrower selection loads them
         runset.runs
         if runset.selection == ALL_RUNS
-        else load_runs(runset.tracking_uri, runset.experiments, all_runs=True).runs
+        else load_runs(
+            runset.tracking_uri, runset.experiments, all_runs=True, client=runset.client
+        ).runs
     )
     trials = every[trial_runs(every)]
     runs = runset.runs[~trial_runs(runset.runs)]

@@ -23,7 +23,6 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import torch
 from tokenizers import Tokenizer
 
 from minimind.data import DataConfig, PreparedData, prepare_data
@@ -34,6 +33,7 @@ from minimind.foundations.plain_table import plain_table
 from minimind.foundations.writable import unwritable_dir
 from minimind.model.initialisation import InitialDraw, shared_fraction
 from minimind.model.lm import MiniMindLM
+from minimind.model.meta import meta_device
 from minimind.run.branches import describe_branches
 from minimind.spec import Spec, SpecError, Variant, expand, spec_hash
 from minimind.spec.errors import did_you_mean
@@ -390,7 +390,7 @@ def _meta_models(plan: Plan) -> list[MiniMindLM]:
     values."""
     models = []
     for variant in plan.variants:
-        with torch.device("meta"):
+        with meta_device():
             models.append(MiniMindLM(variant.spec.model_config_obj(), init_seed=0))
     return models
 

@@ -13,14 +13,41 @@ On `--resume`: `tracker.find_parent(...)`, `tracker.children(...)`, `tracker.res
 stayed away past the outage limit keeps its records in a fallback file: `minimind sync PATH`.
 """
 
-from minimind.tracking.fallback import ReplayReport, replay
-from minimind.tracking.lifecycle import (
-    Terminated,
-    install_termination_handlers,
-    run_until_stopped,
-)
-from minimind.tracking.run import RunHandle
-from minimind.tracking.tracker import Tracker, TrackingUnreachable, git_commit
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from minimind.tracking.fallback import ReplayReport, replay
+    from minimind.tracking.lifecycle import (
+        Terminated,
+        install_termination_handlers,
+        run_until_stopped,
+    )
+    from minimind.tracking.run import RunHandle
+    from minimind.tracking.tracker import Tracker, TrackingUnreachable, git_commit
+
+# Each name's module, imported on first use (PEP 562): they import mlflow (seconds), which a
+# caller of `minimind.tracking.backend.store_problem` alone (the dry run) does not need.
+_HOMES = {
+    "ReplayReport": "fallback",
+    "replay": "fallback",
+    "Terminated": "lifecycle",
+    "install_termination_handlers": "lifecycle",
+    "run_until_stopped": "lifecycle",
+    "RunHandle": "run",
+    "Tracker": "tracker",
+    "TrackingUnreachable": "tracker",
+    "git_commit": "tracker",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+
 
 __all__ = [
     "ReplayReport",

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import os
+import urllib.parse
 import uuid
 from pathlib import Path
-
-from mlflow.exceptions import MlflowException
-from mlflow.tracking import MlflowClient
-
-# The stores MLflow can open here, by URI scheme: its own, and any a plugin registered through
-# the `mlflow.tracking_store` entry point. Private, but the one list MLflow itself consults.
-from mlflow.tracking._tracking_service.utils import _tracking_store_registry
+from typing import TYPE_CHECKING
 
 from minimind.foundations.errors import MinimindError
 from minimind.foundations.file_lock import creation_lock
 from minimind.foundations.writable import unwritable_dir
+
+if TYPE_CHECKING:  # mlflow takes seconds to import: the dry run's store check does without it
+    from mlflow.tracking import MlflowClient
 
 # The harness does its own retrying (RetryClock), bounded by the outage limit and followed by the
 # fallback file. MLflow's default HTTP policy (7 retries with exponential backoff, 120 s timeout)
@@ -25,6 +23,12 @@ _HTTP_ENV_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUE
 
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
+
+# URI schemes MLflow's own store registry always handles (a path's is ""), so that a URI of one
+# of them is accepted without importing MLflow; others are looked up in the registry itself.
+_BUILT_IN_SCHEMES = frozenset(
+    {"", "file", "http", "https", "sqlite", "postgresql", "mysql", "mssql"}
+)
 
 
 def sqlite_db_path(uri: str) -> Path | None:
@@ -39,11 +43,10 @@ def store_problem(uri: str) -> str | None:
     """Why MLflow cannot open a tracking store at `uri`, found without connecting or writing: a
     scheme that no installed store handles, or a sqlite database that cannot be created or
     written. None does not mean that a server answers (`TrackingUnreachable` says that)."""
-    try:
-        _tracking_store_registry.get_store_builder(uri)
-    except MlflowException:
-        schemes = sorted(scheme for scheme in _tracking_store_registry._registry if scheme)
-        return f"MLflow has no tracking store for {uri!r}; use a path or a {', '.join(schemes)} URI"
+    if not _has_built_in_scheme(uri):
+        problem = _registry_problem(uri)
+        if problem is not None:
+            return problem
     db = sqlite_db_path(uri)
     if db is None:
         return None
@@ -55,6 +58,30 @@ def store_problem(uri: str) -> str | None:
         return f"{db} is not an SQLite database"
     problem = unwritable_dir(db.parent)
     return None if problem is None else f"the database {db}: {problem}"
+
+
+def _has_built_in_scheme(uri: str) -> bool:
+    """Whether `uri`'s scheme, read as MLflow reads it, is one of `_BUILT_IN_SCHEMES`; a
+    database scheme with a driver (`postgresql+psycopg2`) is left to MLflow's own check."""
+    scheme = urllib.parse.urlparse(uri).scheme
+    return scheme in _BUILT_IN_SCHEMES or (
+        len(scheme) == 1 and scheme.isalpha()
+    )  # a Windows drive letter
+
+
+def _registry_problem(uri: str) -> str | None:
+    """Why MLflow's store registry has no store for `uri`: its own schemes, and any a plugin
+    registered through the `mlflow.tracking_store` entry point (private, but the one list MLflow
+    itself consults)."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking._tracking_service.utils import _tracking_store_registry
+
+    try:
+        _tracking_store_registry.get_store_builder(uri)
+    except MlflowException:
+        schemes = sorted(scheme for scheme in _tracking_store_registry._registry if scheme)
+        return f"MLflow has no tracking store for {uri!r}; use a path or a {', '.join(schemes)} URI"
+    return None
 
 
 def is_sqlite_file(path: Path) -> bool:
@@ -103,6 +130,8 @@ def connect(uri: str) -> MlflowClient:
     that happens under `creation_lock` of the database, so that processes started together do
     not run the migrations twice (which leaves a half-migrated database).
     """
+    from mlflow.tracking import MlflowClient
+
     db = sqlite_db_path(uri)
     if uri.startswith(("http://", "https://")):
         for name, value in _HTTP_ENV_DEFAULTS.items():
@@ -124,6 +153,8 @@ def _create_sqlite_store(db: Path) -> None:
     """Build MLflow's schema in a file beside `db` and rename it into place: a store that
     failed halfway (a full disk) is never left at `db`, where every later open would fail on
     its half-made tables."""
+    from mlflow.tracking import MlflowClient
+
     from minimind.tracking.retry import first_line
 
     db.parent.mkdir(parents=True, exist_ok=True)

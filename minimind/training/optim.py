@@ -25,6 +25,7 @@ from torch.optim.lr_scheduler import LambdaLR
 import registry
 from minimind.model import mup
 from minimind.model.lm import MiniMindLM
+from minimind.model.meta import meta_device
 from registry.optimizer import muon_split, newton_schulz_flops
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ def optimizer_flops_per_step(model_cfg: ModelConfig, cfg: OptimizerConfig) -> in
     The model of `model_cfg` is built on the meta device: only its parameters' shapes are read."""
     if cfg.name != "muon":
         return 0
-    with torch.device("meta"):
+    with meta_device():
         model = MiniMindLM(model_cfg)
     shapes = {name: p.shape for name, p in model.named_parameters()}
     ns_steps: int = cfg.options()["ns_steps"]  # validated: the default filled in

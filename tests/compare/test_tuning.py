@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 from fake_runs import log_child, log_parent
 from mlflow import MlflowClient
 from mlflow.entities import Metric
 
 from minimind.cli import main
+from minimind.compare import runs
 from minimind.compare.tuning import edge_warnings
+from minimind.tracking import backend
 
 T0 = 1_700_000_000_000
 
@@ -81,7 +85,8 @@ def test_a_run_past_the_grid_that_beat_every_trial_means_the_arm_is_not_tuned() 
     assert edge_warnings(arm("pre", "0.002"), grid, past, "perf/tokens_per_s") == []
 
 
-def test_compare_warns_of_a_group_tuned_on_its_sweep_s_edge(tmp_path, capsys) -> None:
+def tuned_store(tmp_path: Path) -> str:
+    """A store whose arm `base` was tuned on the edge of its sweep's grid; its tracking URI."""
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     client = MlflowClient(uri)
     exp = client.create_experiment("tune", artifact_location=str(tmp_path / "tune"))
@@ -99,8 +104,27 @@ def test_compare_warns_of_a_group_tuned_on_its_sweep_s_edge(tmp_path, capsys) ->
             client, exp, parent, "base", seed, T0 + 101 + seed,
             params={"train.optimizer.lr": "0.004"}, metrics=[Metric("val/bpb", 2.4, T0, 10)],
         )  # fmt: skip
+    return uri
+
+
+def test_compare_warns_of_a_group_tuned_on_its_sweep_s_edge(tmp_path, capsys) -> None:
+    uri = tuned_store(tmp_path)
     assert main(["compare", "tune", "--tracking-uri", uri, "--format", "csv"]) == 0
     assert (
         "warning: base: train.optimizer.lr = 0.004 is the highest value its sweep tried"
         in capsys.readouterr().err
     )
+
+
+def test_compare_opens_its_store_once(tmp_path, monkeypatch) -> None:
+    # the sweep's trials for the edge warning are read through the comparison's own client
+    uri = tuned_store(tmp_path)
+    opened = []
+
+    def connect_existing(tracking_uri: str) -> MlflowClient:
+        opened.append(tracking_uri)
+        return backend.connect_existing(tracking_uri)
+
+    monkeypatch.setattr(runs, "connect_existing", connect_existing)
+    assert main(["compare", "tune", "--tracking-uri", uri, "--format", "csv"]) == 0
+    assert opened == [uri]

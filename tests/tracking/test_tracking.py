@@ -23,7 +23,7 @@ from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH
 from minimind.cli import main as cli_main
 from minimind.foundations.processes import start_time
 from minimind.record import HOST_TAG, PID_START_TAG, PID_TAG
-from minimind.tracking import RunHandle, Tracker, git_commit
+from minimind.tracking import RunHandle, Tracker, backend, git_commit
 from minimind.tracking.backend import connect, sqlite_db_path, store_problem
 
 
@@ -341,7 +341,7 @@ def test_sqlite_parent_directory_is_created(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # sqlite cannot create the directory itself; building the store (seconds) is not under test
-    monkeypatch.setattr("minimind.tracking.backend.MlflowClient", lambda tracking_uri: None)
+    monkeypatch.setattr("mlflow.tracking.MlflowClient", lambda tracking_uri: None)
     monkeypatch.setattr("minimind.tracking.backend._create_sqlite_store", lambda db: None)
     db = tmp_path / "deep" / "er" / "mlflow.db"
     connect(f"sqlite:///{db}")
@@ -381,6 +381,34 @@ def test_a_uri_no_store_handles_is_named(uri: str) -> None:
     assert problem is not None and problem.endswith(" URI")
     assert problem.startswith(f"MLflow has no tracking store for {uri!r}; use a path or a ")
     assert all(scheme in problem for scheme in ("file", "http", "postgresql", "sqlite"))
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "results/mlruns",
+        "file:///srv/mlruns",
+        "http://127.0.0.1:5000",
+        "https://mlflow.example.org",
+        "sqlite:///results/mlflow.db",
+        "postgresql://mlflow@db.example.org/mlflow",
+        "mysql://mlflow@db.example.org/mlflow",
+        "mssql://mlflow@db.example.org/mlflow",
+        "C:\\mlruns",
+    ],
+)
+def test_a_scheme_accepted_without_mlflow_is_one_its_registry_opens(uri: str) -> None:
+    from mlflow.tracking._tracking_service.utils import _tracking_store_registry
+
+    assert backend._has_built_in_scheme(uri)
+    assert _tracking_store_registry.get_store_builder(uri) is not None  # raises for none
+
+
+@pytest.mark.parametrize(
+    "uri", ["postgresql+psycopg2://db/mlflow", "databricks://profile", "s3://bucket", "foo://bar"]
+)
+def test_other_schemes_are_left_to_mlflow_s_registry(uri: str) -> None:
+    assert not backend._has_built_in_scheme(uri)
 
 
 def test_git_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
