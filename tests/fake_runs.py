@@ -45,3 +45,34 @@ def log_parent(client: MlflowClient, exp_id: str, name: str, start: int) -> str:
     client.log_batch(run.info.run_id, params=[Param("name", name), Param("train.device", "cpu")])
     client.set_terminated(run.info.run_id, "FINISHED", end_time=start + 500_000)
     return run.info.run_id
+
+
+# What a run measured of the machine it ran on, not of the model: left out of bit-for-bit checks.
+MACHINE_METRICS = ("perf/", "sys/", "time/")
+
+
+def children(uri: str, experiment: str) -> dict[str, object]:
+    """The experiment's newest child run of each name."""
+    client = MlflowClient(uri)
+    found = client.get_experiment_by_name(experiment)
+    assert found is not None
+    runs = client.search_runs(
+        [found.experiment_id],
+        "tags.`minimind.role` = 'child'",
+        order_by=["attributes.start_time DESC"],
+    )
+    newest: dict[str, object] = {}
+    for run in runs:
+        newest.setdefault(run.info.run_name, run)
+    return newest
+
+
+def curves(uri: str, run) -> dict[str, list[tuple[int, float]]]:
+    """Every metric's (step, value) points but the machine's (speed, memory, time): what bit
+    for bit compares."""
+    client = MlflowClient(uri)
+    return {
+        key: sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
+        for key in run.data.metrics
+        if not key.startswith(MACHINE_METRICS)
+    }

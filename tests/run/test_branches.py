@@ -5,6 +5,7 @@ compute saved."""
 from __future__ import annotations
 
 import pytest
+from fake_runs import children
 from mlflow.tracking import MlflowClient
 
 from minimind.cli import main
@@ -12,13 +13,6 @@ from minimind.cli import main
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 SCHEDULE = {"name": "wsd", "warmup": 2, "decay_fraction": 0.34}
-
-
-def children(uri: str, experiment: str) -> dict[str, object]:
-    client = MlflowClient(uri)
-    exp = client.get_experiment_by_name(experiment)
-    runs = client.search_runs([exp.experiment_id])
-    return {r.info.run_name: r for r in runs if r.data.tags.get("minimind.role") == "child"}
 
 
 def test_branches_are_tagged_runs_equal_to_plain_runs_and_resume_from_their_fork(

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fake_runs import children, curves
 from mlflow.tracking import MlflowClient
 
 from minimind.cli import main
@@ -20,7 +21,6 @@ from minimind.spec import SpecError
 from minimind.spec.launcher import LauncherConfig
 
 ARMS = {"model.norm": ["rmsnorm", "layernorm"]}
-MACHINE_METRICS = ("perf/", "sys/", "time/")
 # Long enough that a job is still training when the test stops it, with checkpoints to resume.
 LONG_TRAIN = {"steps": 3000, "checkpoint_every": 20, "eval_every": 1000, "log_every": 50}
 TIMEOUT_S = 600
@@ -53,32 +53,6 @@ def test_jobs_is_a_local_launcher_option(write_spec, capsys) -> None:
     err = capsys.readouterr().err
     assert "launcher.jobs: several runs at once go with the local launcher" in err
     assert "--jobs must be >= 1" in err and "launcher.jobs_per_gpu" in err
-
-
-def children(uri: str, experiment: str) -> dict[str, object]:
-    """The experiment's newest child run of each name."""
-    client = MlflowClient(uri)
-    found = client.get_experiment_by_name(experiment)
-    assert found is not None
-    runs = client.search_runs(
-        [found.experiment_id],
-        "tags.`minimind.role` = 'child'",
-        order_by=["attributes.start_time DESC"],
-    )
-    newest: dict[str, object] = {}
-    for run in runs:
-        newest.setdefault(run.info.run_name, run)
-    return newest
-
-
-def curves(uri: str, run) -> dict[str, list[tuple[int, float]]]:
-    """Every metric's (step, value) points but the machine's (speed, memory, time)."""
-    client = MlflowClient(uri)
-    return {
-        key: sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
-        for key in run.data.metrics
-        if not key.startswith(MACHINE_METRICS)
-    }
 
 
 def without_experiment(run) -> dict[str, str]:

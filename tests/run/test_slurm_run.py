@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from mlflow.tracking import MlflowClient
+from fake_runs import children, curves
 from slurm_cluster import slurm_cluster  # noqa: F401  (fixture)
 
 from minimind.cli import main
@@ -19,38 +19,10 @@ from minimind.run.cluster.slurm import Ledger, queue_states
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("slurm_cluster")]
 ARMS = {"model.norm": ["rmsnorm", "layernorm"]}
 FINAL = ("val/loss", "val/bpb")
-MACHINE_METRICS = ("perf/", "sys/", "time/")
 # Long enough that a job signalled after its first checkpoint is still training (about 10 ms a
 # step here), with a checkpoint to resume from every 20 steps.
 LONG_TRAIN = {"steps": 2000, "checkpoint_every": 20, "eval_every": 1000, "log_every": 50}
 TIMEOUT_S = 600
-
-
-def children(uri: str, experiment: str) -> dict[str, object]:
-    """The experiment's newest child run of each name."""
-    client = MlflowClient(uri)
-    found = client.get_experiment_by_name(experiment)
-    assert found is not None
-    runs = client.search_runs(
-        [found.experiment_id],
-        "tags.`minimind.role` = 'child'",
-        order_by=["attributes.start_time DESC"],
-    )
-    newest: dict[str, object] = {}
-    for run in runs:
-        newest.setdefault(run.info.run_name, run)
-    return newest
-
-
-def curves(uri: str, run) -> dict[str, list[tuple[int, float]]]:
-    """Every metric's (step, value) points but the machine's (speed, memory, time): what bit
-    for bit compares."""
-    client = MlflowClient(uri)
-    return {
-        key: sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
-        for key in run.data.metrics
-        if not key.startswith(MACHINE_METRICS)
-    }
 
 
 def submit(spec: Path, folder: Path, *extra: str) -> subprocess.Popen:
