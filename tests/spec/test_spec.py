@@ -476,7 +476,7 @@ def test_plugins_are_loaded_before_the_model_validates(tmp_path: Path) -> None:
 
         @register("norm", "spec_test_norm")
         class SpecTestNorm(torch.nn.LayerNorm):
-            def __init__(self, options, *, dim):
+            def __init__(self, *, dim):  # no Options class: built from its sizes alone
                 super().__init__(dim)
         """,
     )
