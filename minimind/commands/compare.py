@@ -14,6 +14,7 @@ from minimind.foundations.extrapolation import DEFAULT_EXTRAPOLATION
 from minimind.foundations.paths import DEFAULT_TRACKING_URI, REPORTS_DIR
 
 if TYPE_CHECKING:
+    from minimind.compare.domains import DomainSuite
     from minimind.compare.runs import RunSet
     from minimind.compare.table import CompareOptions
 
@@ -152,6 +153,7 @@ def _options(args: argparse.Namespace) -> CompareOptions:
 def run_compare(args: argparse.Namespace) -> int:
     # Imported here so that `minimind --help` and other commands stay quick.
     from minimind.compare import CompareError, compare, load_runs, render
+    from minimind.compare.domains import domain_suite
     from minimind.compare.ladder import is_ladder
 
     if args.power is not None and not args.power > 0:
@@ -175,7 +177,9 @@ def run_compare(args: argparse.Namespace) -> int:
             )
         if args.by is None and is_ladder(runset):
             return _compare_ladder(args, runset)
-        comparison = compare(runset, _options(args))
+        options = _options(args)
+        comparison = compare(runset, options)
+        suite = domain_suite(runset, options)
     except CompareError as e:
         return fail_with(e)
     if args.format == "table" and sys.stdout.isatty():
@@ -193,8 +197,8 @@ def run_compare(args: argparse.Namespace) -> int:
                 f"{len(comparison.problems)} failed or incomplete run(s) left out of the statistics.",
                 file=sys.stderr,
             )
-    if args.format in ("table", "markdown"):
-        _suite_section(args, runset)
+    if args.format in ("table", "markdown") and suite is not None:
+        _suite_section(suite, args.noise)
     from minimind.compare.tuning import comparison_edges
 
     for edge in comparison_edges(comparison):  # a "tuned" arm that is not
@@ -203,46 +207,25 @@ def run_compare(args: argparse.Namespace) -> int:
         from minimind.compare.report import write_report
 
         folder = args.report_dir or REPORTS_DIR / "+".join(runset.experiments)
-        index = write_report(comparison, folder)
+        index = write_report(comparison, folder, suite=suite)
         print(f"Report written to {index}", file=sys.stderr)
     return EXIT_OK
 
 
-def _suite_section(args: argparse.Namespace, runset: RunSet) -> None:
-    """The held-out suite's section (`data.eval_sets`), when the runs log one: Δ per domain
-    with intervals, the domains one family; with --noise, each metric's signal-to-noise ratio;
-    with --report, the figure of Δ by domain beside the report (`compare.domains`)."""
-    from minimind.compare.domains import (
-        domain_lines,
-        domain_table,
-        plot_domain_deltas,
-        suite_metrics,
-        suite_signal_to_noise,
-    )
+def _suite_section(suite: DomainSuite, noise: bool) -> None:
+    """The held-out suite's section (`data.eval_sets`): Δ per domain with intervals, the
+    domains one family; with `noise`, each metric's signal-to-noise ratio (`compare.domains`;
+    the report carries the same section and its figure)."""
+    from minimind.compare.domains import domain_lines
 
-    if not suite_metrics(runset):
-        return
-    table = domain_table(
-        runset,
-        by=args.by,
-        baseline=args.baseline,
-        ci=args.ci,
-        correction=args.correction,
-        paired=args.paired,
-    )
-    snr = suite_signal_to_noise(runset, args.by)
     print("\nPer domain (data.eval_sets):")
-    print(domain_lines(table, snr), end="")
-    if args.noise:
-        for metric, (ratio, sd) in snr.items():
+    print(domain_lines(suite.table, suite.snr), end="")
+    if noise:
+        for metric, (ratio, sd) in suite.snr.items():
             print(
                 f"Signal-to-noise of {metric}: {ratio:.3g} (spread of the arms' means over the "
                 f"seed-to-seed sd {sd:.3g}; Heineman et al. 2025)"
             )
-    if args.report and len(table):
-        folder = args.report_dir or REPORTS_DIR / "+".join(runset.experiments)
-        figure = plot_domain_deltas(table, Path(folder) / "domains.png")
-        print(f"Per-domain figure written to {figure}", file=sys.stderr)
 
 
 def _compare_ladder(args: argparse.Namespace, runset: RunSet) -> int:

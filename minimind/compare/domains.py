@@ -2,35 +2,39 @@
 `val/<name>/bpb` against the baseline, the domains of a comparison one corrected family, and
 each metric's signal-to-noise ratio (Heineman et al. 2025; docs/statistics.md).
 
-    table = domain_table(runset)                # one row per (domain, arm): Δ, interval, p
-    snr = suite_signal_to_noise(runset)         # metric -> (SNR, seed-to-seed sd)
-    print(domain_lines(table, snr))             # the plain-text section
-    plot_domain_deltas(table, path)             # the figure: Δ by domain, one marker per arm
+    suite = domain_suite(runset, options)       # None when the runs log no suite
+    print(domain_lines(suite.table, suite.snr)) # the plain-text section
+    fig = domain_figure(suite.table)            # the figure: Δ by domain, one marker per arm
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from minimind.compare.runs import CompareError, RunSet
-from minimind.compare.table import resolve_group_key, split_problems, summarize_runs
+from minimind.compare.table import (
+    CompareOptions,
+    resolve_group_key,
+    split_problems,
+    summarize_runs,
+)
 from minimind.foundations.plain_table import plain_table
 from minimind.record import EVAL_SET_METRIC
 from minimind.stats.intervals import (
-    CIMethod,
-    Correction,
-    Pairing,
     Sample,
     compare_family,
     pooled_noise,
     seed_values,
     signal_to_noise,
 )
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 MACRO = "val/bpb_macro"
 
@@ -83,20 +87,14 @@ def suite_signal_to_noise(
     return out
 
 
-def domain_table(
-    runset: RunSet,
-    *,
-    by: str | None = None,
-    baseline: str | None = None,
-    ci: CIMethod = "auto",
-    correction: Correction = "holm",
-    paired: Pairing = "auto",
-) -> pd.DataFrame:
+def domain_table(runset: RunSet, options: CompareOptions) -> pd.DataFrame:
     """One row per (domain, arm other than the baseline): `domain`, `variant`, `baseline`,
     `delta` (arm minus baseline in bits per byte), `low`, `high` (the interval at `level`),
     `p`, `p_adj`, `method`, `seeds`. Every domain's comparisons with the baseline form one
     family, corrected together (`stats.compare_family`: Holm's step-down levels by default).
-    Raises `CompareError` when the runs log no suite."""
+    `options` gives the grouping, baseline, interval, correction and pairing (its `metric` is
+    not used: every domain is one). Raises `CompareError` when the runs log no suite."""
+    by, baseline = options.by, options.baseline
     metrics = suite_metrics(runset)
     if not metrics:
         raise CompareError("the runs log no held-out suite (data.eval_sets: val/<name>/bpb)")
@@ -118,7 +116,13 @@ def domain_table(
             key = f"{domain_of(metric)}\t{group}"
             variants[key], against[key] = sample, groups.samples[reference]
             keys[key] = (domain_of(metric), group)
-    family = compare_family(variants, against, method=ci, correction=correction, pairing=paired)
+    family = compare_family(
+        variants,
+        against,
+        method=options.ci,
+        correction=options.correction,
+        pairing=options.paired,
+    )
     rows = [
         {
             "domain": keys[key][0],
@@ -138,14 +142,33 @@ def domain_table(
     return pd.DataFrame(rows)
 
 
-def domain_lines(table: pd.DataFrame, snr: dict[str, tuple[float, float]]) -> str:
-    """The per-domain section as plain text: Δ with its interval and corrected p per domain and
-    arm, and each domain's signal-to-noise ratio."""
+@dataclass(frozen=True)
+class DomainSuite:
+    """The held-out suite's comparison: `table` from `domain_table`, `snr` from
+    `suite_signal_to_noise`."""
+
+    table: pd.DataFrame
+    snr: dict[str, tuple[float, float]]
+
+
+def domain_suite(runset: RunSet, options: CompareOptions) -> DomainSuite | None:
+    """The per-domain comparison of `runset`, or None when the runs log no suite."""
+    if not suite_metrics(runset):
+        return None
+    return DomainSuite(domain_table(runset, options), suite_signal_to_noise(runset, options.by))
+
+
+DOMAIN_HEADERS = ["domain", "variant", "Δ bpb", "interval", "p (corrected)", "SNR"]
+
+
+def domain_rows(table: pd.DataFrame, snr: dict[str, tuple[float, float]]) -> list[list[str]]:
+    """The cells of the per-domain table under `DOMAIN_HEADERS`: Δ with its interval and
+    corrected p per domain and arm, and each domain's signal-to-noise ratio."""
 
     def num(x: float, fmt: str = ".4f") -> str:
         return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
-    rows = [
+    return [
         [
             r.domain,
             r.variant,
@@ -156,17 +179,25 @@ def domain_lines(table: pd.DataFrame, snr: dict[str, tuple[float, float]]) -> st
         ]
         for r in table.itertuples()
     ]
+
+
+def domain_note(table: pd.DataFrame) -> str:
+    """What the per-domain table's intervals and p are: the baseline, the levels, the family."""
     levels = sorted({f"{lvl:.4g}" for lvl in table["level"] if not math.isnan(lvl)})
-    headers = ["domain", "variant", "Δ bpb", "interval", "p (corrected)", "SNR"]
-    note = (
+    return (
         f"Δ against {table['baseline'].iloc[0] if len(table) else '-'}; the domains are one "
         f"family (intervals at levels {', '.join(levels) or '-'}; Holm's step-down)."
     )
-    return plain_table(headers, rows) + "\n" + note + "\n"
 
 
-def plot_domain_deltas(table: pd.DataFrame, path: Path) -> Path:
-    """The figure of Δ by domain: each arm's Δ with its interval, domains on the x axis."""
+def domain_lines(table: pd.DataFrame, snr: dict[str, tuple[float, float]]) -> str:
+    """The per-domain section as plain text (`domain_rows` and `domain_note`)."""
+    return plain_table(DOMAIN_HEADERS, domain_rows(table, snr)) + "\n" + domain_note(table) + "\n"
+
+
+def domain_figure(table: pd.DataFrame) -> Figure:
+    """The figure of Δ by domain: each arm's Δ with its interval, domains on the x axis (the
+    caller saves and closes it)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -186,7 +217,4 @@ def plot_domain_deltas(table: pd.DataFrame, path: Path) -> Path:
     ax.set_title(f"against {table['baseline'].iloc[0]}", fontsize="small")
     ax.legend(fontsize="small")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return fig

@@ -12,6 +12,13 @@ import pandas as pd
 from mlflow.exceptions import MlflowException
 
 from minimind.compare import plots, render
+from minimind.compare.domains import (
+    DOMAIN_HEADERS,
+    DomainSuite,
+    domain_figure,
+    domain_note,
+    domain_rows,
+)
 from minimind.compare.probe_plots import FIGURE_CAPTIONS as PROBE_CAPTIONS
 from minimind.compare.probe_plots import probe_figures
 from minimind.compare.runs import RunSet
@@ -38,6 +45,7 @@ FIGURE_CAPTIONS = {
     "final": "Final objective per variant with the seed spread.",
     "pareto": "Throughput against the objective: points on the dashed line are not beaten on both.",
     "moe_load": "Expert load imbalance of the MoE layers over training.",
+    "domains": "Δ bits per byte by held-out domain against the baseline, with its interval.",
     **PROBE_CAPTIONS,
 }
 
@@ -150,9 +158,33 @@ def _runs_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def document(comparison: Comparison, pngs: dict[str, bytes], fields: dict[str, str]) -> Document:
-    """The report: header (`fields`, from `header_fields`), table, failed runs, figures (`pngs`,
-    by file stem, inlined in the HTML), runs, the spec the runs share."""
+def domain_blocks(suite: DomainSuite, png: bytes | None) -> list[Block]:
+    """The per-domain section: Δ per domain and arm with its interval and corrected p, each
+    domain's SNR, the SNR of every suite metric, and the figure of Δ by domain (`png`)."""
+    snr_rows = [[m, f"{ratio:.3g}", f"{sd:.3g}"] for m, (ratio, sd) in suite.snr.items()]
+    blocks: list[Block] = [
+        Heading(2, "Per domain"),
+        Table(DOMAIN_HEADERS, domain_rows(suite.table, suite.snr)),
+        Paragraph(domain_note(suite.table)),
+        Table(["metric", "SNR", "seed-to-seed sd"], snr_rows),
+        Paragraph(
+            "SNR: the spread of the arms' means over the seed-to-seed sd (Heineman et al. 2025)."
+        ),
+    ]
+    if png is not None:
+        blocks.append(Figure("domains.png", FIGURE_CAPTIONS["domains"], png, anchor="fig-domains"))
+    return blocks
+
+
+def document(
+    comparison: Comparison,
+    pngs: dict[str, bytes],
+    fields: dict[str, str],
+    suite: DomainSuite | None = None,
+) -> Document:
+    """The report: header (`fields`, from `header_fields`), table, failed runs, the held-out
+    suite per domain (`suite`, when the runs log one; its figure is `pngs["domains"]`), figures
+    (`pngs`, by file stem, inlined in the HTML), runs, the spec the runs share."""
     if len(comparison.problems):
         problems: Block = render.problem_table(comparison)
     else:
@@ -165,10 +197,12 @@ def document(comparison: Comparison, pngs: dict[str, bytes], fields: dict[str, s
         *render.comparison_blocks(comparison, show_noise=True, split=True),
         Heading(2, "Failed or incomplete runs"),
         problems,
+        *(domain_blocks(suite, pngs.get("domains")) if suite is not None else []),
         Heading(2, "Figures"),
         *(
             Figure(f"{name}.png", FIGURE_CAPTIONS.get(name, name), png, anchor=f"fig-{name}")
             for name, png in pngs.items()
+            if name != "domains"
         ),
         Heading(2, "Runs"),
         Table(*_runs_rows(comparison), "runs"),
@@ -178,8 +212,14 @@ def document(comparison: Comparison, pngs: dict[str, bytes], fields: dict[str, s
     return Document(f"minimind compare: {', '.join(comparison.runset.experiments)}", blocks, CSS)
 
 
-def write_report(comparison: Comparison, folder: str | Path, log_to_parent: bool = True) -> Path:
-    """Write the report into `folder` and return the path of its `index.html`.
+def write_report(
+    comparison: Comparison,
+    folder: str | Path,
+    log_to_parent: bool = True,
+    suite: DomainSuite | None = None,
+) -> Path:
+    """Write the report into `folder` and return the path of its `index.html`; with `suite`
+    (`compare.domains.domain_suite`), its per-domain section and `domains.png`.
 
     With `log_to_parent`, the files are also logged as artifacts (under `comparison/`) of the
     parent run, when the runs come from exactly one invocation.
@@ -187,7 +227,10 @@ def write_report(comparison: Comparison, folder: str | Path, log_to_parent: bool
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     pngs: dict[str, bytes] = {}
-    for name, fig in (plots.draw_all(comparison) | probe_figures(comparison)).items():
+    figures = plots.draw_all(comparison) | probe_figures(comparison)
+    if suite is not None and len(suite.table):
+        figures["domains"] = domain_figure(suite.table)
+    for name, fig in figures.items():
         # Written atomically (a link planted at a report's path is replaced, never followed).
         with atomic_open(folder / f"{name}.png") as f:
             fig.savefig(f, format="png", dpi=110)
@@ -195,7 +238,7 @@ def write_report(comparison: Comparison, folder: str | Path, log_to_parent: bool
         pngs[name] = (folder / f"{name}.png").read_bytes()
     atomic_write_text(folder / "comparison.csv", render.to_csv(comparison))
     atomic_write_text(folder / "runs.csv", render.runs_csv(comparison))
-    page = document(comparison, pngs, header_fields(comparison))
+    page = document(comparison, pngs, header_fields(comparison), suite)
     atomic_write_text(folder / "report.md", page.markdown())
     index = folder / "index.html"
     atomic_write_text(index, page.html())

@@ -1,5 +1,5 @@
 """The held-out suite in `minimind compare`: Δ per domain as one corrected family, SNR per metric,
-`--metric val/bpb_macro`, and the figure of Δ by domain."""
+`--metric val/bpb_macro`, the figure of Δ by domain, and the report's per-domain section."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from statsmodels.stats.multitest import multipletests
 from minimind.cli import main
 from minimind.compare.domains import domain_table, suite_metrics, suite_signal_to_noise
 from minimind.compare.runs import load_runs
+from minimind.compare.table import CompareOptions
 
 T0 = 1_700_000_000_000
 ARMS = ["mix=base", "mix=prose", "mix=code"]
@@ -61,7 +62,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
 def test_each_domain_delta_is_one_family_corrected_together(store):
     runset = load_runs(store, ["mix"])
     assert suite_metrics(runset) == ["val/code/bpb", "val/prose/bpb", "val/wordnet/bpb"]
-    table = domain_table(runset)
+    table = domain_table(runset, CompareOptions())
     assert len(table) == 3 * 2 and set(table["baseline"]) == {"mix=base"}
     raw = []
     for row in table.itertuples():
@@ -123,3 +124,63 @@ def test_compare_takes_a_suite_metric_and_prints_the_domains_and_their_snr(store
     assert "Signal-to-noise of val/wordnet/bpb" in out
     assert (tmp_path / "domains.png").stat().st_size > 0
     assert main([*args, "--metric", "val/code/bpb"]) == 0
+
+
+def test_domain_table_takes_the_comparisons_options(store):
+    runset = load_runs(store, ["mix"])
+    options = CompareOptions(baseline="mix=code", correction="none", paired="off")
+    table = domain_table(runset, options)
+    assert set(table["baseline"]) == {"mix=code"} and set(table["method"]) != {"paired"}
+    assert (table["p_adj"] == table["p"]).all()
+
+
+def small_store(root, suite: bool) -> str:
+    """Two arms x 2 seeds; with `suite`, each run logs two eval sets besides val/bpb."""
+    uri = f"sqlite:///{root}/mlflow.db"
+    client = MlflowClient(uri)
+    exp = client.create_experiment("pair", artifact_location=str(root / "artifacts"))
+    parent = log_parent(client, exp, "pair", T0)
+    start = T0 + 1000
+    for arm, shift in (("mix=base", 0.0), ("mix=code", -0.02)):
+        for seed in (0, 1):
+            code, prose = 1.4 + shift + 0.01 * seed, 1.6 - shift / 2 + 0.013 * seed
+            metrics = [Metric("val/bpb", prose, start, 10)]
+            if suite:
+                metrics += [
+                    Metric("val/code/bpb", code, start, 10),
+                    Metric("val/prose/bpb", prose, start, 10),
+                    Metric("val/bpb_macro", (code + prose) / 2, start, 10),
+                ]
+            params = {"name": "pair", "data.sources.code.weight": arm, "seeds": "[0, 1]"}
+            log_child(client, exp, parent, arm, seed, start, params=params, metrics=metrics)
+            start += 1000
+    return uri
+
+
+def test_report_has_a_per_domain_section_when_the_runs_log_a_suite(tmp_path):
+    uri = small_store(tmp_path, suite=True)
+    out = tmp_path / "report"
+    args = ["compare", "pair", "--tracking-uri", uri, "--format", "csv", "--report"]
+    assert main([*args, "--report-dir", str(out)]) == 0
+    table = domain_table(load_runs(uri, ["pair"]), CompareOptions())
+    assert sorted(table["domain"]) == ["code", "prose"]
+    md, html = (out / "report.md").read_text(), (out / "index.html").read_text()
+    assert "## Per domain" in md and "<h2>Per domain</h2>" in html.replace(' id="per-domain"', "")
+    lines = md.splitlines()
+    for row in table.itertuples():
+        cells = f"| {row.domain} | {row.variant} | {row.delta:+.4f} | [{row.low:+.4f}, "
+        assert any(line.startswith(cells) for line in lines), cells
+        assert f"<td>{row.domain}</td><td>{row.variant}</td><td>{row.delta:+.4f}</td>" in html
+    assert "| val/code/bpb |" in md and "| val/bpb_macro |" in md  # the SNR per metric
+    assert "![domains](domains.png)" in md and 'alt="domains" src="data:image/png;base64,' in html
+    assert (out / "domains.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_without_a_suite_has_no_per_domain_section(tmp_path):
+    uri = small_store(tmp_path, suite=False)
+    out = tmp_path / "report"
+    args = ["compare", "pair", "--tracking-uri", uri, "--report", "--report-dir", str(out)]
+    assert main(args) == 0
+    assert "Per domain" not in (out / "report.md").read_text()
+    assert "Per domain" not in (out / "index.html").read_text()
+    assert not (out / "domains.png").exists()
