@@ -10,15 +10,24 @@ import time
 from pathlib import Path
 
 ORPHAN_POLL_S = 1.0  # how soon a child notices that its parent died
+ORPHAN_GRACE_S = 30.0  # how long an orphan's SIGTERM handler may take before SIGKILL
 
 
-def stop_when_orphaned(parent_pid: int | None = None, poll_s: float = ORPHAN_POLL_S) -> None:
-    """SIGTERM this process once its parent (`parent_pid`, default the current one) is gone.
+def stop_when_orphaned(
+    parent_pid: int | None = None,
+    poll_s: float = ORPHAN_POLL_S,
+    grace_s: float = ORPHAN_GRACE_S,
+) -> None:
+    """SIGTERM this process once its parent (`parent_pid`, default the current one) is gone,
+    and SIGKILL it if it is still alive `grace_s` later.
 
     A SIGKILLed parent runs no handler to stop its children, and a child busy tokenizing or
     training never reads the pipe that would tell it. A polling daemon thread rather than Linux's
     PR_SET_PDEATHSIG: it works on every OS, and the SIGTERM reaches whatever handler the child
-    installed (a sweep worker ends its trial and run; a tokenization worker just ends).
+    installed (a sweep worker ends its trial and run; a tokenization worker just ends). The
+    SIGKILL is the escalation the dead parent can no longer do: a handler that hangs, or an
+    interrupt lost on its way, must not leave an orphan training to the end of its study (what
+    a SIGKILL leaves RUNNING, the next invocation fails as stale).
     """
     watched = os.getppid() if parent_pid is None else parent_pid
 
@@ -26,6 +35,8 @@ def stop_when_orphaned(parent_pid: int | None = None, poll_s: float = ORPHAN_POL
         while os.getppid() == watched:
             time.sleep(poll_s)
         os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(grace_s)
+        os.kill(os.getpid(), signal.SIGKILL)
 
     threading.Thread(target=watch, name="minimind-orphan-watch", daemon=True).start()
 

@@ -74,7 +74,6 @@ def work(job: WorkerJob, data: Mapping[str, PreparedData] | None = None) -> str:
     spec = validate_spec(job.spec_tree)
     sweep = spec.sweep_section()
     _quiet_optuna_once_interrupted()
-    _deliver_interrupts_lost_in_finalizers()
     storage = open_storage(sweep)
     study = open_study(storage, job.study, sweep, job.cell_hash, pruner=build_pruner(sweep))
     seed = worker_seed(sweep.sampler.seed, job.index, len(study.get_trials(deepcopy=False)))
@@ -111,25 +110,6 @@ def _quiet_optuna_once_interrupted() -> None:
 
         handler.quiets_optuna = True  # type: ignore[attr-defined]
         signal.signal(signum, handler)
-
-
-def _deliver_interrupts_lost_in_finalizers() -> None:
-    """A Ctrl-C whose KeyboardInterrupt is raised inside a finalizer (a weakref callback run by
-    the garbage collector) cannot propagate: Python prints it as "Exception ignored" with a
-    traceback and drops it. Send the signal again instead, silently, so that it is raised in
-    ordinary code and ends the trial as any interrupt does."""
-    previous = sys.unraisablehook
-    if getattr(previous, "delivers_interrupts", False):
-        return
-
-    def hook(unraisable: Any) -> None:
-        if issubclass(unraisable.exc_type, KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGINT)
-            return
-        previous(unraisable)
-
-    hook.delivers_interrupts = True  # type: ignore[attr-defined]
-    sys.unraisablehook = hook
 
 
 def run_trials(

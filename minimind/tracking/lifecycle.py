@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterable
 from types import FrameType
-from typing import Literal
+from typing import Any, Literal
 
 from minimind.foundations.exit_codes import EXIT_INTERRUPTED, exit_code_for_signal
+
+REDELIVERY_DELAY_S = 0.05
+"""How long after an interrupt was lost in a finalizer it is sent again (see
+`redeliver_interrupts_lost_in_finalizers`)."""
 
 # How a run ends in MLflow (the statuses this package sets).
 Status = Literal["FINISHED", "FAILED", "KILLED"]
@@ -38,6 +44,35 @@ def install_termination_handlers(
     """
     for sig in signals:
         signal.signal(sig, _raise_terminated)
+    redeliver_interrupts_lost_in_finalizers()
+
+
+def redeliver_interrupts_lost_in_finalizers() -> None:
+    """Send again an interrupt (Ctrl-C or a `Terminated`) whose exception was raised inside a
+    finalizer, so that it is raised in ordinary code and stops the work as any interrupt does.
+
+    A signal handled while the garbage collector runs a weakref callback or `__del__` raises
+    there, where Python cannot propagate it: it prints "Exception ignored" and drops it, and
+    the process trains on as if never signalled (a sweep worker whose driver was SIGKILLed
+    did, until the end of its study). The same signal is sent again from another thread a
+    moment later: sent from this thread it would be handled at once, inside this hook, and
+    dropped again. Installed once per process; other unraisable errors go to the hook before.
+    """
+    previous = sys.unraisablehook
+    if getattr(previous, "redelivers_interrupts", False):
+        return
+
+    def hook(unraisable: Any) -> None:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            signum = getattr(unraisable.exc_value, "signum", signal.SIGINT)
+            timer = threading.Timer(REDELIVERY_DELAY_S, os.kill, (os.getpid(), signum))
+            timer.daemon = True
+            timer.start()
+            return
+        previous(unraisable)
+
+    hook.redelivers_interrupts = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
 
 
 def run_until_stopped(work: Callable[[], int], how_to_continue: str, announce: bool = True) -> int:
