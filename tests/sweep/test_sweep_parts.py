@@ -369,43 +369,6 @@ def test_best_without_the_sweep_s_overrides_says_to_repeat_them(sweep_file, caps
     assert "repeat the -o overrides the sweep ran with" in err and "new study" not in err
 
 
-def test_an_interrupt_lost_in_a_finalizer_is_delivered_again(monkeypatch) -> None:
-    """A KeyboardInterrupt raised inside a weakref callback is 'ignored' by Python (a traceback
-    on stderr, the interrupt dropped): a worker sends itself SIGINT again instead, and any other
-    unraisable exception still reaches the hook that was in place."""
-    import signal
-    import sys
-    import weakref
-
-    from minimind.sweep.worker import _deliver_interrupts_lost_in_finalizers
-
-    passed: list[type] = []
-    monkeypatch.setattr(sys, "unraisablehook", lambda u: passed.append(u.exc_type))
-    _deliver_interrupts_lost_in_finalizers()
-    delivered: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: delivered.append(signum))
-
-    class Finalized:
-        pass
-
-    def interrupt(ref: object) -> None:
-        raise KeyboardInterrupt
-
-    def fail(ref: object) -> None:
-        raise ValueError("in a finalizer")
-
-    try:
-        first, second = Finalized(), Finalized()
-        refs = [weakref.ref(first, interrupt), weakref.ref(second, fail)]
-        del first, second
-        for _ in range(100):  # the handler runs at the main thread's next bytecode
-            if delivered:
-                break
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    assert delivered == [signal.SIGINT] and passed == [ValueError], refs
-
-
 def test_a_study_stores_its_cell_hash_by_name_and_reads_the_legacy_one() -> None:
     storage = optuna.storages.InMemoryStorage()
     sweep = SweepConfig(objective="val/bpb")
