@@ -1,0 +1,104 @@
+"""The lr sensitivity of the arms of a comparison whose runs include an lr grid, against
+Wortsman et al.'s formula and a t interval written out here, and its report section."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fake_runs import log_child, log_parent
+from mlflow import MlflowClient
+from mlflow.entities import Metric
+from scipy import stats
+
+from minimind.compare import compare, load_runs
+from minimind.compare.report import write_report
+from minimind.compare.sensitivity import lr_sensitivities
+
+T0 = 1_700_000_000_000
+VOCAB = 2048
+INITIAL = math.log(VOCAB)  # 7.62
+LRS = (1e-3, 3e-3, 1e-2)
+# Final val/loss per arm, lr and seed; None: the run diverged (FAILED, a non-finite loss).
+LOSS = {
+    "norm=rmsnorm": {1e-3: (3.9, 3.8, 4.0), 3e-3: (3.5, 3.6, 3.55), 1e-2: (4.2, None, 4.4)},
+    "norm=layernorm": {1e-3: (3.7, 3.75, 3.72), 3e-3: (3.6, 3.58, 3.62), 1e-2: (8.0, 3.9, 3.95)},
+}
+EXTRA_LR = 3e-2  # run by rmsnorm on seed 0 alone: left out of its grid
+
+
+def write_lr_grid(uri: str, experiment: str = "lrs", lrs: tuple[float, ...] = LRS) -> None:
+    client = MlflowClient(uri)
+    exp = client.create_experiment(experiment)
+    parent = log_parent(client, exp, experiment, T0)
+    start = T0
+    cells = [(arm, lr, seed) for arm in LOSS for lr in lrs for seed in range(3)]
+    cells.append(("norm=rmsnorm", EXTRA_LR, 0))
+    for arm, lr, seed in cells:
+        start += 1000
+        loss = LOSS[arm].get(lr, (2.0,) * 3)[seed]
+        norm = arm.split("=")[1]
+        params = {"train.optimizer.lr": str(lr), "model.vocab_size": str(VOCAB),
+                  "model.norm": norm, "seed": str(seed)}  # fmt: skip
+        if loss is None:
+            tags = {"failure_reason": "non-finite train/loss (nan) at step 40"}
+            metrics, status = [Metric("train/loss", 9.0, 0, 1)], "FAILED"
+        else:
+            tags, status = {}, "FINISHED"
+            metrics = [Metric("val/loss", loss, 0, 100), Metric("val/bpb", loss * 1.6, 0, 100)]
+        log_child(
+            client, exp, parent, f"lr={lr:g},{arm}", seed, start,
+            params=params, metrics=metrics, status=status, tags=tags,
+        )  # fmt: skip
+
+
+def by_hand(arm: str) -> tuple[float, float, float, list[float]]:
+    """The per-seed sensitivity (mean of min(loss, initial) − the best), its mean and t
+    interval."""
+    per_seed = []
+    for seed in range(3):
+        capped = [min(INITIAL if LOSS[arm][lr][seed] is None else LOSS[arm][lr][seed], INITIAL) for lr in LRS]  # fmt: skip
+        per_seed.append(sum(capped) / len(capped) - min(capped))
+    mean, sd = float(np.mean(per_seed)), float(np.std(per_seed, ddof=1))
+    half = stats.t.ppf(0.975, 2) * sd / math.sqrt(3)
+    return mean, mean - half, mean + half, per_seed
+
+
+def test_each_arm_s_sensitivity_is_the_formula_with_a_t_interval(mlflow_uri: str) -> None:
+    write_lr_grid(mlflow_uri)
+    results = {r.arm: r for r in lr_sensitivities(load_runs(mlflow_uri, ["lrs"]).runs)}
+    assert set(results) == set(LOSS)
+    for arm, result in results.items():
+        mean, low, high, per_seed = by_hand(arm)
+        assert result.lrs == list(LRS) and result.seeds == [0, 1, 2]
+        assert result.initial == pytest.approx(INITIAL)
+        np.testing.assert_allclose(result.per_seed, per_seed, rtol=1e-12)
+        assert (result.estimate.value, result.estimate.low, result.estimate.high) == pytest.approx((mean, low, high))  # fmt: skip
+    assert results["norm=rmsnorm"].left_out == [EXTRA_LR]
+    assert results["norm=layernorm"].left_out == []
+    # the 8.0 of layernorm seed 0 is above the initial loss: counted at it, as a diverged run is
+    assert results["norm=layernorm"].per_seed[0] == pytest.approx((3.6 + 3.7 + INITIAL) / 3 - 3.6)
+
+
+def test_the_report_has_the_section_with_the_numbers_and_the_figure(
+    mlflow_uri: str, tmp_path: Path
+) -> None:
+    write_lr_grid(mlflow_uri)
+    write_report(compare(load_runs(mlflow_uri, ["lrs"])), tmp_path, log_to_parent=False)
+    text = (tmp_path / "report.md").read_text()
+    section = text[text.index("## Lr sensitivity") : text.index("## Figures")]
+    for arm in LOSS:
+        mean, low, high, _ = by_hand(arm)
+        assert f"| {arm} | {mean:.4g} [{low:.4g}, {high:.4g}] | 3 | 0.001, 0.003, 0.01 |" in section
+    assert "| 0.03 |" in section  # rmsnorm's lr run on one seed, named as left out
+    assert "lr_sensitivity.png" in section and (tmp_path / "lr_sensitivity.png").is_file()
+
+
+def test_no_section_without_a_grid_of_three_lrs(mlflow_uri: str, tmp_path: Path) -> None:
+    write_lr_grid(mlflow_uri, lrs=LRS[:2])
+    assert lr_sensitivities(load_runs(mlflow_uri, ["lrs"]).runs) == []
+    write_report(compare(load_runs(mlflow_uri, ["lrs"])), tmp_path, log_to_parent=False)
+    assert "Lr sensitivity" not in (tmp_path / "report.md").read_text()
+    assert not (tmp_path / "lr_sensitivity.png").exists()
