@@ -8,50 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fake_runs import log_child, log_parent
-from mlflow import MlflowClient
-from mlflow.entities import Metric
+from fake_lr_grid import EXTRA_LR, INITIAL, LOSS, LRS, write_lr_grid
 from scipy import stats
 
 from minimind.compare import compare, load_runs
 from minimind.compare.report import write_report
 from minimind.compare.sensitivity import lr_sensitivities
-
-T0 = 1_700_000_000_000
-VOCAB = 2048
-INITIAL = math.log(VOCAB)  # 7.62
-LRS = (1e-3, 3e-3, 1e-2)
-# Final val/loss per arm, lr and seed; None: the run diverged (FAILED, a non-finite loss).
-LOSS = {
-    "norm=rmsnorm": {1e-3: (3.9, 3.8, 4.0), 3e-3: (3.5, 3.6, 3.55), 1e-2: (4.2, None, 4.4)},
-    "norm=layernorm": {1e-3: (3.7, 3.75, 3.72), 3e-3: (3.6, 3.58, 3.62), 1e-2: (8.0, 3.9, 3.95)},
-}
-EXTRA_LR = 3e-2  # run by rmsnorm on seed 0 alone: left out of its grid
-
-
-def write_lr_grid(uri: str, experiment: str = "lrs", lrs: tuple[float, ...] = LRS) -> None:
-    client = MlflowClient(uri)
-    exp = client.create_experiment(experiment)
-    parent = log_parent(client, exp, experiment, T0)
-    start = T0
-    cells = [(arm, lr, seed) for arm in LOSS for lr in lrs for seed in range(3)]
-    cells.append(("norm=rmsnorm", EXTRA_LR, 0))
-    for arm, lr, seed in cells:
-        start += 1000
-        loss = LOSS[arm].get(lr, (2.0,) * 3)[seed]
-        norm = arm.split("=")[1]
-        params = {"train.optimizer.lr": str(lr), "model.vocab_size": str(VOCAB),
-                  "model.norm": norm, "seed": str(seed)}  # fmt: skip
-        if loss is None:
-            tags = {"failure_reason": "non-finite train/loss (nan) at step 40"}
-            metrics, status = [Metric("train/loss", 9.0, 0, 1)], "FAILED"
-        else:
-            tags, status = {}, "FINISHED"
-            metrics = [Metric("val/loss", loss, 0, 100), Metric("val/bpb", loss * 1.6, 0, 100)]
-        log_child(
-            client, exp, parent, f"lr={lr:g},{arm}", seed, start,
-            params=params, metrics=metrics, status=status, tags=tags,
-        )  # fmt: skip
 
 
 def by_hand(arm: str) -> tuple[float, float, float, list[float]]:
