@@ -106,7 +106,8 @@ def lr_sensitivities(runs: pd.DataFrame, level: float = 0.95) -> list[LrSensitiv
 def _grid(runs: pd.DataFrame, lr: pd.Series) -> tuple[pd.DataFrame, list[float]] | None:
     """[seeds, lrs] of an arm's final losses (inf: diverged; a seed's reruns averaged) over the
     lrs every seed has a result at, and the lrs left out; None without results."""
-    loss = pd.to_numeric(runs.get(f"metrics.{LOSS}"), errors="coerce")
+    missing = pd.Series(np.nan, index=runs.index)  # no run logged it
+    loss = pd.to_numeric(runs.get(f"metrics.{LOSS}", missing), errors="coerce")
     reason = runs.get(f"tags.{FAILURE_REASON_TAG}", pd.Series(None, index=runs.index))
     finished = (runs["status"] == "FINISHED") & loss.notna()
     said = reason.map(lambda r: isinstance(r, str) and "non-finite" in r).astype(bool)

@@ -64,3 +64,9 @@ def test_no_section_without_a_grid_of_three_lrs(mlflow_uri: str, tmp_path: Path)
     write_report(compare(load_runs(mlflow_uri, ["lrs"])), tmp_path, log_to_parent=False)
     assert "Lr sensitivity" not in (tmp_path / "report.md").read_text()
     assert not (tmp_path / "lr_sensitivity.png").exists()
+
+
+def test_runs_without_the_loss_have_no_sensitivity(mlflow_uri: str) -> None:
+    write_lr_grid(mlflow_uri)
+    runs = load_runs(mlflow_uri, ["lrs"]).runs.drop(columns=["metrics.val/loss"])
+    assert lr_sensitivities(runs) == []
