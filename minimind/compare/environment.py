@@ -67,8 +67,8 @@ def environment_blocks(runs: pd.DataFrame) -> list[Block]:
         ]
     else:
         notes = [
-            "Every run trained in the same recorded environment: a run repeats bit for bit on "
-            "the same CPU family and torch build, from the same code."
+            "The runs agree on every item recorded (a run repeats bit for bit on the same CPU "
+            "family and torch build, from the same code)."
         ]
     if unrecorded:
         notes.append(f"No run recorded {', '.join(unrecorded)} (trained before runs did).")

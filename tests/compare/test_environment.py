@@ -62,7 +62,7 @@ def test_one_environment_is_said_to_repeat_and_none_recorded_is_no_section() -> 
         {"tags.git_commit": ["abc", "abc"], "tags.env.python": ["3.11.7", "3.11.7"]}
     )
     text = to_markdown(environment_blocks(runs))
-    assert "Every run trained in the same recorded environment" in text
+    assert "The runs agree on every item recorded" in text
     assert "No run recorded git tree dirty" in text and "differ" not in text
     assert environment_blocks(pd.DataFrame({"tags.variant": ["a", "b"]})) == []
     assert environment_blocks(pd.DataFrame()) == []
