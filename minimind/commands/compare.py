@@ -231,23 +231,25 @@ def _suite_section(suite: DomainSuite, noise: bool) -> None:
 def _compare_ladder(args: argparse.Namespace, runset: RunSet) -> int:
     """`minimind compare` on a ladder's runs (`compare.ladder`)."""
     from minimind.compare import CompareError, ladder_render
-    from minimind.compare.agreement import with_agreement
+    from minimind.compare.agreement import decision_agreement, with_agreement
     from minimind.compare.ladder import compare_ladder
 
     try:
         ladder = compare_ladder(runset, _options(args), extrapolate_factor=args.extrapolate)
+        agreement = decision_agreement(ladder, _options(args))
     except CompareError as e:
         return fail_with(e)
     writers = {
         "table": lambda: ladder_render.to_plain(ladder, args.noise),
         "csv": lambda: ladder_render.to_csv(ladder),
         "markdown": lambda: ladder_render.to_markdown(ladder, args.noise),
-        "json": lambda: with_agreement(ladder_render.to_json(ladder), ladder),
+        "json": lambda: with_agreement(ladder_render.to_json(ladder), agreement),
     }
     sys.stdout.write(writers[args.format]())
     if args.report:
         from minimind.compare.ladder_report import write_ladder_report
 
         folder = args.report_dir or REPORTS_DIR / "+".join(runset.experiments)
-        print(f"Report written to {write_ladder_report(ladder, folder)}", file=sys.stderr)
+        index = write_ladder_report(ladder, folder, agreement=agreement)
+        print(f"Report written to {index}", file=sys.stderr)
     return EXIT_OK

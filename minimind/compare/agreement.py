@@ -1,32 +1,44 @@
-"""Decision agreement on a ladder: is what a small rung decides what the largest decides?
-(DataDecide's question, Magnusson et al. 2025: ranking at 150M got about 80 % of the pairwise
-decisions at 1B right.)
+"""Decision agreement on a ladder: is what a small rung (or a short budget) decides what the
+largest decides? (DataDecide's question, Magnusson et al. 2025: ranking at 150M got about 80 %
+of the pairwise decisions at 1B right.)
 
-Two tables in one, a row each:
-- `decision`: per comparison and rung, the rung's own decision (`ladder_render.decision`:
-  better, worse, within noise) beside the largest rung's, and whether they agree;
-- `ranking`: per rung, the share of arm pairs its means order as the largest rung's do, with a
+The ladder's points are its rungs, or, when its runs are budget branches (tagged `budget`,
+`run/branches.py`), its (rung, budget) pairs; they are ordered by rung (by compute) and then
+by budget, and the last one, the largest rung's longest budget, is the reference. Two tables
+in one, a row each:
+- `decision`: per comparison and point, the point's own decision (`ladder_render.decision`:
+  better, worse, within noise) beside the reference's, and whether they agree;
+- `ranking`: per point, the share of arm pairs its means order as the reference's do, with a
   percentile bootstrap interval over seeds (`stats.agreement.bootstrap_agreement`; the seeds
-  every arm has at both rungs, resampled together).
-`minimind compare` on a ladder gives it as `decision_agreement` in its JSON.
+  every arm has at both points, resampled together).
+A rung's decisions are its comparison's (as the ladder's rung rows give them); a (rung, budget)
+point's are those of the comparison of that budget's runs against the baseline arm's run of the
+same rung and budget. `minimind compare` on a ladder gives the table as `decision_agreement` in
+its JSON and as `decision_agreement.csv` in its report, whose "Decision agreement" section it is.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from minimind.compare.ladder import Ladder
 from minimind.compare.ladder_render import decision
+from minimind.compare.table import CompareOptions, Comparison, compare, compute_per_step
+from minimind.foundations.document import Block, Heading, Paragraph, Table
+from minimind.record import ARM_TAG, BUDGET_TAG
 from minimind.stats.agreement import bootstrap_agreement
 
 COLUMNS = [
     "kind",
     "rung",
+    "budget",
     "top_rung",
+    "top_budget",
     "arm",
     "decision",
     "top_decision",
@@ -39,56 +51,204 @@ COLUMNS = [
 ]
 
 
-def decision_agreement(ladder: Ladder, *, resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
-    """The ladder's decision rows, then its ranking rows (module docstring; `COLUMNS`)."""
-    if not ladder.rungs:
-        return pd.DataFrame(columns=COLUMNS)
-    top = ladder.rungs[-1].name  # the rungs are ordered by compute
-    rows: list[dict[str, object]] = []
-    for result in ladder.results:
-        frame = result.rungs
-        if frame.empty or frame["rung"].iloc[-1] != top:
-            continue  # no reading at the largest rung: nothing to agree with
-        decisions = [decision(row, ladder.maximize) for _, row in frame.iterrows()]
-        for (_, row), made in zip(frame.iterrows(), decisions, strict=True):
-            rows.append(
-                {"kind": "decision", "rung": row["rung"], "top_rung": top, "arm": result.arm,
-                 "decision": made, "top_decision": decisions[-1], "agrees": made == decisions[-1]}
-            )  # fmt: skip
-    points = pd.concat([fitted.points for fitted in ladder.arms.values()], ignore_index=True)
-    values = points.pivot_table(index=["rung", "seed"], columns="arm", values="value")
+@dataclass(frozen=True)
+class Point:
+    """One point of the ladder: a rung, at a budget (in steps) when the runs are budget
+    branches, with its compute and the comparison of its arms against the baseline arm."""
+
+    rung: str
+    budget: int | None
+    compute: float
+    comparison: Comparison
+
+
+def ladder_points(ladder: Ladder, options: CompareOptions | None = None) -> list[Point]:
+    """The ladder's points in order, the reference last (module docstring). A budget's
+    comparison takes `options` (default: the ladder's metric), its baseline the baseline arm's
+    variant at that budget; a budget where the baseline arm has no run is no point. Without
+    `options`, the rungs' correction and the default interval and pairing."""
+    if options is None and ladder.rungs:  # the rungs' own correction
+        options = CompareOptions(correction=ladder.rungs[0].comparison.correction)
+    options = replace(options or CompareOptions(), metric=ladder.metric, by=None)
+    points = []
     for rung in ladder.rungs:
-        small, large = _paired(values, rung.name, top)
-        if small is None or large is None:
+        runset = rung.comparison.runset
+        tag = runset.runs.get(f"tags.{BUDGET_TAG}")
+        if tag is None or tag.isna().all():
+            points.append(Point(rung.name, None, rung.compute, rung.comparison))
             continue
-        value, low, high = bootstrap_agreement(small, large, resamples=resamples, seed=seed)
+        budgets = pd.to_numeric(tag, errors="coerce")
+        per_step = compute_per_step(runset.runs)[0]
+        for budget in sorted(int(b) for b in budgets.dropna().unique()):
+            mine = budgets == budget
+            runs = runset.runs[mine.to_numpy()].sort_values("start_time", kind="stable")
+            base = runs[runs[f"tags.{ARM_TAG}"].astype(str) == ladder.baseline]
+            if base.empty:
+                continue
+            comparison = compare(
+                runset.subset(mine), replace(options, baseline=str(base["variant"].iloc[0]))
+            )
+            compute = float(per_step[base["run_id"].iloc[0]]) * budget
+            points.append(Point(rung.name, budget, compute, comparison))
+    return points
+
+
+def decision_agreement(
+    ladder: Ladder,
+    options: CompareOptions | None = None,
+    *,
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """The ladder's decision rows, then its ranking rows (module docstring; `COLUMNS`)."""
+    points = ladder_points(ladder, options)
+    if not points:
+        return pd.DataFrame(columns=COLUMNS)
+    top = points[-1]
+    where = {"top_rung": top.rung, "top_budget": top.budget}
+    decided = [_decisions(point, ladder) for point in points]
+    rows: list[dict[str, object]] = []
+    for arm in (a for a in ladder.arms if a != ladder.baseline):
+        if arm not in decided[-1]:
+            continue  # no reading at the reference: nothing to agree with
+        reference = decided[-1][arm]
+        for point, made in zip(points, decided, strict=True):
+            if arm in made:
+                rows.append(
+                    {"kind": "decision", "rung": point.rung, "budget": point.budget, **where,
+                     "arm": arm, "decision": made[arm], "top_decision": reference,
+                     "agrees": made[arm] == reference}
+                )  # fmt: skip
+    large = _values(top, ladder.metric)
+    for point in points:
+        small, big = _paired(_values(point, ladder.metric), large)
+        if small is None or big is None:
+            continue
+        value, low, high = bootstrap_agreement(small, big, resamples=resamples, seed=seed)
         rows.append(
-            {"kind": "ranking", "rung": rung.name, "top_rung": top, "agreement": value,
-             "agreement_low": low, "agreement_high": high, "seeds": small.shape[0],
-             "arms": small.shape[1]}
+            {"kind": "ranking", "rung": point.rung, "budget": point.budget, **where,
+             "agreement": value, "agreement_low": low, "agreement_high": high,
+             "seeds": small.shape[0], "arms": small.shape[1]}
         )  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def _arm_of(comparison: Comparison) -> pd.Series:
+    """Each run's arm, by run id."""
+    runs = comparison.runset.runs
+    return pd.Series(runs[f"tags.{ARM_TAG}"].astype(str).to_numpy(), index=runs["run_id"])
+
+
+def _decisions(point: Point, ladder: Ladder) -> dict[str, str]:
+    """{arm: its decision at `point`} for every arm compared there with the baseline."""
+    metric, table = ladder.metric, point.comparison.table
+    if table.empty:
+        return {}
+    runs = point.comparison.runs
+    arm_of_run = _arm_of(point.comparison)
+    arm_of_group = {g: arm_of_run[r] for g, r in zip(runs["group"], runs["run_id"], strict=True)}
+    out = {}
+    for _, row in table[~table["is_baseline"]].iterrows():
+        reading = pd.Series(
+            {"delta": row[f"{metric}_delta"], "within_noise": row[f"{metric}_within_noise"]}
+        )
+        out[arm_of_group[row["variant"]]] = decision(reading, ladder.maximize)
+    return out
+
+
+def _values(point: Point, metric: str) -> pd.DataFrame:
+    """[seeds, arms]: each finished run's objective at `point` (a seed's reruns averaged)."""
+    runs = point.comparison.runs
+    finished = runs[(runs["status"] == "FINISHED") & runs[metric].notna()]
+    frame = pd.DataFrame(
+        {
+            "arm": finished["run_id"].map(_arm_of(point.comparison)),
+            "seed": finished["seed"],
+            "value": finished[metric].astype(float),
+        }
+    )
+    return frame.pivot_table(index="seed", columns="arm", values="value")
+
+
 def _paired(
-    values: pd.DataFrame, rung: str, top: str
+    small: pd.DataFrame, large: pd.DataFrame
 ) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
-    """[seeds, arms] at `rung` and at `top`: the seeds every arm finished at both."""
-    if rung not in values.index.get_level_values(0) or top not in values.index.get_level_values(0):
-        return None, None
-    small, large = values.loc[rung], values.loc[top]
-    seeds = small.dropna().index.intersection(large.dropna().index)
-    if len(seeds) < 2 or values.shape[1] < 2:
+    """[seeds, arms] at both points: the arms at both, and the seeds every one of them
+    finished at both."""
+    arms = [a for a in large.columns if a in small.columns]
+    small, large = small[arms].dropna(), large[arms].dropna()
+    seeds = small.index.intersection(large.index)
+    if len(seeds) < 2 or len(arms) < 2:
         return None, None
     return small.loc[seeds].to_numpy(float), large.loc[seeds].to_numpy(float)
 
 
-def with_agreement(ladder_json: str, ladder: Ladder) -> str:
-    """`ladder_render.to_json`'s document with `decision_agreement` added (NaN as null)."""
+def _null(value: object) -> object:
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def with_agreement(ladder_json: str, table: pd.DataFrame) -> str:
+    """`ladder_render.to_json`'s document with `decision_agreement` (`decision_agreement`'s
+    table) added, NaN as null."""
     document = json.loads(ladder_json)
-    table = decision_agreement(ladder).astype(object)
     document["decision_agreement"] = [
-        {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
-        for row in table.to_dict(orient="records")
+        {k: _null(v) for k, v in row.items()}
+        for row in table.astype(object).to_dict(orient="records")
     ]
     return json.dumps(document, indent=2) + "\n"
+
+
+def to_csv(table: pd.DataFrame) -> str:
+    """`decision_agreement`'s table as CSV, a row each, `COLUMNS` in order (empty cells where a
+    column does not apply to the row's kind)."""
+    return table.to_csv(index=False)
+
+
+def _label(rung: str, budget: float | None) -> str:
+    """'r3', or 'r3 @ 800 steps' at a budget."""
+    return rung if budget is None or pd.isna(budget) else f"{rung} @ {int(budget)} steps"
+
+
+def agreement_blocks(table: pd.DataFrame, baseline: str, level: int = 2) -> list[Block]:
+    """The report's section "Decision agreement" (a heading of `level`): each comparison's
+    decision at every point beside the reference's, and each point's ranking agreement with its
+    interval; nothing when no point has a reading."""
+    if table.empty:
+        return []
+    decisions, ranking = table[table["kind"] == "decision"], table[table["kind"] == "ranking"]
+    top = _label(table["top_rung"].iloc[0], table["top_budget"].iloc[0])
+    blocks: list[Block] = [
+        Heading(level, "Decision agreement"),
+        Paragraph(
+            f"Is the decision made at a smaller rung (or a shorter budget) the one made at the "
+            f"largest, {top}? Each comparison's decision at a point is that point's comparison "
+            "alone (better, worse or within noise at the corrected level). The ranking "
+            "agreement is the share of arm pairs a point's means order as the largest's do (a "
+            "tie counts half; DataDecide's decision accuracy), with a 95% percentile bootstrap "
+            "interval over seeds (the same seeds at both points and for every arm).",
+            "caption",
+        ),
+    ]
+    if len(decisions):
+        rows = [
+            [f"{r['arm']} vs {baseline}", _label(r["rung"], r["budget"]), str(r["decision"]),
+             str(r["top_decision"]), "yes" if r["agrees"] else "no"]
+            for _, r in decisions.iterrows()
+        ]  # fmt: skip
+        headers = ["comparison", "point", "decision", f"decision at {top}", "agrees"]
+        blocks.append(Table(headers, rows, "ladder"))
+    if len(ranking):
+        rows = [
+            [_label(r["rung"], r["budget"]),
+             f"{r['agreement']:.3g} [{r['agreement_low']:.3g}, {r['agreement_high']:.3g}]",
+             str(int(r["seeds"])), str(int(r["arms"]))]
+            for _, r in ranking.iterrows()
+        ]  # fmt: skip
+        headers = ["point", f"ranking agreement with {top} [95% CI]", "seeds", "arms"]
+        blocks.append(Table(headers, rows, "ladder"))
+    else:
+        blocks.append(
+            Paragraph("No ranking agreement: no point has 2 arms finished on 2 seeds they share "
+                      "with the largest.")
+        )  # fmt: skip
+    return blocks

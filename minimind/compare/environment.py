@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import pandas as pd
 
-from minimind.record import ENV_TAG_PREFIX, GIT_COMMIT_TAG, GIT_DIRTY_TAG
+from minimind.foundations.document import Block, Fields, Heading, Paragraph
+from minimind.record import ENV_TAG_PREFIX, GIT_COMMIT_TAG, GIT_DIFF_ARTIFACT, GIT_DIRTY_TAG
 
 UNRECORDED = "not recorded"
 """The value of a run that trained before runs recorded their environment."""
 
 
-def runs_environment(runs: pd.DataFrame) -> dict[str, str]:
-    """{item: 'value (2 runs); other (1 run)'} over a runs table (`mlflow.search_runs`'s, tags
-    as `tags.<name>` columns): the commit, whether the tree was dirty, then every `env.<item>`
-    (python, torch, numpy, build, cpu, cpu_flags, gpu, ...). A value every run shares is given
-    alone; runs without the tag count as `UNRECORDED`. Empty for no runs."""
+def environment_counts(runs: pd.DataFrame) -> dict[str, pd.Series]:
+    """{item: the runs per distinct value, most first} over a runs table (`mlflow.search_runs`'s,
+    tags as `tags.<name>` columns): the commit, whether the tree was dirty, then every
+    `env.<item>` (python, torch, numpy, build, cpu, cpu_flags, gpu, ...); runs without the tag
+    count as `UNRECORDED`. Empty for no runs."""
     if runs.empty:
         return {}
     prefix = f"tags.{ENV_TAG_PREFIX}"
@@ -25,15 +26,55 @@ def runs_environment(runs: pd.DataFrame) -> dict[str, str]:
     columns += sorted(c for c in runs.columns if c.startswith(prefix))
     names = {f"tags.{GIT_COMMIT_TAG}": "git commit", f"tags.{GIT_DIRTY_TAG}": "git tree dirty"}
     return {
-        names.get(column, column.removeprefix(prefix)): _values(runs, column) for column in columns
+        names.get(column, column.removeprefix(prefix)): _counts(runs, column) for column in columns
     }
 
 
-def _values(runs: pd.DataFrame, column: str) -> str:
+def runs_environment(runs: pd.DataFrame) -> dict[str, str]:
+    """{item: 'value (2 runs); other (1 run)'} (`environment_counts`): a value every run
+    shares is given alone."""
+    return {item: _describe(counts) for item, counts in environment_counts(runs).items()}
+
+
+def _counts(runs: pd.DataFrame, column: str) -> pd.Series:
     values = runs[column] if column in runs.columns else pd.Series([None] * len(runs))
-    counts = values.fillna(UNRECORDED).replace("", UNRECORDED).value_counts(sort=True)
+    return values.fillna(UNRECORDED).replace("", UNRECORDED).astype(str).value_counts(sort=True)
+
+
+def _describe(counts: pd.Series) -> str:
     if len(counts) == 1:
         return str(counts.index[0])
     return "; ".join(
         f"{value} ({count} run{'' if count == 1 else 's'})" for value, count in counts.items()
     )
+
+
+def environment_blocks(runs: pd.DataFrame) -> list[Block]:
+    """The report's section "Environment": each item of `runs_environment`, and which items
+    the runs differ in (then their numbers are not bit for bit comparable); nothing when no
+    run recorded any of it."""
+    counts = environment_counts(runs)
+    if all(list(c.index) == [UNRECORDED] for c in counts.values()):
+        return []
+    differ = [item for item, c in counts.items() if len(c) > 1]
+    unrecorded = [item for item, c in counts.items() if list(c.index) == [UNRECORDED]]
+    dirty = int(counts.get("git tree dirty", pd.Series(dtype=int)).get("true", 0))
+    if differ:
+        notes = [
+            f"The runs differ in {', '.join(differ)}: their numbers are not bit for bit "
+            "comparable (a run repeats bit for bit only on the same CPU family and torch "
+            "build, from the same code)."
+        ]
+    else:
+        notes = [
+            "The runs agree on every item recorded (a run repeats bit for bit on the same CPU "
+            "family and torch build, from the same code)."
+        ]
+    if unrecorded:
+        notes.append(f"No run recorded {', '.join(unrecorded)} (trained before runs did).")
+    if dirty:
+        notes.append(
+            f"{dirty} run{' was' if dirty == 1 else 's were'} trained from a tree with "
+            f"uncommitted changes (the diff is the run's artifact {GIT_DIFF_ARTIFACT})."
+        )
+    return [Heading(2, "Environment"), Fields(runs_environment(runs)), Paragraph(" ".join(notes))]

@@ -19,9 +19,16 @@ from minimind.compare.domains import (
     domain_note,
     domain_rows,
 )
+from minimind.compare.environment import environment_blocks
 from minimind.compare.probe_plots import FIGURE_CAPTIONS as PROBE_CAPTIONS
 from minimind.compare.probe_plots import probe_figures
 from minimind.compare.runs import RunSet
+from minimind.compare.sensitivity import (
+    LrSensitivity,
+    lr_sensitivities,
+    sensitivity_blocks,
+    sensitivity_figure,
+)
 from minimind.compare.table import Comparison
 from minimind.foundations.atomic_file import atomic_open, atomic_write_text
 from minimind.foundations.document import (
@@ -46,8 +53,12 @@ FIGURE_CAPTIONS = {
     "pareto": "Throughput against the objective: points on the dashed line are not beaten on both.",
     "moe_load": "Expert load imbalance of the MoE layers over training.",
     "domains": "Δ bits per byte by held-out domain against the baseline, with its interval.",
+    "lr_sensitivity": "Final validation loss against the lr, per arm with an lr grid.",
     **PROBE_CAPTIONS,
 }
+
+OWN_SECTION = ("domains", "lr_sensitivity")
+"""The figures shown in their own section, not under "Figures"."""
 
 CSS = """
 body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 2rem auto;
@@ -181,10 +192,13 @@ def document(
     pngs: dict[str, bytes],
     fields: dict[str, str],
     suite: DomainSuite | None = None,
+    sensitivity: list[LrSensitivity] | None = None,
 ) -> Document:
     """The report: header (`fields`, from `header_fields`), table, failed runs, the held-out
-    suite per domain (`suite`, when the runs log one; its figure is `pngs["domains"]`), figures
-    (`pngs`, by file stem, inlined in the HTML), runs, the spec the runs share."""
+    suite per domain (`suite`, when the runs log one; its figure is `pngs["domains"]`), the lr
+    sensitivity of the arms with an lr grid (`sensitivity`, `lr_sensitivities`; its figure is
+    `pngs["lr_sensitivity"]`), figures (`pngs`, by file stem, inlined in the HTML), runs, the
+    environment they trained in (`environment_blocks`), the spec the runs share."""
     if len(comparison.problems):
         problems: Block = render.problem_table(comparison)
     else:
@@ -198,14 +212,16 @@ def document(
         Heading(2, "Failed or incomplete runs"),
         problems,
         *(domain_blocks(suite, pngs.get("domains")) if suite is not None else []),
+        *sensitivity_blocks(sensitivity or [], pngs.get("lr_sensitivity")),
         Heading(2, "Figures"),
         *(
             Figure(f"{name}.png", FIGURE_CAPTIONS.get(name, name), png, anchor=f"fig-{name}")
             for name, png in pngs.items()
-            if name != "domains"
+            if name not in OWN_SECTION
         ),
         Heading(2, "Runs"),
         Table(*_runs_rows(comparison), "runs"),
+        *environment_blocks(comparison.runset.runs),
         Heading(2, "Spec"),
         Details(f"Params shared by every run ({len(shared)})", [Preformatted(spec)]),
     ]
@@ -219,7 +235,8 @@ def write_report(
     suite: DomainSuite | None = None,
 ) -> Path:
     """Write the report into `folder` and return the path of its `index.html`; with `suite`
-    (`compare.domains.domain_suite`), its per-domain section and `domains.png`.
+    (`compare.domains.domain_suite`), its per-domain section and `domains.png`; where the runs
+    include an lr grid for an arm (`compare.sensitivity`), its section and `lr_sensitivity.png`.
 
     With `log_to_parent`, the files are also logged as artifacts (under `comparison/`) of the
     parent run, when the runs come from exactly one invocation.
@@ -230,6 +247,9 @@ def write_report(
     figures = plots.draw_all(comparison) | probe_figures(comparison)
     if suite is not None and len(suite.table):
         figures["domains"] = domain_figure(suite.table)
+    sensitivity = lr_sensitivities(comparison.runset.runs)
+    if sensitivity:
+        figures["lr_sensitivity"] = sensitivity_figure(sensitivity)
     for name, fig in figures.items():
         # Written atomically (a link planted at a report's path is replaced, never followed).
         with atomic_open(folder / f"{name}.png") as f:
@@ -238,7 +258,7 @@ def write_report(
         pngs[name] = (folder / f"{name}.png").read_bytes()
     atomic_write_text(folder / "comparison.csv", render.to_csv(comparison))
     atomic_write_text(folder / "runs.csv", render.runs_csv(comparison))
-    page = document(comparison, pngs, header_fields(comparison), suite)
+    page = document(comparison, pngs, header_fields(comparison), suite, sensitivity)
     atomic_write_text(folder / "report.md", page.markdown())
     index = folder / "index.html"
     atomic_write_text(index, page.html())

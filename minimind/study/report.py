@@ -30,10 +30,13 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from minimind.compare import RunSet, ladder_render, plots, render
+from minimind.compare.agreement import agreement_blocks, decision_agreement
+from minimind.compare.environment import runs_environment
 from minimind.compare.ladder_plots import ladder_figure
 from minimind.compare.ladder_report import FIGURE_CAPTION
 from minimind.compare.probe_plots import probe_figures
 from minimind.compare.report import CSS, devices
+from minimind.compare.sensitivity import LrSensitivity, lr_sensitivities, sensitivity_rows
 from minimind.compare.table import curve_key
 from minimind.foundations.document import (
     Block,
@@ -344,7 +347,10 @@ def axis_figures(
 
 def environment(study: Study, results: list[AxisResult]) -> dict[str, str]:
     """What the runs were trained and the report made with: versions, processor, threads, git
-    commits and spec hashes (as the runs recorded them), dates and total training time."""
+    commits and spec hashes (as the runs recorded them), the environment each run recorded
+    (`runs_environment`: its torch, numpy and Python, BLAS build, CPU or GPU, whether its tree
+    was dirty), dates and total training time; `processor`, `torch` and `python` are those of
+    the machine that makes the report."""
     import torch
 
     runs = pd.concat([r.comparison.runset.runs for r in results], ignore_index=True)
@@ -370,6 +376,11 @@ def environment(study: Study, results: list[AxisResult]) -> dict[str, str]:
             f"{names.get(e, e)}: {h}" for e, h in hashes.items()
         ),
         "git commit of the runs": tags(GIT_COMMIT_TAG),
+        **{  # the provenance each run recorded (`compare.environment`)
+            f"{item} (as the runs recorded it)": value
+            for item, value in runs_environment(runs).items()
+            if item != "git commit"
+        },
         "device": devices(runs),
         "precision": tags(PRECISION_TAG),
         "trained": f"{starts.min():%Y-%m-%d %H:%M} to {ends.max():%Y-%m-%d %H:%M} UTC "
@@ -424,9 +435,10 @@ def _axis_blocks(
     pngs: Mapping[str, bytes | None],
     costs: Mapping[str, pd.Series] | None,
     ladders: Sequence[LadderReading] = (),
+    sensitivity: Sequence[LrSensitivity] = (),
 ) -> list[Block]:
     """An axis's section: what is expected, the table, what was observed, the discussion, the
-    figures (`pngs`, by file stem)."""
+    figures (`pngs`, by file stem), and the lr sensitivity of the arms its sweeps tuned."""
     axis, m = result.axis, study.metric
     observations: list[list[Inline]] = [
         [Strong(_agreement_text(f, m)), f": {observed(f, m)}"] for f in result.findings
@@ -449,7 +461,35 @@ def _axis_blocks(
     ]
     if axis.discussion:
         blocks.append(Paragraph([Strong("Discussion"), f": {axis.discussion}"], "discussion"))
-    return blocks + [FigureBlock(f"{stem}.png", data=png) for stem, png in pngs.items()]
+    blocks += [FigureBlock(f"{stem}.png", data=png) for stem, png in pngs.items()]
+    if sensitivity:
+        blocks += [
+            Paragraph(SENSITIVITY_NOTE, "caption"),
+            Table(*sensitivity_rows(list(sensitivity)), "comparison"),
+        ]
+    return blocks
+
+
+SENSITIVITY_NOTE = (
+    "Lr sensitivity of each tuned arm (Wortsman et al. 2023), from its sweep's trials: per "
+    "tuning seed, the mean over the lrs tried of min(final val/loss, initial loss) minus the "
+    "best final loss (nats; the initial loss is ln(vocabulary), a diverged trial counts at it), "
+    "then the mean over seeds with a 95% t interval (none with one tuning seed). An arm is the "
+    "trials that share every setting but the lr (a warm-up searched beside it makes an arm per "
+    "warm-up)."
+)
+
+
+def axis_sensitivity(axis: Axis, sweeps: Mapping[str, RunSet]) -> list[LrSensitivity]:
+    """The lr sensitivity of every arm of the axis's sweeps with an lr grid
+    (`compare.sensitivity`), over the sweeps' trials, each arm named after its sweep."""
+    out = []
+    for entry in axis.sensitivity:
+        runs = sweeps[entry.experiment].runs
+        trial = runs.get(f"tags.{TRIAL_NUMBER_TAG}", pd.Series(None, index=runs.index))
+        trials = runs[trial.notna()]
+        out += [replace(r, arm=f"{entry.experiment}: {r.arm}") for r in lr_sensitivities(trials)]
+    return out
 
 
 def _ladder_blocks(ladders: Sequence[LadderReading], pngs: Mapping[str, bytes]) -> list[Block]:
@@ -469,6 +509,8 @@ def _ladder_blocks(ladders: Sequence[LadderReading], pngs: Mapping[str, bytes]) 
             stem = _ladder_stem(reading)
             blocks += ladder_render.ladder_section(reading.ladder)
             blocks.append(FigureBlock(f"{stem}.png", FIGURE_CAPTION, pngs.get(stem)))
+            table = decision_agreement(reading.ladder)
+            blocks += agreement_blocks(table, reading.ladder.baseline, level=4)
         if entry.discussion:
             blocks.append(Paragraph([Strong("Discussion"), f": {entry.discussion}"], "discussion"))
     return blocks
@@ -478,7 +520,8 @@ _LADDER_NOTE = (
     "The ladders the study trains beside its axes, each compared as `minimind compare` "
     "compares a ladder's runs (docs/statistics.md, Ladders): the compute multiplier at each "
     "rung, each arm's fitted law, the difference of the exponents, the multiplier extrapolated "
-    "past the top rung, its trend with compute, and what each rung alone would decide."
+    "past the top rung, its trend with compute, what each rung alone would decide, and how "
+    "often that is what the largest rung decides (decision agreement)."
 )
 
 
@@ -495,9 +538,11 @@ def document(
     cost: CostTable | None = None,
     manifest: str = "MANIFEST",
     ladders: Sequence[LadderReading] = (),
+    sensitivity: Mapping[str, list[LrSensitivity]] | None = None,
 ) -> Document:
     """The report: the findings, a section per axis (its figures by file stem in `stems`, their
-    PNGs in `pngs`, inlined in the HTML where given), the ladders, the environment and the
+    PNGs in `pngs`, inlined in the HTML where given; the lr sensitivity of its tuned arms by
+    axis name in `sensitivity`, `axis_sensitivity`), the ladders, the environment and the
     commands; `cost`, the arms' measured cost (`read_cost`), and `manifest`, the path the
     command to measure it names."""
     costs = None if cost is None else cost.by_label(study)
@@ -510,7 +555,8 @@ def document(
     ]
     for r in results:
         figures = {stem: pngs.get(stem) for stem in stems.get(r.axis.name, [])}
-        blocks += _axis_blocks(study, r, figures, costs, ladders)
+        tuned = (sensitivity or {}).get(r.axis.name, [])
+        blocks += _axis_blocks(study, r, figures, costs, ladders, tuned)
     blocks += _ladder_blocks(ladders, pngs)
     blocks += [
         Heading(2, "Environment"),
@@ -658,7 +704,8 @@ def write_report(
     (folder / "findings.csv").write_text(findings_csv(study, results), encoding="utf-8")
     runs = pd.concat([r.comparison.runs.assign(axis=r.axis.name) for r in results])
     runs.to_csv(folder / "runs.csv", index=False, encoding="utf-8")
-    page = document(study, results, pngs, stems, env, cost, manifest, ladders)
+    sensitivity = {r.axis.name: axis_sensitivity(r.axis, sweeps) for r in results}
+    page = document(study, results, pngs, stems, env, cost, manifest, ladders, sensitivity)
     (folder / "report.md").write_text(page.markdown(), encoding="utf-8")
     index = folder / "index.html"
     index.write_text(page.html(), encoding="utf-8")
