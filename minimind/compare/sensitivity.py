@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 from minimind.compare.table import (
     UNPOOLED_PARAMS,
     UNPOOLED_PREFIXES,
-    _config_signature,
+    config_signature,
     numeric_param,
 )
 from minimind.foundations.document import Block, Heading, Paragraph, Table
@@ -73,7 +73,7 @@ def lr_sensitivities(runs: pd.DataFrame, level: float = 0.95) -> list[LrSensitiv
         return []
     runs = runs.sort_values("start_time", kind="stable")
     lr = numeric_param(runs, LR_PARAM)
-    arm_of = _config_signature(runs.drop(columns=[column]))
+    arm_of = config_signature(runs.drop(columns=[column]))
     labels = _labels(runs, arm_of)
     out = []
     for arm in dict.fromkeys(arm_of):

@@ -202,7 +202,7 @@ UNPOOLED_PREFIXES = ("tracking.", "sweep.", "power.", "train.checkpoint_dir", "d
 or plans a run without changing what it trains."""
 
 
-def _config_signature(runs: pd.DataFrame) -> pd.Series:
+def config_signature(runs: pd.DataFrame) -> pd.Series:
     """Per run, the resolved config that trains it: its params but the `UNPOOLED_*` ones."""
     columns = [
         c
@@ -220,7 +220,7 @@ def split_unpoolable(runs: pd.DataFrame, group: pd.Series) -> pd.Series:
     split into rows of their own, named `<group> @<spec hash>` (the first 8 characters of the
     `plan_hash` tag of the split's first run), or `<group> @config<k>` when the hashes do not
     tell the configs apart."""
-    signature = _config_signature(runs)
+    signature = config_signature(runs)
     out = group.copy()
     for name in group.unique():
         mine = group == name
