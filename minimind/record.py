@@ -106,6 +106,7 @@ RUN_METRICS: tuple[str, ...] = (
     "moe/load_cv",
     "train/tokens",  # tokens seen, so curves can be drawn against tokens
     "time/elapsed_s",  # training wall-clock, so curves can be drawn against time
+    "time/first_step_s",  # a process's first step, compiling or a compile-cache hit included
 )
 """The metrics a training run logs (`moe/load_cv` only with MoE layers): what a sweep can
 optimize and a comparison can rank by."""

@@ -64,6 +64,14 @@ def data_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("data-cache")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Compiled runs of the tests cache their graphs in the session's tmp folder, not results/."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MINIMIND_COMPILE_CACHE_DIR", str(tmp_path_factory.mktemp("compile-cache")))
+        yield
+
+
 @pytest.fixture
 def one_thread() -> Any:
     """Tiny models run fastest on one thread, and cross-process bitwise checks need equal counts."""

@@ -44,6 +44,7 @@ EXPECTED_METRICS = {
     "sys/peak_mem_mb",
     "train/tokens",
     "time/elapsed_s",
+    "time/first_step_s",
 }
 
 

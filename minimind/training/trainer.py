@@ -31,7 +31,7 @@ from minimind.data.batches import train_batches
 from minimind.foundations.progress import TrainingProgress, training_progress
 from minimind.model.config import ModelConfig
 from minimind.model.lm import MiniMindLM
-from minimind.training import distributed
+from minimind.training import compile_cache, distributed
 from minimind.training.budget import TrainingBudget
 from minimind.training.checkpoint import capture_rng_state, restore_rng_state, seed_everything
 from minimind.training.device import RunDevice, autocast, pins_memory
@@ -114,6 +114,8 @@ class Trainer:
         # DDP before compile, as torch recommends; both are the plain model in one process.
         sparse = model_cfg.num_active_params() < model_cfg.num_params()
         wrapped = distributed.wrap_model(self.model, self.device, sparse, cfg.parallel)
+        if cfg.compile:  # graphs an earlier run of this shape compiled are loaded, not compiled
+            compile_cache.use_compile_cache()
         self.forward = torch.compile(wrapped) if cfg.compile else wrapped
         self.optimizer = build_optimizer(self.model, cfg.optimizer)
         # Listed once: walking the module tree every step costs ~100 µs. After `wrap_model`, so
@@ -167,14 +169,19 @@ class Trainer:
         cfg, budget, quiet = self.cfg, self.budget, not distributed.is_main_process()
         every = cfg.checkpoint_every  # None: no checkpoints at all, not even the last
         self.model.train()
+        first_step = True  # this process's: it compiles, or loads what an earlier run compiled
         with training_progress(label, budget.max_steps, self.step, quiet=quiet) as progress:
             done = budget.spent(self.step, self._training_clock())
             while not done:
                 log_now = (self.step + 1) % cfg.log_every == 0 or self.step + 1 == budget.max_steps
+                compiled = compile_cache.cache_counts() if first_step and cfg.compile else None
                 self.meter.start_step()
                 self._train_step()
-                self.meter.end_step(cfg.tokens_per_step)
+                step_ms = self.meter.end_step(cfg.tokens_per_step)
                 self.step += 1
+                if first_step:
+                    sink.log_metrics(self._first_step_metrics(step_ms, compiled), self.step)
+                    first_step = False
                 done = budget.advance(self.step, self._training_clock())
                 progress.advance(self.step)
                 self.monitor.log_probes(sink, self.step)
@@ -272,6 +279,17 @@ class Trainer:
             metrics["time/elapsed_s"] = self.meter.elapsed_s
             sink.log_metrics(metrics, self.step)
         return failure
+
+    @staticmethod
+    def _first_step_metrics(step_ms: float, before: dict[str, int] | None) -> dict[str, float]:
+        """`time/first_step_s`, the first step's seconds in this process (compiling included),
+        and, for a compiled model, the graphs that step compiled (`compile/cache_misses`) and
+        loaded from the compile cache (`compile/cache_hits`; `before`: the counts before it)."""
+        metrics = {"time/first_step_s": step_ms / 1e3}
+        if before is not None:
+            after = compile_cache.cache_counts()
+            metrics.update({f"compile/cache_{k}": after[k] - before[k] for k in before})
+        return metrics
 
     def _averaged_validation(self) -> dict[str, float]:
         """The mean of the last `train.eval_average_last` periodic estimates (from the history a

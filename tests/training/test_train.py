@@ -65,11 +65,19 @@ def test_metrics_names_steps_and_values(make):
     outcome = trainer.fit(sink)
     assert outcome.status == "FINISHED" and outcome.step == 12 and outcome.tokens == 12 * 4 * 32
     logged = {"train/loss", "train/aux_loss", "opt/lr", "opt/grad_norm", "train/tokens"}
-    logged |= {"time/elapsed_s", "sys/peak_mem_mb", "perf/tokens_per_s", "perf/step_ms"}
+    logged |= {
+        "time/elapsed_s",
+        "time/first_step_s",
+        "sys/peak_mem_mb",
+        "perf/tokens_per_s",
+        "perf/step_ms",
+    }
     logged |= {"perf/mfu", "val/loss", "val/bpb", "val/loss_sampled", "val/bpb_sampled"}
     logged |= {"probe/spike/loss", "probe/spike/grad_norm", "probe/spike/count"}  # the guard
     assert set(sink.points) == logged  # no moe/load_cv for a dense model
     assert sorted(sink.points["train/loss"]) == [3, 6, 9, 12]
+    assert sorted(sink.points["time/first_step_s"]) == [1]
+    assert 0 < sink.points["time/first_step_s"][1] <= sink.points["time/elapsed_s"][3]
     assert sorted(sink.points["val/loss_sampled"]) == [6, 12]
     assert sorted(sink.points["val/loss"]) == [12]  # exact: once, at the end
     assert sorted(sink.points["perf/tokens_per_s"]) == [3, 6, 9, 12]  # steps 1-2 are warm-up
