@@ -94,7 +94,12 @@ def result_rows(ladder: Ladder) -> tuple[list[str], list[list[str]]]:
             [
                 label,
                 fmt_estimate(r.exponent_difference, signed=True),
-                f"{multiplier} (at {fmt_compute(r.extrapolated_to, ladder.compute_unit)})",
+                f"{multiplier} (at {fmt_compute(r.extrapolated_to, ladder.compute_unit)}"
+                + (
+                    f"; simulated coverage {r.extrapolation_coverage:.0%})"
+                    if r.extrapolation_supported
+                    else ")"
+                ),
                 f"{fmt_estimate(per_decade, signed=True)} in {ladder.metric}, {r.trend_slope.n} seeds"
                 if r.trend_slope.n
                 else "no seed ran both arms at 2 rungs",

@@ -261,6 +261,7 @@ def test_the_table_reports_an_extrapolation_only_where_its_coverage_holds(
             str(value.extrapolation_supported)
         }
     assert "0.6 [" in texts["reported"] and "cannot support" not in texts["reported"]
+    assert "; simulated coverage 93%)" in texts["reported"]
     assert (
         "not reported: this ladder cannot support an extrapolation to that compute (its 95% "
         "interval held the truth in 71% of ladders simulated at its rungs and noise; 90% needed)"
