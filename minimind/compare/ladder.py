@@ -8,8 +8,9 @@
 - Per arm, its final objective against its training compute fitted by L(C) = E + A·C^(−α), each
   seed's ladder on its own, with t intervals over seeds (`scaling.fit_arm`).
 - Per comparison, `scaling.compare_on_ladder`: the exponent difference, the multiplier
-  extrapolated to a multiple of the top rung's compute, the trend of the per-rung multiplier
-  with compute (a t-test over seeds of its slope) and the crossing of the two laws; beside it
+  extrapolated to a multiple of the top rung's compute (with its simulated coverage, which
+  decides whether it is reported), the trend of the per-rung paired difference with compute (a
+  t-test over seeds of its slope on log compute) and the crossing of the two laws; beside it
   the single-scale decision at each rung (DataDecide's baseline: what the ranking at one size
   says) and whether it agrees with the top rung's. docs/statistics.md, "Ladders".
 """
@@ -148,6 +149,7 @@ def compare_ladder(
             if arm != baseline
         ],
         level,
+        is_maximized(metric),
     )
     return Ladder(
         metric=metric,
@@ -163,7 +165,9 @@ def compare_ladder(
     )
 
 
-def _holm_over_trends(results: list[LadderResult], level: float) -> list[LadderResult]:
+def _holm_over_trends(
+    results: list[LadderResult], level: float, maximize: bool
+) -> list[LadderResult]:
     """The results with their trend tests Holm-corrected over the ladder (`holm_trends`)."""
     fitted = [r for r in results if r.result is not None]
     corrected = iter(holm_trends([cast(LadderComparison, r.result) for r in fitted], level))
@@ -225,20 +229,13 @@ def _result(
     metric: str,
 ) -> LadderResult:
     rows: list[dict[str, object]] = []
-    logs: dict[int, np.ndarray] = {}
     arm_of = runs.set_index("variant")[f"tags.{ARM_TAG}"].astype(str).to_dict()
-    for i, rung in enumerate(rungs):
+    for rung in rungs:
         table = rung.comparison.table
         mine = table[[arm_of.get(v) == arm for v in table["variant"]]]
         if mine.empty:
             continue
         row = mine.iloc[0]
-        multiplier = rung.comparison.multipliers.get(str(row["variant"]))
-        for seed, (log, where) in (multiplier.readings if multiplier else {}).items():
-            # A bound is no reading: it would pull the trend towards the curve's end.
-            logs.setdefault(int(cast(float, seed)), np.full(len(rungs), math.nan))[i] = (
-                log if where == "inside" else math.nan
-            )
         rows.append({"rung": rung.name, "compute": rung.compute, **_rung_columns(row, metric)})
     frame = pd.DataFrame(rows)
     if len(frame):
@@ -256,14 +253,30 @@ def _result(
         result = compare_on_ladder(
             base_fit.fit,
             arm_fit.fit,
-            logs,
+            _paired_differences(arm_fit.points, base_fit.points, rungs),
             np.array([r.compute for r in rungs], dtype=float),
             extrapolate_factor=factor,
             level=level,
+            maximize=is_maximized(metric),
         )
     except ValueError as e:
         return LadderResult(arm, None, str(e), frame)
     return LadderResult(arm, result, None, frame)
+
+
+def _paired_differences(
+    variant: pd.DataFrame, baseline: pd.DataFrame, rungs: list[Rung]
+) -> dict[int, np.ndarray]:
+    """Per seed both arms ran, the variant's final value minus the baseline's at each rung
+    (a seed's reruns averaged; NaN where either arm lacks it): shape (rungs,). Every rung
+    enters, whatever it reads, so that the trend test selects nothing by its outcome."""
+    names = [r.name for r in rungs]
+    means = [
+        points.dropna(subset=["seed"]).groupby(["seed", "rung"])["value"].mean().unstack("rung")
+        for points in (variant, baseline)
+    ]
+    gaps = (means[0] - means[1]).reindex(columns=names).dropna(how="all")
+    return {int(seed): row.to_numpy(dtype=float) for seed, row in gaps.iterrows()}
 
 
 def _rung_columns(row: pd.Series, metric: str) -> dict[str, object]:

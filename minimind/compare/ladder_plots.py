@@ -80,7 +80,7 @@ def ladder_figure(ladder: Ladder) -> Figure:
                 edgecolors=c,
             )
         r = result.result
-        if r is not None and r.where == "inside" and math.isfinite(r.extrapolated_multiplier.value):
+        if r is not None and r.extrapolation_supported and r.where == "inside" and math.isfinite(r.extrapolated_multiplier.value):  # fmt: skip
             e = r.extrapolated_multiplier
             spread = [[e.value - e.low], [e.high - e.value]] if math.isfinite(e.low) else None
             right.errorbar(

@@ -18,7 +18,7 @@ from minimind.compare.ladder import Ladder, LadderResult, Rung
 from minimind.foundations.document import Block, Heading, Paragraph, Table, Text
 from minimind.foundations.document import to_markdown as to_markdown_blocks
 from minimind.foundations.document import to_plain as to_plain_blocks
-from minimind.stats.scaling import Estimate
+from minimind.stats.scaling import COVERAGE_TOLERANCE, Estimate
 
 
 def fmt_estimate(estimate: Estimate, digits: int = 3, signed: bool = False) -> str:
@@ -67,7 +67,7 @@ def arm_rows(ladder: Ladder) -> tuple[list[str], list[list[str]]]:
 def result_rows(ladder: Ladder) -> tuple[list[str], list[list[str]]]:
     """Each comparison across the ladder."""
     at = f"× at {ladder.extrapolate_factor:g}× the top rung"
-    headers = ["comparison", "Δ exponent", at, "trend of × with compute (slope/decade)", "p", "trend", "crossing"]  # fmt: skip
+    headers = ["comparison", "Δ exponent", at, "trend of Δ with compute (slope/decade)", "p", "trend", "crossing"]  # fmt: skip
     rows = []
     for result in ladder.results:
         label = f"{result.arm} vs {ladder.baseline}"
@@ -75,7 +75,9 @@ def result_rows(ladder: Ladder) -> tuple[list[str], list[list[str]]]:
             rows.append([label, f"n/a: {result.problem}", "", "", "", "", ""])
             continue
         r = result.result
-        if r.where == "beyond":
+        if not r.extrapolation_supported:
+            multiplier = extrapolation_withheld(r.extrapolation_coverage, ladder.level)
+        elif r.where == "beyond":
             multiplier = "unbounded (below the baseline's irreducible loss)"
         else:
             multiplier = fmt_estimate(r.extrapolated_multiplier)
@@ -92,10 +94,15 @@ def result_rows(ladder: Ladder) -> tuple[list[str], list[list[str]]]:
             [
                 label,
                 fmt_estimate(r.exponent_difference, signed=True),
-                f"{multiplier} (at {fmt_compute(r.extrapolated_to, ladder.compute_unit)})",
-                f"{fmt_estimate(per_decade, signed=True)} in log ×, {r.trend_slope.n} seeds"
+                f"{multiplier} (at {fmt_compute(r.extrapolated_to, ladder.compute_unit)}"
+                + (
+                    f"; simulated coverage {r.extrapolation_coverage:.0%})"
+                    if r.extrapolation_supported
+                    else ")"
+                ),
+                f"{fmt_estimate(per_decade, signed=True)} in {ladder.metric}, {r.trend_slope.n} seeds"
                 if r.trend_slope.n
-                else "no seed has readings at 2 rungs (bounds only)",
+                else "no seed ran both arms at 2 rungs",
                 render.MISSING
                 if math.isnan(r.trend_p)
                 else f"{r.trend_p:.3g} (Holm {r.trend_p_adj:.3g})",
@@ -106,6 +113,17 @@ def result_rows(ladder: Ladder) -> tuple[list[str], list[list[str]]]:
             ]
         )
     return headers, rows
+
+
+def extrapolation_withheld(coverage: float, level: float) -> str:
+    """Why a ladder's extrapolated multiplier is not reported (`LadderComparison`)."""
+    if math.isnan(coverage):
+        return "not reported: its coverage cannot be simulated (fewer than 2 seeds ran every rung of both arms)"  # fmt: skip
+    return (
+        f"not reported: this ladder cannot support an extrapolation to that compute (its "
+        f"{level:.0%} interval held the truth in {coverage:.0%} of ladders simulated at its "
+        f"rungs and noise; {level - COVERAGE_TOLERANCE:.0%} needed)"
+    )
 
 
 def rung_rows(ladder: Ladder, result: LadderResult) -> tuple[list[str], list[list[str]]]:
@@ -156,9 +174,12 @@ def ladder_caption(ladder: Ladder) -> str:
         f"its training compute ({ladder.compute_unit}) is fitted by L(C) = E + A·C^-α, each "
         f"seed's ladder on its own (variable projection), with {ladder.level:.0%} t intervals "
         "over seeds; the differences are paired by seed. × is the compute multiplier against "
-        f"{ladder.baseline} (as at each rung); its trend is the mean over seeds of the slope of "
-        "the per-rung log multiplier against log compute, tested against 0 (rungs where a seed's "
-        "multiplier is only a bound are left out of that seed's slope). Each rung's decision "
+        f"{ladder.baseline} (as at each rung), extrapolated from the laws only where its "
+        "interval's coverage, simulated at this ladder's rungs and noise, is within "
+        f"{COVERAGE_TOLERANCE:.0%} of {ladder.level:.0%}. The trend is the mean over seeds of the "
+        "slope of the per-rung paired Δ (every rung the seed ran) against log compute, tested "
+        "against 0 and Holm-corrected over the comparisons; it grows when Δ moves in the "
+        "variant's favour. Each rung's decision "
         "is that rung's comparison alone (the single-scale baseline of DataDecide)."
     )
 
@@ -255,6 +276,8 @@ def _summary(ladder: Ladder, result: LadderResult) -> dict[str, Any]:
     out.update(_estimate_columns("extrapolated_x", r.extrapolated_multiplier))
     out["extrapolated_to"] = r.extrapolated_to
     out["extrapolated_where"] = r.where
+    out["extrapolation_coverage"] = r.extrapolation_coverage
+    out["extrapolation_supported"] = r.extrapolation_supported
     out.update(_estimate_columns("trend_slope", r.trend_slope))
     out["trend_p"], out["trend_p_adj"] = r.trend_p, r.trend_p_adj
     out["trend"] = r.trend

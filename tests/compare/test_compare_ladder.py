@@ -68,8 +68,10 @@ def test_a_multiplier_that_grows_with_compute_is_a_trend_and_a_steeper_exponent(
     assert result.rungs["compute_x"].to_numpy() == pytest.approx(expected, rel=0.01)
     r = result.result
     assert r is not None
+    # The trend is that of each seed's paired Δ over the rungs, against log compute: the
+    # variant's gap narrows as its multiplier grows towards 1, in its favour.
     assert r.trend == "grows" and r.trend_p < 0.05
-    assert r.trend_slope.value == pytest.approx(0.1, abs=0.01)
+    assert r.trend_slope.value == pytest.approx(_mean_delta_slope(ladder, result.arm), rel=1e-9)
     assert r.exponent_difference.value == pytest.approx(0.025, abs=1e-3)
     top = 4 * ladder.rungs[-1].compute
     assert r.extrapolated_to == pytest.approx(top)
@@ -82,6 +84,22 @@ def test_a_multiplier_that_grows_with_compute_is_a_trend_and_a_steeper_exponent(
     assert [row["rung"] for row in rows] == list(RUNG_STEPS)
     assert {row["trend"] for row in rows} == {"grows"}
     assert float(rows[0]["arm_exponent"]) == pytest.approx(0.275, abs=1e-3)
+
+
+def _mean_delta_slope(ladder, arm: str) -> float:
+    """The mean over seeds of the polyfit slope of variant − baseline on log rung compute,
+    from the runs' final values."""
+    runs = ladder.runset.runs
+    final = {
+        (row["tags.rung"], row["tags.arm"], int(row["seed"])): row["metrics.val/bpb"]
+        for _, row in runs.iterrows()
+    }
+    x = np.log([r.compute for r in ladder.rungs])
+    slopes = []
+    for seed in sorted({s for _, _, s in final}):
+        d = [final[r.name, arm, seed] - final[r.name, ladder.baseline, seed] for r in ladder.rungs]
+        slopes.append(np.polyfit(x, d, 1)[0])
+    return float(np.mean(slopes))
 
 
 def test_every_markdown_table_of_a_ladder_stands_a_blank_line_below_its_title(
@@ -175,20 +193,21 @@ def test_a_tiny_ladder_runs_and_compares_with_its_ladder_section(
     assert not math.isnan(float(rows[-1]["delta"]))
 
 
-def test_a_variant_beyond_the_baselines_curves_has_bounds_and_no_trend_test(
+def test_a_variant_beyond_the_baselines_curves_still_has_its_trend_tested(
     mlflow_uri: str,
 ) -> None:
-    """A variant worth 1.5× its compute ends below each baseline curve: every rung gives a
-    bound, so no trend is tested (said so, not "no trend detected"); the fits still give the
-    extrapolated 1.5×."""
+    """A variant worth 1.5× its compute ends below each baseline curve: every rung's
+    multiplier is a bound, yet the trend is tested on every rung's paired Δ (no rung is left
+    out for what it reads); the fits still give the extrapolated 1.5×."""
     ladder = _ladder(mlflow_uri, lambda c: 1.5)
     (result,) = ladder.results
     assert list(result.rungs["compute_x_where"]) == ["beyond"] * 4
     r = result.result
-    assert r is not None and r.trend_slope.n == 0
+    assert r is not None and r.trend_slope.n == 3 and math.isfinite(r.trend_p)
+    assert r.trend_slope.value == pytest.approx(_mean_delta_slope(ladder, result.arm), rel=1e-9)
     assert r.extrapolated_multiplier.value == pytest.approx(1.5, rel=1e-3)
     text = to_plain(ladder)
-    assert "no seed has readings at 2 rungs (bounds only)" in text and "not tested" in text
+    assert "not tested" not in text and "in val/bpb, 3 seeds" in text
 
 
 def test_decision_agreement_against_the_top_rung(mlflow_uri: str) -> None:
@@ -214,3 +233,36 @@ def test_compare_json_on_a_ladder_has_the_decision_agreement(mlflow_uri: str, ca
     rows = document["decision_agreement"]
     assert [r["rung"] for r in rows if r["kind"] == "ranking"] == ["r0", "r1", "r2", "r3"]
     assert all(r["agrees"] for r in rows if r["kind"] == "decision")
+
+
+def test_the_table_reports_an_extrapolation_only_where_its_coverage_holds(
+    mlflow_uri: str,
+) -> None:
+    """The ladder's table and CSV give the extrapolated multiplier with its simulated
+    coverage where that holds, and otherwise say plainly that the ladder cannot support it,
+    with the coverage measured."""
+    import dataclasses
+
+    ladder = _ladder(mlflow_uri, lambda c: 0.6)
+    (result,) = ladder.results
+    r = result.result
+    assert r is not None and 0.0 <= r.extrapolation_coverage <= 1.0
+    reported = dataclasses.replace(r, extrapolation_coverage=0.93, extrapolation_supported=True)
+    withheld = dataclasses.replace(r, extrapolation_coverage=0.71, extrapolation_supported=False)
+    texts = {}
+    for name, value in (("reported", reported), ("withheld", withheld)):
+        one = dataclasses.replace(ladder, results=[dataclasses.replace(result, result=value)])
+        texts[name] = to_plain(one)
+        rows = list(csv.DictReader(io.StringIO(to_csv(one))))
+        assert {row["extrapolation_coverage"] for row in rows} == {
+            str(value.extrapolation_coverage)
+        }
+        assert {row["extrapolation_supported"] for row in rows} == {
+            str(value.extrapolation_supported)
+        }
+    assert "0.6 [" in texts["reported"] and "cannot support" not in texts["reported"]
+    assert "; simulated coverage 93%)" in texts["reported"]
+    assert (
+        "not reported: this ladder cannot support an extrapolation to that compute (its 95% "
+        "interval held the truth in 71% of ladders simulated at its rungs and noise; 90% needed)"
+    ) in texts["withheld"]
