@@ -41,27 +41,37 @@ def stop_when_orphaned(
     threading.Thread(target=watch, name="minimind-orphan-watch", daemon=True).start()
 
 
-def start_time(pid: int) -> str | None:
-    """When process `pid` started, in clock ticks since boot (Linux's /proc), or None where that
-    cannot be read (another OS, or no such process). With the pid it names one process for good:
-    the kernel reuses pids, never a (pid, start time) pair."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """Process `pid`'s /proc stat fields from its state on (field 3), or None where they cannot
+    be read (another OS, or no such process). The command name (field 2) may hold spaces and
+    parentheses: the fields are counted after its ")"."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    # The command name (field 2) may hold spaces and parentheses: count fields after its ")".
-    return stat[stat.rindex(")") + 2 :].split()[19]
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def start_time(pid: int) -> str | None:
+    """When process `pid` started, in clock ticks since boot (Linux's /proc), or None where that
+    cannot be read (another OS, or no such process). With the pid it names one process for good:
+    the kernel reuses pids, never a (pid, start time) pair."""
+    fields = _stat_fields(pid)
+    return None if fields is None else fields[19]
 
 
 def is_alive(pid: int, started: str | None = None) -> bool:
-    """Whether process `pid` exists and, when `started` is known, is the one that started then."""
+    """Whether process `pid` is running and, when `started` is known, is the one that started
+    then. A zombie is not: it has exited and only waits to be reaped by its parent."""
     try:
         os.kill(pid, 0)  # signal 0: only asks whether the process exists
     except ProcessLookupError:
         return False
     except PermissionError:  # exists, owned by someone else
         pass
-    if started is None:
+    fields = _stat_fields(pid)
+    if fields is None:  # no procfs (macOS): existence is all that can be told
         return True
-    now = start_time(pid)
-    return now is None or now == started
+    if fields[0] in ("Z", "X"):
+        return False
+    return started is None or fields[19] == started

@@ -21,12 +21,12 @@ import socket
 import sys
 import warnings
 from collections.abc import Collection
-from pathlib import Path
 from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from minimind.foundations.processes import is_alive
 from minimind.foundations.redact import without_password
 from minimind.record import FAILURE_REASON_TAG, TRIAL_STATE_TAG
 
@@ -60,23 +60,6 @@ def worker_record(trial: FrozenTrial) -> dict[str, Any] | None:
     return None
 
 
-def process_alive(pid: int) -> bool:
-    """Whether process `pid` of this host is running (a zombie is not: it has exited and waits to
-    be reaped by its parent)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:  # no procfs (macOS): existence is all we can tell
-        return True
-    state = stat.rsplit(")", 1)[-1].split()[0]
-    return state not in ("Z", "X")
-
-
 def orphaned(trial: FrozenTrial, exited: Collection[int] = ()) -> bool:
     """A RUNNING trial whose worker ran on this host and has exited (or is in `exited`: a
     process that is alive but has given the trial up, such as this one after Ctrl-C)."""
@@ -84,7 +67,7 @@ def orphaned(trial: FrozenTrial, exited: Collection[int] = ()) -> bool:
     if trial.state != TrialState.RUNNING or info is None or info["host"] != HOST:
         return False
     pid = int(info["pid"])
-    return pid in exited or not process_alive(pid)
+    return pid in exited or not is_alive(pid)
 
 
 class OrphanCallback:

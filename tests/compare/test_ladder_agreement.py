@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import csv
 import io
-import itertools
 import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from agreement_by_hand import by_hand_agreement
 from fake_runs import log_child, log_parent
 from mlflow import MlflowClient
 from mlflow.entities import Metric
@@ -81,15 +81,6 @@ def by_hand_decisions(point: tuple[str, int]) -> dict[str, str]:
         delta = table[:, k].mean() - table[:, 0].mean()
         out[arm] = "within noise" if adjusted[arm] >= 0.05 else ("better" if delta < 0 else "worse")
     return out
-
-
-def by_hand_agreement(small: np.ndarray, large: np.ndarray) -> float:
-    a, b = small.mean(axis=0), large.mean(axis=0)
-    scores = []
-    for i, j in itertools.combinations(range(len(a)), 2):
-        da, db = a[i] - a[j], b[i] - b[j]
-        scores.append(0.5 if da == 0 or db == 0 else float((da > 0) == (db > 0)))
-    return sum(scores) / len(scores)
 
 
 def by_hand_ranking(point: tuple[str, int], resamples: int) -> tuple[float, float, float]:

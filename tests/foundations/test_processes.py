@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from minimind.foundations.processes import stop_when_orphaned
+from minimind.foundations.processes import is_alive, stop_when_orphaned
 
 # A child that ignores SIGTERM (as a handler that hangs, or whose exception was lost, would) and
 # would otherwise run for ten minutes.
@@ -40,14 +40,6 @@ PARENT = textwrap.dedent(
 )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return False
-    return "\nState:\tZ" not in state  # a zombie has ended; only its reaping is left
-
-
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
 def test_an_orphan_that_survives_its_sigterm_is_killed_after_the_grace():
     parent = subprocess.run(
@@ -60,9 +52,9 @@ def test_an_orphan_that_survives_its_sigterm_is_killed_after_the_grace():
     assert parent.returncode == 0, parent.stderr
     child = int(parent.stdout)
     deadline = time.monotonic() + 60  # 0.6 s is expected; the rest is room for a loaded machine
-    while _alive(child) and time.monotonic() < deadline:
+    while is_alive(child) and time.monotonic() < deadline:
         time.sleep(0.1)
-    survived = _alive(child)
+    survived = is_alive(child)
     if survived:
         os.kill(child, signal.SIGKILL)
     assert not survived, "the orphan ignored its SIGTERM and was never killed"

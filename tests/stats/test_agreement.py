@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
 import pytest
+from agreement_by_hand import by_hand_agreement
 
 from minimind.stats.agreement import bootstrap_agreement, lr_sensitivity, ranking_agreement
 
 SMALL = np.array([[2.50, 2.52, 2.55, 2.49], [2.51, 2.50, 2.56, 2.52], [2.48, 2.53, 2.54, 2.50]])
 LARGE = np.array([[2.30, 2.28, 2.36, 2.33], [2.31, 2.30, 2.35, 2.32], [2.29, 2.29, 2.37, 2.31]])
-
-
-def by_hand_agreement(small: np.ndarray, large: np.ndarray) -> float:
-    a, b = small.mean(axis=0), large.mean(axis=0)
-    scores = []
-    for i, j in itertools.combinations(range(len(a)), 2):
-        da, db = a[i] - a[j], b[i] - b[j]
-        scores.append(0.5 if da == 0 or db == 0 else float((da > 0) == (db > 0)))
-    return sum(scores) / len(scores)
 
 
 def test_the_agreement_is_the_share_of_pairs_ordered_alike() -> None:

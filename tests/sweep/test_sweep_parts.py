@@ -16,10 +16,11 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from optuna.trial import TrialState
 
 from minimind.cli import main
+from minimind.foundations.processes import is_alive
 from minimind.spec import ParamSpec, ReduceConfig, SpecError, SweepConfig, spec_hash
 from minimind.sweep import plan_sweep
 from minimind.sweep.algorithms import build_pruner, build_sampler, worker_seed
-from minimind.sweep.liveness import WORKER_ATTR, process_alive, release_orphans
+from minimind.sweep.liveness import WORKER_ATTR, release_orphans
 from minimind.sweep.objective import TrialSink, reduce_values, trial_values
 from minimind.sweep.optuna_study import open_study
 from minimind.sweep.space import grid_size, grid_space, grid_values, suggest
@@ -209,16 +210,16 @@ def dead_pid() -> int:
     return process.pid
 
 
-def test_process_alive_tells_running_exited_and_zombie_processes() -> None:
-    assert process_alive(os.getpid())
-    assert not process_alive(dead_pid())
+def test_is_alive_tells_running_exited_and_zombie_processes() -> None:
+    assert is_alive(os.getpid())
+    assert not is_alive(dead_pid())
     zombie = subprocess.Popen(["true"])
     stat = Path(f"/proc/{zombie.pid}/stat")
     if not stat.exists():
         pytest.skip("no procfs")
     while stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":  # exited, not yet reaped
         time.sleep(0.01)
-    assert not process_alive(zombie.pid)
+    assert not is_alive(zombie.pid)
     zombie.wait()
 
 

@@ -15,6 +15,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState
 
+from minimind.foundations.processes import is_alive
 from minimind.spec import SweepConfig
 from minimind.sweep.liveness import WORKER_ATTR
 from minimind.sweep.storage import open_storage
@@ -150,14 +151,6 @@ def test_a_sigkilled_worker_does_not_stop_the_other_and_its_trial_is_retried(
     assert not [s for runs in mlflow_statuses(mlflow_uri).values() for s in runs if s == "RUNNING"]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return False
-    return "\nState:\tZ" not in state  # a zombie has ended; only its reaping is left
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
 def test_workers_stop_when_their_driver_is_sigkilled(sweep_spec, tmp_path, mlflow_uri):
@@ -173,9 +166,9 @@ def test_workers_stop_when_their_driver_is_sigkilled(sweep_spec, tmp_path, mlflo
         process.wait()
         process.stdout.close()  # not communicate(): workers left alive hold the pipe open
     deadline = time.monotonic() + 60
-    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+    while any(is_alive(pid) for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.5)
-    left = [pid for pid in workers if _alive(pid)]
+    left = [pid for pid in workers if is_alive(pid)]
     for pid in left:  # do not leave them training after the test
         os.kill(pid, signal.SIGKILL)
     assert left == []
@@ -199,7 +192,7 @@ def test_sigint_to_the_driver_alone_stops_the_workers_in_one_line(sweep_spec, tm
     assert process.returncode == 130, output
     assert output.rstrip().endswith("interrupted; run the same command to resume"), output
     assert "Traceback" not in output and "failed with" not in output, output
-    assert [pid for pid in workers if _alive(pid)] == []
+    assert [pid for pid in workers if is_alive(pid)] == []
     study = optuna.load_study(study_name="tiny", storage=open_storage(SweepConfig(storage=storage)))
     assert {t.state for t in study.trials} == {TrialState.FAIL}
     statuses = mlflow_statuses(mlflow_uri)
