@@ -5,9 +5,10 @@ Rungs are log-spaced from 1.2e12 to 1.08e15 FLOPs (0.1M to 3M parameters at 20 t
 parameter, C = 6·N·D). The baseline's loss is 1.5 + A·C^-0.1, from 3.0 bpb at the bottom rung to
 2.25 at the top. Each (seed, rung) run's final loss is the law plus a seed effect shared by the
 two arms (same seed, same batches) plus each arm's own noise, scaled so that one arm's seed sd is
-`sd` and the sd of a paired difference is `sd_diff`. The per-rung log multiplier, which a
-ladder reads off each rung's baseline validation curve (`compute.compute_multiplier`), is
-simulated as reading the variant's loss off the baseline's law shifted by that seed's noise.
+`sd` and the sd of a paired difference is `sd_diff`. The trend test reads each seed's paired
+difference at each rung (variant − baseline), as a ladder does from its runs; the extrapolation's
+simulated coverage (`extrapolation_coverage`) is not run here (`simulations=0`): these tables
+measure the intervals themselves.
 
     python scripts/probes/ladder_fit.py precision [REPS] [PAIRED_SD ...]  (a number, or
         "independent": the arms share no seed effect, paired sd = seed sd·√2)
@@ -45,21 +46,26 @@ def true_log_multiplier(baseline: PowerLaw, variant: PowerLaw, compute: np.ndarr
     return np.log([baseline.compute_for(float(variant.loss(c))) / c for c in compute])
 
 
+def true_trend_slope(baseline: PowerLaw, variant: PowerLaw, compute: np.ndarray) -> float:
+    """The slope on log compute of the noise-free paired difference at the rungs: what the
+    trend test's mean slope estimates."""
+    return float(np.polyfit(np.log(compute), variant.loss(compute) - baseline.loss(compute), 1)[0])
+
+
 def simulate(baseline: PowerLaw, variant: PowerLaw, compute: np.ndarray, seeds: int, sd: float,
              sd_diff: float, rng: np.random.Generator):  # fmt: skip
-    """Both arms' points per seed and the per-rung log multipliers (see the module docstring)."""
+    """Both arms' points per seed and each seed's paired differences at the rungs (see the
+    module docstring)."""
     own = sd_diff / math.sqrt(2.0)
     shared = math.sqrt(max(sd**2 - own**2, 0.0))
-    base, var, logs = {}, {}, {}
+    base, var, differences = {}, {}, {}
     for s in range(seeds):
         common = rng.normal(0.0, shared, len(compute))
         lb = baseline.loss(compute) + common + rng.normal(0.0, own, len(compute))
         lv = variant.loss(compute) + common + rng.normal(0.0, own, len(compute))
         base[s], var[s] = (compute, lb), (compute, lv)
-        offset = lb - baseline.loss(compute)  # this seed's baseline curve, shifted
-        reached = np.array([baseline.compute_for(float(target)) for target in lv - offset])
-        logs[s] = np.log(reached / compute)
-    return base, var, logs
+        differences[s] = lv - lb
+    return base, var, differences
 
 
 def precision(reps: int, paired: list[str]) -> None:
@@ -84,7 +90,7 @@ def precision(reps: int, paired: list[str]) -> None:
                         continue
                     alpha.append(abs(fb.exponent.value - BASELINE.exponent))
                     for out, factor in ((top, 1.0), (far, FACTOR)):
-                        m = compare_on_ladder(fb, fv, {}, compute, extrapolate_factor=factor)
+                        m = compare_on_ladder(fb, fv, {}, compute, extrapolate_factor=factor, simulations=0)  # fmt: skip
                         out.append(abs(m.extrapolated_multiplier.value / 1.3 - 1.0))
                 q = [float(np.quantile(x, 0.95)) for x in (alpha, top, far)]
                 print(f"| {rungs} | {sd:.3f} | {sd_diff:.3f} | {q[0]:.4f} | {100 * q[1]:.1f} % | {100 * q[2]:.1f} % | {refused}/{reps} |")  # fmt: skip
@@ -100,22 +106,22 @@ def coverage(reps: int, sd_diff: float = 0.005) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for rungs in (4, 6):
         compute = np.geomspace(BOTTOM, TOP, rungs)
-        true_slope = float(np.polyfit(np.log(compute), true_log_multiplier(BASELINE, variant, compute), 1)[0])  # fmt: skip
+        true_slope = true_trend_slope(BASELINE, variant, compute)
         true_far = math.exp(true_log_multiplier(BASELINE, variant, np.array([FACTOR * TOP]))[0])
         for seeds in (3, 5):
             rng = np.random.default_rng(rungs * 10 + seeds)
             hits = np.zeros(8)
             done = refused = 0
             for _ in range(reps):
-                b, v, logs = simulate(BASELINE, variant, compute, seeds, 0.010, sd_diff, rng)
-                _, same, null_logs = simulate(BASELINE, BASELINE, compute, seeds, 0.010, sd_diff, rng)  # fmt: skip
+                b, v, diffs = simulate(BASELINE, variant, compute, seeds, 0.010, sd_diff, rng)
+                _, same, null_diffs = simulate(BASELINE, BASELINE, compute, seeds, 0.010, sd_diff, rng)  # fmt: skip
                 try:
                     fb, fv, fs = fit_arm(b), fit_arm(v), fit_arm(same)
                 except ValueError:
                     refused += 1
                     continue
-                r = compare_on_ladder(fb, fv, logs, compute, extrapolate_factor=FACTOR)
-                null = compare_on_ladder(fb, fs, null_logs, compute, extrapolate_factor=FACTOR)
+                r = compare_on_ladder(fb, fv, diffs, compute, extrapolate_factor=FACTOR, simulations=0)  # fmt: skip
+                null = compare_on_ladder(fb, fs, null_diffs, compute, extrapolate_factor=FACTOR, simulations=0)  # fmt: skip
                 m = r.extrapolated_multiplier
                 hits += [
                     fb.exponent.low <= BASELINE.exponent <= fb.exponent.high,
@@ -137,7 +143,7 @@ def coverage(reps: int, sd_diff: float = 0.005) -> None:
 
 def null(reps: int) -> None:
     """The trend test's rejection rate on ladders of two identical arms (no fits needed: the
-    test reads the per-rung multipliers only)."""
+    test reads the per-rung paired differences only)."""
     print("| rungs | seeds | paired sd | trend found |")
     print("|---|---|---|---|")
     for rungs, seeds in ((4, 3), (4, 5), (6, 3), (6, 5)):
@@ -147,8 +153,8 @@ def null(reps: int) -> None:
             rng = np.random.default_rng(rungs * 100 + seeds * 10 + int(sd_diff * 1e3))
             found = 0
             for _ in range(reps):
-                _, _, logs = simulate(BASELINE, BASELINE, compute, seeds, 0.010, sd_diff, rng)
-                result = compare_on_ladder(arm, arm, logs, compute, extrapolate_factor=1.0)
+                _, _, diffs = simulate(BASELINE, BASELINE, compute, seeds, 0.010, sd_diff, rng)
+                result = compare_on_ladder(arm, arm, diffs, compute, extrapolate_factor=1.0, simulations=0)  # fmt: skip
                 found += result.trend != "no trend detected"
             print(f"| {rungs} | {seeds} | {sd_diff:.3f} | {100 * found / reps:.2f} % |")
     print(f"\n(reps {reps}: Monte-Carlo sd of a 5 % rate {100 * math.sqrt(0.05 * 0.95 / reps):.2f} points)")  # fmt: skip
