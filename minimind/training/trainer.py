@@ -170,11 +170,11 @@ class Trainer:
         every = cfg.checkpoint_every  # None: no checkpoints at all, not even the last
         self.model.train()
         first_step = True  # this process's: it compiles, or loads what an earlier run compiled
+        compiled = compile_cache.cache_counts() if cfg.compile else None  # before that step
         with training_progress(label, budget.max_steps, self.step, quiet=quiet) as progress:
             done = budget.spent(self.step, self._training_clock())
             while not done:
                 log_now = (self.step + 1) % cfg.log_every == 0 or self.step + 1 == budget.max_steps
-                compiled = compile_cache.cache_counts() if first_step and cfg.compile else None
                 self.meter.start_step()
                 self._train_step()
                 step_ms = self.meter.end_step(cfg.tokens_per_step)
