@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import gzip
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -142,8 +143,25 @@ def write_spec(tmp_path: Path, tiny_spec: Callable[..., dict[str, Any]]) -> Call
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 # Shipped specs that read a corpus `minimind data assemble` builds: tests/data/test_data_assemble.py
-# loads them over a fixture corpus.
-NEEDS_ASSEMBLED_CORPUS = ("text_domains.yaml",)
+# loads text_domains.yaml over a fixture corpus, and the tests that load every shipped spec load
+# these over `assembled_corpus`.
+NEEDS_ASSEMBLED_CORPUS = ("text_domains.yaml", "ladder.yaml")
+ASSEMBLED_DOMAINS = ("sotu", "shakespeare", "bible", "python_docs", "python_code", "wordnet", "postgres_docs")  # fmt: skip
+
+
+@pytest.fixture
+def assembled_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`tmp_path` as the working directory, with `results/corpus/<domain>/` laid out as
+    `minimind data assemble` writes it (a train and a validation JSONL file of two documents
+    each), so that a spec reading the assembled corpus loads and dry-runs."""
+    monkeypatch.chdir(tmp_path)
+    for domain in ASSEMBLED_DOMAINS:
+        folder = tmp_path / "results" / "corpus" / domain
+        folder.mkdir(parents=True)
+        for split in ("train", "validation"):
+            lines = [json.dumps({"text": f"{domain} {split} document {k}."}) for k in range(2)]
+            (folder / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+    return tmp_path
 
 
 def shipped_specs(*patterns: str) -> list[Path]:

@@ -142,9 +142,6 @@ RUNS: dict[str, Run] = {
         "results/generated/coordcheck/mup_coordcheck/coordcheck.png",
         ("--widths", "32,64", "--steps", "1"),
     ),
-    "minimind run experiments/ladder.yaml --dry-run": Run(
-        "ladder: 5 rungs, each with its own steps"
-    ),
     "minimind sync results/tracking-fallback/": Run(
         "1 metric points sent, 0 already logged; 0 params, 0 tags, 0 artifacts; run ended FINISHED",
         before=write_fallback_file,
@@ -206,9 +203,12 @@ SKIPPED: dict[str, str] = {
     "tokenize it (tests/data/test_data_mixture.py trains mixtures with a suite)",
     "minimind compare text_domains --metric val/bpb_macro --noise": "reads the runs the line "
     "above trains (tests/compare/test_compare_domains.py runs it on a fixture store)",
-    "minimind run experiments/ladder.yaml": "trains the committed ladder, 86 minutes on 2 CPU "
-    "cores (tests/compare/test_compare_ladder.py trains a tiny ladder through run and compare)",
-    "minimind compare ladder --report --report-dir results/ladder": "reads the runs the line "
+    "minimind run experiments/ladder.yaml --dry-run": "needs the assembled corpus "
+    "(tests/test_run.py dry-runs the spec over a fixture corpus laid out as assembled)",
+    "minimind run experiments/ladder.yaml": "trains the committed ladder on the assembled corpus, "
+    "about an hour on 2 CPU cores (tests/compare/test_compare_ladder.py trains a tiny ladder "
+    "through run and compare)",
+    "minimind compare ladder --metric val/bpb_macro --report --report-dir results/ladder": "reads the runs the line "
     "above trains (tests/compare/test_compare_ladder.py compares a tiny ladder, report included)",
     "make study": f"{INSTALLS}, then trains the study, look after look, for hours "
     "(tests/study/test_study.py runs its streams' code and the shipped study's specs, "

@@ -24,7 +24,7 @@ from minimind.tracking import git_commit
 from minimind.training.device import CPU_BF16_MIN_DIM, autocast_dtype, resolve_device
 from minimind.training.machine import environment
 from minimind.training.trainer import Trainer
-from tests.conftest import shipped_specs
+from tests.conftest import EXPERIMENTS, NEEDS_ASSEMBLED_CORPUS, shipped_specs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -481,6 +481,19 @@ def test_dry_run_of_every_shipped_spec_writes_nothing(spec, tmp_path, monkeypatc
         assert f"{variant.spec.model_config_obj().num_params():,}" in out
     assert f"= {len(expand(loaded)) * len(loaded.seeds)} run(s)" in out
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", NEEDS_ASSEMBLED_CORPUS)
+def test_dry_run_of_the_shipped_specs_on_the_assembled_corpus(name, assembled_corpus, capsys):
+    spec = EXPERIMENTS / name
+    before = sorted(assembled_corpus.rglob("*"))
+    assert main(["run", str(spec), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    loaded = load_spec(spec)
+    for variant in expand(loaded):
+        assert variant.name in out
+    assert f"= {len(expand(loaded)) * len(loaded.seeds)} run(s)" in out
+    assert sorted(assembled_corpus.rglob("*")) == before
 
 
 def test_dry_run_reports_tokens_per_run(write_spec, tmp_path, capsys):

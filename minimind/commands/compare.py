@@ -236,7 +236,7 @@ def _compare_ladder(args: argparse.Namespace, runset: RunSet) -> int:
 
     try:
         ladder = compare_ladder(runset, _options(args), extrapolate_factor=args.extrapolate)
-        agreement = decision_agreement(ladder, _options(args))
+        agreement = decision_agreement(ladder)
     except CompareError as e:
         return fail_with(e)
     writers = {

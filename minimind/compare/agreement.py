@@ -11,9 +11,9 @@ in one, a row each:
 - `ranking`: per point, the share of arm pairs its means order as the reference's do, with a
   percentile bootstrap interval over seeds (`stats.agreement.bootstrap_agreement`; the seeds
   every arm has at both points, resampled together).
-A rung's decisions are its comparison's (as the ladder's rung rows give them); a (rung, budget)
-point's are those of the comparison of that budget's runs against the baseline arm's run of the
-same rung and budget. `minimind compare` on a ladder gives the table as `decision_agreement` in
+A point's decisions are its comparison's (`compare.ladder`: a (rung, budget) point compares that
+budget's runs against the baseline arm's run of the same rung and budget), as the ladder's rows
+give them. `minimind compare` on a ladder gives the table as `decision_agreement` in
 its JSON and as `decision_agreement.csv` in its report, whose "Decision agreement" section it is.
 """
 
@@ -21,16 +21,15 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
-from minimind.compare.ladder import Ladder
+from minimind.compare.ladder import Ladder, Rung
 from minimind.compare.ladder_render import decision
-from minimind.compare.table import CompareOptions, Comparison, compare, compute_per_step
+from minimind.compare.table import Comparison
 from minimind.foundations.document import Block, Heading, Paragraph, Table
-from minimind.record import ARM_TAG, BUDGET_TAG
+from minimind.record import ARM_TAG
 from minimind.stats.agreement import bootstrap_agreement
 
 COLUMNS = [
@@ -51,57 +50,9 @@ COLUMNS = [
 ]
 
 
-@dataclass(frozen=True)
-class Point:
-    """One point of the ladder: a rung, at a budget (in steps) when the runs are budget
-    branches, with its compute and the comparison of its arms against the baseline arm."""
-
-    rung: str
-    budget: int | None
-    compute: float
-    comparison: Comparison
-
-
-def ladder_points(ladder: Ladder, options: CompareOptions | None = None) -> list[Point]:
-    """The ladder's points in order, the reference last (module docstring). A budget's
-    comparison takes `options` (default: the ladder's metric), its baseline the baseline arm's
-    variant at that budget; a budget where the baseline arm has no run is no point. Without
-    `options`, the rungs' correction and the default interval and pairing."""
-    if options is None and ladder.rungs:  # the rungs' own correction
-        options = CompareOptions(correction=ladder.rungs[0].comparison.correction)
-    options = replace(options or CompareOptions(), metric=ladder.metric, by=None)
-    points = []
-    for rung in ladder.rungs:
-        runset = rung.comparison.runset
-        tag = runset.runs.get(f"tags.{BUDGET_TAG}")
-        if tag is None or tag.isna().all():
-            points.append(Point(rung.name, None, rung.compute, rung.comparison))
-            continue
-        budgets = pd.to_numeric(tag, errors="coerce")
-        per_step = compute_per_step(runset.runs)[0]
-        for budget in sorted(int(b) for b in budgets.dropna().unique()):
-            mine = budgets == budget
-            runs = runset.runs[mine.to_numpy()].sort_values("start_time", kind="stable")
-            base = runs[runs[f"tags.{ARM_TAG}"].astype(str) == ladder.baseline]
-            if base.empty:
-                continue
-            comparison = compare(
-                runset.subset(mine), replace(options, baseline=str(base["variant"].iloc[0]))
-            )
-            compute = float(per_step[base["run_id"].iloc[0]]) * budget
-            points.append(Point(rung.name, budget, compute, comparison))
-    return points
-
-
-def decision_agreement(
-    ladder: Ladder,
-    options: CompareOptions | None = None,
-    *,
-    resamples: int = 10_000,
-    seed: int = 0,
-) -> pd.DataFrame:
+def decision_agreement(ladder: Ladder, *, resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
     """The ladder's decision rows, then its ranking rows (module docstring; `COLUMNS`)."""
-    points = ladder_points(ladder, options)
+    points = ladder.rungs
     if not points:
         return pd.DataFrame(columns=COLUMNS)
     top = points[-1]
@@ -139,7 +90,7 @@ def _arm_of(comparison: Comparison) -> pd.Series:
     return pd.Series(runs[f"tags.{ARM_TAG}"].astype(str).to_numpy(), index=runs["run_id"])
 
 
-def _decisions(point: Point, ladder: Ladder) -> dict[str, str]:
+def _decisions(point: Rung, ladder: Ladder) -> dict[str, str]:
     """{arm: its decision at `point`} for every arm compared there with the baseline."""
     metric, table = ladder.metric, point.comparison.table
     if table.empty:
@@ -156,7 +107,7 @@ def _decisions(point: Point, ladder: Ladder) -> dict[str, str]:
     return out
 
 
-def _values(point: Point, metric: str) -> pd.DataFrame:
+def _values(point: Rung, metric: str) -> pd.DataFrame:
     """[seeds, arms]: each finished run's objective at `point` (a seed's reruns averaged)."""
     runs = point.comparison.runs
     finished = runs[(runs["status"] == "FINISHED") & runs[metric].notna()]

@@ -1,18 +1,24 @@
 """A ladder's comparison: the runs of a spec with `ladder:`, tagged `rung` and `arm`
-(`minimind.record.ladder_tags`), compared rung by rung and across the rungs.
+(`minimind.record.ladder_tags`), compared point by point and across the points.
+
+A point is a rung, or, when the rung's runs are budget branches (tagged `budget`,
+`minimind.run.branches`), a (rung, budget) pair: a ladder at fixed tokens per parameter with
+several budgets per rung has a point per size and budget, and everything below reads every
+point (the fits, the trend, the decisions). The points are ordered by rung (by compute) and
+then by budget, so the last one, the largest rung's longest budget, is the top.
 
     ladder = compare_ladder(load_runs(uri, ["ladder"]), CompareOptions(metric="val/bpb"))
 
-- Per rung, the usual comparison (`table.compare`) of the rung's arms against the baseline arm
-  of the same rung: deltas with their intervals and the compute multiplier, as for any spec.
-- Per arm, its final objective against its training compute fitted by L(C) = E + A·C^(−α), each
-  seed's ladder on its own, with t intervals over seeds (`scaling.fit_arm`).
+- Per point, the usual comparison (`table.compare`) of the point's arms against the baseline
+  arm of the same point: deltas with their intervals and the compute multiplier, as for any spec.
+- Per arm, its final objective against its training compute fitted by L(C) = E + A·C^(−α) over
+  every point, each seed's ladder on its own, with t intervals over seeds (`scaling.fit_arm`).
 - Per comparison, `scaling.compare_on_ladder`: the exponent difference, the multiplier
   extrapolated to a multiple of the top rung's compute (with its simulated coverage, which
   decides whether it is reported), the trend of the per-rung paired difference with compute (a
   t-test over seeds of its slope on log compute) and the crossing of the two laws; beside it
-  the single-scale decision at each rung (DataDecide's baseline: what the ranking at one size
-  says) and whether it agrees with the top rung's. docs/statistics.md, "Ladders".
+  the single-scale decision at each point (DataDecide's baseline: what the ranking at one size
+  says) and whether it agrees with the top point's. docs/statistics.md, "Ladders".
 """
 
 from __future__ import annotations
@@ -25,9 +31,15 @@ import numpy as np
 import pandas as pd
 
 from minimind.compare.runs import CompareError, RunSet
-from minimind.compare.table import CompareOptions, Comparison, compare, compute_per_step
+from minimind.compare.table import (
+    CompareOptions,
+    Comparison,
+    compare,
+    compute_per_step,
+    tokens_per_step,
+)
 from minimind.foundations.extrapolation import DEFAULT_EXTRAPOLATION
-from minimind.record import ARM_TAG, RUNG_TAG, is_maximized
+from minimind.record import ARM_TAG, BUDGET_TAG, RUNG_TAG, is_maximized
 from minimind.stats.scaling import (
     ArmFit,
     LadderComparison,
@@ -39,13 +51,24 @@ from minimind.stats.scaling import (
 
 @dataclass(frozen=True)
 class Rung:
-    """One rung: its name, the baseline arm's parameters and training compute there (the
-    comparison's unit), and the comparison of its arms against that baseline."""
+    """One point of the ladder: its `name` (the rung's, or `<rung>@<budget>` for a budget
+    branch), the rung's name, its budget in steps (None when the runs are not branches), the
+    baseline arm's parameters, training compute (the comparison's unit) and tokens there, and
+    the comparison of its arms against that baseline."""
 
     name: str
     params: float
     compute: float
     comparison: Comparison
+    rung: str
+    budget: int | None = None
+
+    tokens: float = math.nan
+    """The baseline arm's training tokens here (NaN where its runs do not record them)."""
+
+    @property
+    def tokens_per_param(self) -> float:
+        return self.tokens / self.params
 
 
 @dataclass(frozen=True)
@@ -116,29 +139,45 @@ def compare_ladder(
         raise CompareError(f"--extrapolate: must be a factor > 0, got {extrapolate_factor}")
     runs = runset.runs.sort_values("start_time", kind="stable")
     rung_of, arm_of = runs[f"tags.{RUNG_TAG}"].astype(str), runs[f"tags.{ARM_TAG}"].astype(str)
+    budget_of = pd.to_numeric(
+        runs.get(f"tags.{BUDGET_TAG}", pd.Series(math.nan, index=runs.index)), errors="coerce"
+    )
     arms = list(dict.fromkeys(arm_of))
     baseline = arms[0] if options.baseline is None else options.baseline
     if baseline not in arms:
         raise CompareError(f"unknown --baseline {baseline!r}; arms: {', '.join(arms)}")
+    by_id = runset.runs.set_index("run_id")
     per_step, unit = compute_per_step(runset.runs)
-    steps = pd.to_numeric(runset.runs.get("params.train.steps"), errors="coerce")
-    spent = pd.Series(steps.to_numpy() * per_step.to_numpy(), index=runset.runs["run_id"])
-    sizes = pd.to_numeric(runset.runs.get("params.num_params"), errors="coerce")
-    params = pd.Series(sizes.to_numpy(), index=runset.runs["run_id"])
-    rungs = []
+    steps = pd.to_numeric(by_id.get("params.train.steps"), errors="coerce")
+    spent = pd.Series(steps.to_numpy() * per_step.to_numpy(), index=by_id.index)
+    tokens = pd.Series(
+        steps.to_numpy() * tokens_per_step(runset.runs).to_numpy(), index=by_id.index
+    )
+    params = pd.to_numeric(by_id.get("params.num_params"), errors="coerce")
+    by_rung: dict[str, list[Rung]] = {}
     for name in dict.fromkeys(rung_of):
-        mine = rung_of == name
-        base_runs = runs.loc[mine & (arm_of == baseline), "run_id"]
-        if base_runs.empty:
-            raise CompareError(f"rung {name} has no run of the baseline arm {baseline!r}")
-        group = str(runs.loc[base_runs.index[0], "variant"])
-        comparison = compare(
-            runset.subset(runset.runs["run_id"].isin(runs.loc[mine, "run_id"])),
-            replace(options, baseline=group),
-        )
-        first = base_runs.iloc[0]
-        rungs.append(Rung(name, float(params[first]), float(spent[first]), comparison))
-    rungs.sort(key=lambda r: r.compute)
+        found = {int(b) for b in budget_of[rung_of == name].dropna()}
+        budgets: list[int | None] = [*sorted(found)] if found else [None]
+        for budget in budgets:
+            mine = (rung_of == name) & (budget_of.isna() if budget is None else budget_of == budget)
+            base_runs = runs.loc[mine & (arm_of == baseline), "run_id"]
+            at = name if budget is None else f"{name} at {budget} steps"
+            if base_runs.empty:
+                raise CompareError(f"rung {at} has no run of the baseline arm {baseline!r}")
+            group = str(runs.loc[base_runs.index[0], "variant"])
+            comparison = compare(
+                runset.subset(runset.runs["run_id"].isin(runs.loc[mine, "run_id"])),
+                replace(options, baseline=group),
+            )
+            first = base_runs.iloc[0]
+            label = name if budget is None else f"{name}@{budget}"
+            by_rung.setdefault(name, []).append(
+                Rung(label, float(params[first]), float(spent[first]), comparison, name, budget,
+                     float(tokens[first]))
+            )  # fmt: skip
+    # Rung by rung in the order of their largest budget's compute, each rung's budgets shortest
+    # first: the last point is the largest rung's longest budget.
+    rungs = [p for points in sorted(by_rung.values(), key=lambda r: r[-1].compute) for p in points]
     points = _points(rungs, runs, spent, metric)
     fits = {arm: _fit(arm, points[points["arm"] == arm], level) for arm in arms}
     ranking = _ranking(points, rungs, is_maximized(metric))

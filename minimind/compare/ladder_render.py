@@ -43,19 +43,28 @@ def decision(row: pd.Series, maximize: bool) -> str:
     return "better" if (row["delta"] > 0) == maximize else "worse"
 
 
+def _span(low: int, high: int) -> str:
+    return str(low) if low == high else f"{low}–{high}"
+
+
 def arm_rows(ladder: Ladder) -> tuple[list[str], list[list[str]]]:
-    """Each arm's fitted law with its intervals over seeds."""
-    headers = ["arm", "seeds fitted", "exponent α", "irreducible E", "scale A (geometric mean)"]
+    """Each arm's fitted law with its intervals over seeds, and the points and degrees of
+    freedom behind them: each seed's law has 3 parameters on its points, and each interval is
+    a t interval over the seeds."""
+    headers = ["arm", "seeds fitted (t dof)", "points per seed (fit dof)", "exponent α", "irreducible E", "scale A (geometric mean)"]  # fmt: skip
     rows = []
     for arm, fitted in ladder.arms.items():
         if fitted.fit is None:
-            rows.append([arm, "0", f"no fit: {fitted.problem}", "", ""])
+            rows.append([arm, "0", "", f"no fit: {fitted.problem}", "", ""])
             continue
         fit = fitted.fit
+        counts = [len(compute) for compute, _ in fit.points.values()]
+        low, high = min(counts), max(counts)
         rows.append(
             [
                 arm + (" (baseline)" if arm == ladder.baseline else ""),
-                str(len(fit.per_seed)),
+                f"{len(fit.per_seed)} ({len(fit.per_seed) - 1})",
+                f"{_span(low, high)} ({_span(low - 3, high - 3)})",
                 fmt_estimate(fit.exponent),
                 fmt_estimate(fit.irreducible, 4),
                 fmt_estimate(fit.scale),
@@ -100,9 +109,10 @@ def result_rows(ladder: Ladder) -> tuple[list[str], list[list[str]]]:
                     if r.extrapolation_supported
                     else ")"
                 ),
-                f"{fmt_estimate(per_decade, signed=True)} in {ladder.metric}, {r.trend_slope.n} seeds"
+                f"{fmt_estimate(per_decade, signed=True)} in {ladder.metric}; "
+                f"{_trend_design(r.trend_points, r.trend_slope.n)}"
                 if r.trend_slope.n
-                else "no seed ran both arms at 2 rungs",
+                else "no seed ran both arms at 2 points",
                 render.MISSING
                 if math.isnan(r.trend_p)
                 else f"{r.trend_p:.3g} (Holm {r.trend_p_adj:.3g})",
@@ -113,6 +123,15 @@ def result_rows(ladder: Ladder) -> tuple[list[str], list[list[str]]]:
             ]
         )
     return headers, rows
+
+
+def _trend_design(points: tuple[int, int], seeds: int) -> str:
+    """'3 seeds (t dof 2), slopes on 12 points (dof 10)'."""
+    low, high = points
+    return (
+        f"{seeds} seeds (t dof {seeds - 1}), slopes on {_span(low, high)} points "
+        f"(dof {_span(low - 2, high - 2)})"
+    )
 
 
 def extrapolation_withheld(coverage: float, level: float) -> str:
@@ -127,8 +146,8 @@ def extrapolation_withheld(coverage: float, level: float) -> str:
 
 
 def rung_rows(ladder: Ladder, result: LadderResult) -> tuple[list[str], list[list[str]]]:
-    """One comparison at each rung: its delta, decision and multiplier, and the arms' ranks."""
-    headers = ["rung", "params", "compute", "Δ [CI]", "p (adj)", "decision at this rung", "compute ×", "agrees with the top rung", "rank (arm / baseline)"]  # fmt: skip
+    """One comparison at each point: its delta, decision and multiplier, and the arms' ranks."""
+    headers = ["point", "params", "tokens / param", "compute", "Δ [CI]", "p (adj)", "decision at this point", "compute ×", "agrees with the top point", "rank (arm / baseline)"]  # fmt: skip
     rows = []
     for _, row in result.rungs.iterrows():
         rung = next(r for r in ladder.rungs if r.name == row["rung"])
@@ -143,6 +162,9 @@ def rung_rows(ladder: Ladder, result: LadderResult) -> tuple[list[str], list[lis
             [
                 rung.name,
                 render.fmt_count(rung.params),
+                render.MISSING
+                if math.isnan(rung.tokens_per_param)
+                else f"{rung.tokens_per_param:.3g}",
                 fmt_compute(rung.compute, ladder.compute_unit),
                 _delta(row),
                 render.MISSING if pd.isna(row["p_adj"]) else f"{row['p_adj']:.3g}",
@@ -168,19 +190,28 @@ def _delta(row: pd.Series) -> str:
 
 
 def ladder_caption(ladder: Ladder) -> str:
-    rungs = ", ".join(f"{r.name} ({render.fmt_count(r.params)} params)" for r in ladder.rungs)
+    sizes = {r.rung: r.params for r in ladder.rungs}
+    rungs = ", ".join(f"{name} ({render.fmt_count(n)} params)" for name, n in sizes.items())
+    branched = [r for r in ladder.rungs if r.budget is not None]
+    points = (
+        f" at {len(ladder.rungs)} (rung, budget) points (budget branches: a rung's shorter "
+        "budgets decay from its longest run's stable phase)"
+        if branched
+        else ""
+    )
     return (
-        f"Ladder of {len(ladder.rungs)} rungs: {rungs}. Each arm's final {ladder.metric} against "
-        f"its training compute ({ladder.compute_unit}) is fitted by L(C) = E + A·C^-α, each "
+        f"Ladder of {len(sizes)} rungs: {rungs}{points}. Each arm's final {ladder.metric} "
+        f"against its training compute ({ladder.compute_unit}) at every point is fitted by "
+        "L(C) = E + A·C^-α, each "
         f"seed's ladder on its own (variable projection), with {ladder.level:.0%} t intervals "
         "over seeds; the differences are paired by seed. × is the compute multiplier against "
         f"{ladder.baseline} (as at each rung), extrapolated from the laws only where its "
         "interval's coverage, simulated at this ladder's rungs and noise, is within "
         f"{COVERAGE_TOLERANCE:.0%} of {ladder.level:.0%}. The trend is the mean over seeds of the "
-        "slope of the per-rung paired Δ (every rung the seed ran) against log compute, tested "
+        "slope of the per-point paired Δ (every point the seed ran) against log compute, tested "
         "against 0 and Holm-corrected over the comparisons; it grows when Δ moves in the "
-        "variant's favour. Each rung's decision "
-        "is that rung's comparison alone (the single-scale baseline of DataDecide)."
+        "variant's favour. Each point's decision "
+        "is that point's comparison alone (the single-scale baseline of DataDecide)."
     )
 
 
@@ -194,16 +225,22 @@ def ladder_section(ladder: Ladder) -> list[Block]:
     ]
     for result in ladder.results:
         blocks += [
-            Paragraph(f"{result.arm} vs {ladder.baseline}, rung by rung:", "caption"),
+            Paragraph(f"{result.arm} vs {ladder.baseline}, point by point:", "caption"),
             Table(*rung_rows(ladder, result), "ladder"),
         ]
     return blocks
 
 
 def rung_title(ladder: Ladder, rung: Rung) -> str:
-    """'Rung xs: 1.2M params, 3.4e+12 FLOPs'."""
+    """'Rung xs: 1.2M params, 3.4e+12 FLOPs', or at a budget 'Rung xs at 400 steps: 1.2M
+    params, 5.1 tokens/param, 3.4e+12 FLOPs'."""
     compute = fmt_compute(rung.compute, ladder.compute_unit)
-    return f"Rung {rung.name}: {render.fmt_count(rung.params)} params, {compute}"
+    if rung.budget is None:
+        return f"Rung {rung.name}: {render.fmt_count(rung.params)} params, {compute}"
+    return (
+        f"Rung {rung.rung} at {rung.budget} steps: {render.fmt_count(rung.params)} params, "
+        f"{rung.tokens_per_param:.3g} tokens/param, {compute}"
+    )
 
 
 def rung_blocks(
@@ -248,6 +285,7 @@ def records(ladder: Ladder) -> pd.DataFrame:
                     "baseline": ladder.baseline,
                     "rung": rung.name,
                     "params": rung.params,
+                    "tokens_per_param": rung.tokens_per_param,
                     "compute": rung.compute,
                     "compute_unit": ladder.compute_unit,
                     **{k: row[k] for k in row.index if k not in ("rung", "compute")},
@@ -281,6 +319,7 @@ def _summary(ladder: Ladder, result: LadderResult) -> dict[str, Any]:
     out.update(_estimate_columns("trend_slope", r.trend_slope))
     out["trend_p"], out["trend_p_adj"] = r.trend_p, r.trend_p_adj
     out["trend"] = r.trend
+    out["trend_points_min"], out["trend_points_max"] = r.trend_points
     out["crossing"] = math.nan if r.crossing is None else r.crossing
     return out
 
@@ -303,7 +342,10 @@ def to_json(ladder: Ladder) -> str:
         "extrapolate_factor": ladder.extrapolate_factor,
         "rungs": {
             r.name: {
+                "rung": r.rung,
+                "budget": r.budget,
                 "params": r.params,
+                "tokens": r.tokens,
                 "compute": r.compute,
                 "comparison": json.loads(render.to_json(r.comparison)),
             }

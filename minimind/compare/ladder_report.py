@@ -66,7 +66,7 @@ def write_ladder_report(
     agreement: pd.DataFrame | None = None,
 ) -> Path:
     """Write the report into `folder`; the path of its `index.html`. `agreement`:
-    `decision_agreement`'s table (made here with the rungs' correction when not given)."""
+    `decision_agreement`'s table (made here when not given)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for rung in ladder.rungs:

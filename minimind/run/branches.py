@@ -58,6 +58,11 @@ def branch_variant(variant: Variant, budget: int) -> Variant:
     )
 
 
+def budget_variants(variant: Variant) -> list[Variant]:
+    """The variants whose runs train `variant`: one per budget with branches, else itself."""
+    return [branch_variant(variant, b) for b in budgets(variant.spec.train)] or [variant]
+
+
 def branch_tags(variant: Variant, budget: int) -> dict[str, str]:
     """A budget branch's run tags: its budget in steps and its variant without the budget."""
     return {BUDGET_TAG: str(budget), ARM_TAG: variant.arm or variant.name}
@@ -87,24 +92,36 @@ def fork_file(
     return ForkFile(directory / f"fork{step}.pt")
 
 
-def describe_branches(spec: Spec, seeds: int, variants: int) -> list[str]:
-    """The dry run's line on branches: the budgets, where each forks and the steps saved
-    against training every budget as a run of its own."""
-    train = spec.train
-    found = budgets(train)
-    if not found:
-        return []
-    forks = fork_steps(train)
-    separate = sum(found)
-    branched = found[-1] + sum(b - forks[b] for b in found[:-1])
-    runs = seeds * variants
-    at = ", ".join(f"{b} at step {forks[b]}" for b in found[:-1])
-    return [
-        f"budget branches: {', '.join(map(str, found))} steps, one wsd run to {found[-1]} "
-        f"forking {at}; {branched:,} steps per variant x seed instead of {separate:,} as "
-        f"separate runs: {separate - branched:,} saved ({1 - branched / separate:.0%}), "
-        f"{(separate - branched) * runs * train.tokens_per_step:,} tokens over {runs} run(s)"
-    ]
+def describe_branches(specs: list[Spec], seeds: int) -> list[str]:
+    """The dry run's lines on branches, for the variants' `specs` each trained on `seeds` seeds:
+    per set of budgets (a ladder's rungs each have their own), where each forks and the steps
+    saved against training every budget as a run of its own, then the tokens saved over all."""
+    groups: dict[tuple[int, ...], list[Spec]] = {}
+    for spec in specs:
+        if budgets(spec.train):
+            groups.setdefault(tuple(budgets(spec.train)), []).append(spec)
+    lines, saved_tokens, separate_tokens = [], 0, 0
+    for found, members in groups.items():
+        train = members[0].train
+        forks = fork_steps(train)
+        separate = sum(found)
+        branched = found[-1] + sum(b - forks[b] for b in found[:-1])
+        runs = seeds * len(members)
+        saved_tokens += (separate - branched) * runs * train.tokens_per_step
+        separate_tokens += separate * runs * train.tokens_per_step
+        at = ", ".join(f"{b} at step {forks[b]}" for b in found[:-1])
+        lines.append(
+            f"budget branches: {', '.join(map(str, found))} steps, one wsd run to {found[-1]} "
+            f"forking {at}; {branched:,} steps per variant x seed instead of {separate:,} as "
+            f"separate runs: {separate - branched:,} saved ({1 - branched / separate:.0%}), "
+            f"{(separate - branched) * runs * train.tokens_per_step:,} tokens over {runs} run(s)"
+        )
+    if len(groups) > 1:
+        lines.append(
+            f"budget branches in all: {saved_tokens:,} of {separate_tokens:,} training tokens "
+            f"saved ({saved_tokens / separate_tokens:.0%}) against separate runs"
+        )
+    return lines
 
 
 def train_branches(

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING
 from minimind.foundations.errors import MinimindError, fail_with
 from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_OK, fail
 from minimind.foundations.redact import redact
-from minimind.run.branches import budgets
+from minimind.record import child_run_name
+from minimind.run.branches import budget_variants
 from minimind.spec import Spec, SpecError
 from minimind.spec.launcher import LauncherConfig
 
@@ -100,7 +101,8 @@ def _start_worker(slots: multiprocessing.queues.Queue, pids: multiprocessing.que
 
 
 def _train_job(spec: Spec, only: tuple[str, ...], parent_run_id: str, name: str) -> int:
-    """In a worker: train run `name` under `parent_run_id` as a Slurm job would; its exit code."""
+    """In a worker: train run `name` under `parent_run_id` as a Slurm job would (with budget
+    branches, every budget of its variant and seed, in order); its exit code."""
     import torch
 
     from minimind.run.plan import plan_run, prepare_all
@@ -135,8 +137,6 @@ def run_jobs(plan: Plan, resume: bool, restart: bool = False, only: Sequence[str
         check_placement(launcher, gpus)
     except SpecError as err:
         return fail(str(err))
-    if any(budgets(v.spec.train) for v in plan.variants):  # a job trains one run, not a trunk's
-        return fail("train.schedule.branches: budget branches train in one process, not with launcher.jobs > 1 yet")  # fmt: skip
     try:
         tracker = Tracker(spec.tracking.uri, spec.experiment)
     except TrackingUnreachable as err:
@@ -153,9 +153,10 @@ def run_jobs(plan: Plan, resume: bool, restart: bool = False, only: Sequence[str
     failed: list[str] = []
     with parent:
         todo = []
-        for name in runs_by_name(plan):
-            if name in earlier and earlier[name].info.status == "FINISHED":
-                print(f"{name}: already FINISHED, skipped")
+        for name, (variant, seed) in runs_by_name(plan).items():
+            names = [child_run_name(v.name, seed) for v in budget_variants(variant)]
+            if all(n in earlier and earlier[n].info.status == "FINISHED" for n in names):
+                print("\n".join(f"{n}: already FINISHED, skipped" for n in names))
             else:
                 todo.append(name)
         print(f"training {len(todo)} run(s) in {launcher.jobs} jobs", flush=True)

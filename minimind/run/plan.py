@@ -326,11 +326,7 @@ def describe_plan(plan: Plan) -> str:
             summary,
             plain_table(headers, rows),
             *_ladder_budget(spec),
-            *dict.fromkeys(
-                line
-                for v in plan.variants
-                for line in describe_branches(v.spec, len(spec.seeds), len(plan.variants))
-            ),
+            *describe_branches([v.spec for v in plan.variants], len(spec.seeds)),
             *_repeating_sources(plan),
             *probes,
             *_memory_warnings(plan),
@@ -375,12 +371,18 @@ def _ladder_budget(spec: Spec) -> list[str]:
         if len(ladder.rungs) < 3
         else []
     )
-    if ladder.tokens_per_param is None:
+    budgets = ladder.budgets_per_param()
+    if not budgets:
         return [f"ladder: {len(ladder.rungs)} rungs, each with its own steps", *few]
     count = "every parameter" if ladder.params == "total" else "the non-embedding parameters"
+    branched = (
+        f" (budget branches at {', '.join(f'{b:g}' for b in budgets[:-1])})"
+        if len(budgets) > 1
+        else ""
+    )
     return [
-        f"ladder: {len(ladder.rungs)} rungs, each training on {ladder.tokens_per_param:g} tokens "
-        f"per parameter of its first arm ({count}), rounded up to whole steps",
+        f"ladder: {len(ladder.rungs)} rungs, each training on {budgets[-1]:g} tokens per "
+        f"parameter of its first arm ({count}){branched}, rounded up to whole steps",
         *few,
     ]
 

@@ -136,26 +136,9 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool, restart: bo
             for seed in spec.seeds:
                 name = child_run_name(variant.name, seed)
                 try:
-                    if budgets(variant.spec.train):  # one run per budget, the shorter ones forked
-
-                        def train_one(
-                            v: Variant,
-                            tags: dict[str, str],
-                            forks: dict[int, ForkFile],
-                            start: ForkFile | None,
-                            seed: int = seed,
-                        ) -> bool:
-                            args = (tracker, parent.run_id, plan, v, seed, data, earlier)
-                            return _train_one(*args, tags=tags, forks=forks, start=start)
-
-                        def done(v: Variant, seed: int = seed) -> bool:
-                            child = earlier.get(child_run_name(v.name, seed))
-                            return child is not None and child.info.status == "FINISHED"
-
-                        args = (variant, seed, variant.spec, experiment, plan.plan_hash)
-                        failed += train_branches(*args, train_one, done)
-                    elif not _train_one(tracker, parent.run_id, plan, variant, seed, data, earlier):
-                        failed.append(name)
+                    failed += train_variant_seed(
+                        tracker, parent.run_id, plan, variant, seed, data, earlier
+                    )
                 except CheckpointError as exc:  # both files damaged: the user decides
                     parent.end("FAILED", f"{name}: {exc}")
                     return fail(f"{name}: {exc}")
@@ -165,6 +148,38 @@ def execute(plan: Plan, data: dict[str, PreparedData], resume: bool, restart: bo
         print_comparison_unless_unreachable(tracker.uri, experiment, parent.run_id)
         print(redact(f"\nbrowse the runs: mlflow ui --backend-store-uri {tracker.uri}"))
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def train_variant_seed(
+    tracker: Tracker | RankZeroTracker,
+    parent_run_id: str,
+    plan: Plan,
+    variant: Variant,
+    seed: int,
+    data: dict[str, PreparedData],
+    earlier: dict[str, Run],
+    tags: dict[str, str] | None = None,
+) -> list[str]:
+    """Train `variant` × `seed` under the parent, each run skipped when `earlier` (the parent's
+    children by name) has it FINISHED: one run, or with budget branches every budget, the
+    shorter ones forked from the trunk (`branches.train_branches`); `tags` go on every run. The
+    names of the runs that did not finish."""
+    if not budgets(variant.spec.train):
+        trained = _train_one(tracker, parent_run_id, plan, variant, seed, data, earlier, tags=tags)
+        return [] if trained else [child_run_name(variant.name, seed)]
+
+    def train_one(
+        v: Variant, branch: dict[str, str], forks: dict[int, ForkFile], start: ForkFile | None
+    ) -> bool:
+        args = (tracker, parent_run_id, plan, v, seed, data, earlier)
+        return _train_one(*args, tags={**(tags or {}), **branch}, forks=forks, start=start)
+
+    def done(v: Variant) -> bool:
+        child = earlier.get(child_run_name(v.name, seed))
+        return child is not None and child.info.status == "FINISHED"
+
+    args = (variant, seed, variant.spec, plan.spec.experiment, plan.plan_hash)
+    return train_branches(*args, train_one, done)
 
 
 def _train_one(
@@ -205,8 +220,9 @@ def runs_by_name(plan: Plan) -> dict[str, tuple[Variant, int]]:
 
 
 def train_in_job(plan: Plan, data: dict[str, PreparedData], job: JobTarget) -> int:
-    """Train `job.name` under its parent: skipped when a child of that name FINISHED, continued
-    from its checkpoint when one began (a requeued or resubmitted job), started otherwise."""
+    """Train `job.name` under its parent (with budget branches, every budget of its variant and
+    seed): skipped when a child of that name FINISHED, continued from its checkpoint when one
+    began (a requeued or resubmitted job), started otherwise."""
     from minimind.tracking import TrackingUnreachable
     from minimind.tracking.rank_zero import make_tracker
 
@@ -216,17 +232,11 @@ def train_in_job(plan: Plan, data: dict[str, PreparedData], job: JobTarget) -> i
         tracker = make_tracker(plan.spec.tracking.uri, experiment)
     except TrackingUnreachable as err:
         return fail(str(err))
-    earlier = next(
-        (run for run in tracker.children(job.parent_run_id) if run.info.run_name == job.name), None
-    )  # the newest
-    if earlier is not None and earlier.info.status == "FINISHED":
-        distributed.main_print(f"{job.name}: already FINISHED, skipped")
-        return EXIT_OK
-    outcome = run_child(
-        tracker, job.parent_run_id, plan, variant, seed, data, earlier, tags=slurm_job_tags()
-    )
-    distributed.main_print(_one_line(job.name, outcome))
-    return EXIT_OK if outcome.status == "FINISHED" else EXIT_FAILED
+    earlier: dict[str, Run] = {}
+    for run in tracker.children(job.parent_run_id):  # newest first: each name's newest
+        earlier.setdefault(run.info.run_name, run)
+    args = (tracker, job.parent_run_id, plan, variant, seed, data, earlier, slurm_job_tags())
+    return EXIT_FAILED if train_variant_seed(*args) else EXIT_OK
 
 
 def print_comparison_unless_unreachable(uri: str, experiment: str, parent_run_id: str) -> None:

@@ -75,6 +75,20 @@ def _check_ladder(spec: Spec, ladder: LadderConfig) -> None:
             )
     if spec.sweep is not None:
         _error(("sweep",), "not with a ladder: sweep each rung's spec on its own")
+    if len(ladder.budgets_per_param()) > 1:
+        schedule = spec.train.schedule
+        if schedule.name != "wsd" or schedule.warmup is None:
+            _error(
+                ("ladder", "tokens_per_param"),
+                "several budgets are budget branches of one wsd run: set train.schedule to "
+                f"{{name: wsd, warmup: <steps>}} (it is {schedule.name}"
+                + (")" if schedule.warmup is not None else " without a warm-up)"),
+            )
+        if schedule.branches is not None:
+            _error(
+                ("train", "schedule", "branches"),
+                "the ladder's tokens_per_param sets each rung's branches; give one or the other",
+            )
 
 
 def _expand(spec: Spec) -> list[Cell]:

@@ -1,7 +1,7 @@
 """`ladder:` the same experiment at several model sizes: a ladder is variants over sizes.
 
     ladder:
-      tokens_per_param: 4            # or `steps:` on every rung
+      tokens_per_param: [5, 10, 20]  # or one number, or `steps:` on every rung
       rungs:
         - {name: xs, model: {dim: 32, n_layers: 2, n_heads: 2, n_kv_heads: 1}}
         - {name: s,  model: {dim: 64, n_layers: 3}}
@@ -14,7 +14,14 @@ on a ladder.
 
 The budget of a rung is `steps`, or `tokens_per_param` × the parameters of the rung's baseline
 arm (the first ablation cell), rounded up to whole optimizer steps, so that every arm of a rung
-trains on the same tokens (what the per-rung comparison pairs). `params: total` counts every
+trains on the same tokens (what the per-rung comparison pairs). Several `tokens_per_param` are
+budget branches (`minimind.run.branches`, the ladder's documented default): each rung trains
+once to the largest, and every smaller one decays from that run's stable phase as its own run
+(`train.schedule.branches`, in the rung's steps; the schedule must be `wsd` with a set warm-up),
+so that a ladder compares its arms at every size at the same few tokens per parameter for
+little more than the compute of the largest budget. Comparing sizes at a fixed tokens per
+parameter keeps a "trend with size" from being a trend with data starvation (a fixed number of
+steps gives the small rungs many tokens per parameter and the large ones few). `params: total` counts every
 parameter, embeddings included, as Chinchilla's N does (Hoffmann et al. 2022, whose "20 tokens
 per parameter" is quoted against it); `non_embedding` is Kaplan et al.'s (2020) N, which leaves
 out the token embedding (and an untied head): at this harness's sizes the embedding is most of a
@@ -31,13 +38,16 @@ from pydantic import Field, field_validator, model_validator
 from minimind.foundations.strict_config import field_error
 from minimind.model.config import ModelConfig
 from minimind.spec.ablation import key_problem
+from minimind.spec.errors import SpecError
 from minimind.spec.naming import check_name
 from minimind.spec.sections import Section, TrainConfig
 
 ParamCount = Literal["total", "non_embedding"]
 
-# The training keys a ladder sets on every rung: its budget (and its evaluation interval).
+# The training keys a ladder sets on every rung: its budget (its branches with several tokens
+# per parameter, and its evaluation interval with `evaluations`).
 BUDGET_KEYS = ("train.steps", "train.tokens")
+BRANCHES_KEY = "train.schedule.branches"
 EVAL_KEY = "train.eval_every"
 
 
@@ -66,14 +76,32 @@ class Rung(Section):
 
 class LadderConfig(Section):
     """The rungs, smallest first, and how many tokens each trains on: `tokens_per_param` × its
-    parameter count (`params`: `total` or `non_embedding`), or each rung's own `steps`.
+    parameter count (`params`: `total` or `non_embedding`; several values: budget branches),
+    or each rung's own `steps`.
     `evaluations` spreads that many validation estimates over each rung's steps (null keeps
     `train.eval_every`), so every rung has a curve to read compute multipliers off."""
 
     rungs: list[Rung] = Field(min_length=2)
-    tokens_per_param: float | None = Field(default=None, gt=0)
+    tokens_per_param: float | list[float] | None = None
     params: ParamCount = "total"
     evaluations: int | None = Field(default=None, gt=0)
+
+    @field_validator("tokens_per_param")
+    @classmethod
+    def _positive_and_distinct(
+        cls, value: float | list[float] | None
+    ) -> float | list[float] | None:
+        values = value if isinstance(value, list) else [] if value is None else [value]
+        if isinstance(value, list) and not value:
+            raise ValueError("give at least one budget")
+        if any(not v > 0 for v in values) or len(set(values)) < len(values):
+            raise ValueError(f"budgets must be distinct numbers > 0, got {value}")
+        return value
+
+    def budgets_per_param(self) -> list[float]:
+        """The tokens-per-parameter budgets, smallest first ([] with steps on every rung)."""
+        value = self.tokens_per_param
+        return sorted(value if isinstance(value, list) else [] if value is None else [value])
 
     @model_validator(mode="after")
     def _one_budget(self) -> LadderConfig:
@@ -112,14 +140,28 @@ class LadderConfig(Section):
 
     def budget(self, index: int, baseline: ModelConfig, train: TrainConfig) -> dict[str, Any]:
         """The training keys of rung `index` whose baseline arm has the model `baseline` and
-        trains with `train`: its steps (the ladder's budget alone: `train.tokens` cleared) and,
-        with `evaluations`, its evaluation interval."""
+        trains with `train`: its steps (the ladder's budget alone: `train.tokens` cleared), with
+        several tokens per parameter the shorter budgets as `train.schedule.branches`, and, with
+        `evaluations`, its evaluation interval. Raises SpecError where two budgets round to the
+        same steps."""
         steps = self.rungs[index].steps
+        out: dict[str, Any] = {"train.tokens": None}
         if steps is None:
-            assert self.tokens_per_param is not None  # `_one_budget`: one or the other
-            tokens = self.tokens_per_param * parameter_count(baseline, self.params)
-            steps = max(1, math.ceil(tokens / train.tokens_per_step))
-        out: dict[str, Any] = {"train.steps": steps, "train.tokens": None}
+            n = parameter_count(baseline, self.params)
+            per_param = self.budgets_per_param()
+            found = [max(1, math.ceil(t * n / train.tokens_per_step)) for t in per_param]
+            for i in range(1, len(found)):
+                if found[i] == found[i - 1]:
+                    raise SpecError(
+                        "ladder.tokens_per_param",
+                        f"{per_param[i - 1]:g} and {per_param[i]:g} tokens per parameter are both "
+                        f"{found[i]} steps at rung {self.names()[index]}; space the budgets "
+                        "further apart",
+                    )
+            steps = found[-1]
+            if len(found) > 1:
+                out[BRANCHES_KEY] = found[:-1]
+        out["train.steps"] = steps
         if self.evaluations is not None:
             out[EVAL_KEY] = max(1, steps // self.evaluations)
         return out
@@ -136,7 +178,11 @@ def ladder_owner(ladder: LadderConfig, key: str) -> str | None:
     for rung_key, index in ladder.model_keys().items():
         if _overlap(key, rung_key):
             return f"ladder.rungs[{index}].model"
-    owned = [*BUDGET_KEYS, *([EVAL_KEY] if ladder.evaluations is not None else [])]
+    owned = [
+        *BUDGET_KEYS,
+        *([EVAL_KEY] if ladder.evaluations is not None else []),
+        *([BRANCHES_KEY] if len(ladder.budgets_per_param()) > 1 else []),
+    ]
     return "the ladder's budget" if key in owned else None
 
 

@@ -285,6 +285,9 @@ class LadderComparison:
     trend_slope: Estimate
     trend_p: float
     trend: Trend
+    trend_points: tuple[int, int]
+    """The fewest and the most points a seed's slope was fitted on (each slope has that many
+    less 2 residual degrees of freedom; the t-test over seeds has `trend_slope.n` − 1)."""
     crossing: float | None
     crossing_range: tuple[float, float]
     trend_p_adj: float = math.nan
@@ -356,7 +359,7 @@ def compare_on_ladder(
     )
     multiplier, where = extrapolated_multiplier(base, var, at, level)
     coverage = extrapolation_coverage(baseline, variant, at, level, simulations)
-    slope, p = _trend(rung_differences, compute, level)
+    slope, p, points = _trend(rung_differences, compute, level)
     span = crossing_range if crossing_range is not None else (float(compute.min()), at)
     return LadderComparison(
         exponent_difference=exponent_difference,
@@ -368,6 +371,7 @@ def compare_on_ladder(
         trend_slope=slope,
         trend_p=p,
         trend=_verdict(slope.value, p, level, maximize),
+        trend_points=points,
         crossing=crossing(baseline.pooled, variant.pooled, span),
         crossing_range=span,
     )
@@ -386,13 +390,14 @@ def extrapolated_multiplier(
 
 def _trend(
     rung_differences: Mapping[int, np.ndarray], rung_compute: np.ndarray, level: float
-) -> tuple[Estimate, float]:
+) -> tuple[Estimate, float, tuple[int, int]]:
     """The per-seed OLS slopes of the paired difference on log compute (the rungs the seed ran
-    in both arms; a seed needs two distinct computes), their mean with its t interval, and the
-    p-value of their one-sample t-test (`t_test`). Every rung a seed ran enters its slope,
-    whatever the difference reads: no rung is chosen by its outcome."""
+    in both arms; a seed needs two distinct computes), their mean with its t interval, the
+    p-value of their one-sample t-test (`t_test`), and the fewest and most points a slope was
+    fitted on ((0, 0) without one). Every rung a seed ran enters its slope, whatever the
+    difference reads: no rung is chosen by its outcome."""
     log_c = np.log(np.asarray(rung_compute, dtype=float))
-    slopes = []
+    slopes, counts = [], []
     for differences in rung_differences.values():
         y = np.asarray(differences, dtype=float)
         keep = np.isfinite(y)
@@ -401,7 +406,9 @@ def _trend(
         # Equal readings have slope 0 exactly, which a least-squares solve gets only to rounding.
         flat = float(np.ptp(y[keep])) == 0.0
         slopes.append(0.0 if flat else float(ols_slopes(log_c[keep], y[keep])))
-    return t_test(slopes, level)
+        counts.append(int(keep.sum()))
+    estimate, p = t_test(slopes, level)
+    return estimate, p, (min(counts, default=0), max(counts, default=0))
 
 
 def trend_p_values(differences: np.ndarray, rung_compute: np.ndarray) -> np.ndarray:

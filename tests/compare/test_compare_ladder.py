@@ -105,11 +105,11 @@ def _mean_delta_slope(ladder, arm: str) -> float:
 def test_every_markdown_table_of_a_ladder_stands_a_blank_line_below_its_title(
     mlflow_uri: str,
 ) -> None:
-    """A table right under a line of text ("arm vs baseline, rung by rung:") is read as part of
+    """A table right under a line of text ("arm vs baseline, point by point:") is read as part of
     that paragraph, not as a table."""
     lines = to_markdown(_ladder(mlflow_uri, lambda c: 0.6)).splitlines()
     tops = [i for i, line in enumerate(lines) if line.startswith("|") and i and not lines[i - 1].startswith("|")]  # fmt: skip
-    assert len(tops) == 4 + 3  # each rung's table; the fits, the results, rung by rung
+    assert len(tops) == 4 + 3  # each rung's table; the fits, the results, point by point
     assert [lines[i - 1] for i in tops] == [""] * len(tops)
 
 
@@ -207,7 +207,8 @@ def test_a_variant_beyond_the_baselines_curves_still_has_its_trend_tested(
     assert r.trend_slope.value == pytest.approx(_mean_delta_slope(ladder, result.arm), rel=1e-9)
     assert r.extrapolated_multiplier.value == pytest.approx(1.5, rel=1e-3)
     text = to_plain(ladder)
-    assert "not tested" not in text and "in val/bpb, 3 seeds" in text
+    assert "not tested" not in text
+    assert "in val/bpb; 3 seeds (t dof 2), slopes on 4 points (dof 2)" in text
 
 
 def test_decision_agreement_against_the_top_rung(mlflow_uri: str) -> None:

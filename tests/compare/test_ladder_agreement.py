@@ -19,7 +19,7 @@ from mlflow.entities import Metric
 from scipy import stats
 
 from minimind.cli import main
-from minimind.compare import load_runs
+from minimind.compare import ladder_render, load_runs
 from minimind.compare.agreement import COLUMNS, agreement_blocks, decision_agreement
 from minimind.compare.ladder import compare_ladder
 from minimind.compare.ladder_report import write_ladder_report
@@ -182,3 +182,45 @@ def test_no_section_when_the_largest_point_has_only_the_baseline(
     write_ladder_report(ladder, tmp_path, log_to_parent=False)
     assert "Decision agreement" not in (tmp_path / "report.md").read_text()
     assert pd.read_csv(tmp_path / "decision_agreement.csv").empty
+
+
+def test_the_ladder_reads_every_rung_and_budget_as_a_point(budget_uri: str) -> None:
+    """Each (rung, budget) is a point of its own: its comparison holds that budget's runs, the
+    fits take every point of a seed, and the trend's slope is fitted on every point (by hand:
+    numpy's least-squares line of each seed's paired Δ on log compute, t-tested over seeds)."""
+    ladder = compare_ladder(load_runs(budget_uri, ["bud"]))
+    points = [(r.rung, r.budget) for r in ladder.rungs]
+    assert points == [("r0", 100), ("r0", 200), ("r1", 100), ("r1", 200)]
+    assert [r.name for r in ladder.rungs] == ["r0@100", "r0@200", "r1@100", "r1@200"]
+    for point in ladder.rungs:
+        runs = point.comparison.runset.runs
+        assert set(runs["params.train.steps"]) == {str(point.budget)}
+        assert len(runs) == len(ARMS) * len(SEEDS)
+        assert point.compute == RUNG_FLOPS[point.rung] * 8 * 16 * point.budget
+        assert point.tokens_per_param == pytest.approx(
+            8 * 16 * point.budget / int(RUNG_FLOPS[point.rung] / 6)
+        )
+    computes = np.array([r.compute for r in ladder.rungs])
+    for arm in ARMS:
+        fit = ladder.arms[arm].fit
+        assert fit is not None and sorted(fit.points) == list(SEEDS)
+        for seed, (compute, loss) in fit.points.items():
+            assert sorted(compute) == sorted(computes)
+            k = ARMS.index(arm)
+            expected = {c: value(p, seed, k) for c, p in zip(computes, points, strict=True)}
+            assert [expected[c] for c in compute] == pytest.approx(list(loss))
+    for result in ladder.results:
+        k = ARMS.index(result.arm)
+        slopes = [
+            np.polyfit(np.log(computes), [value(p, s, k) - value(p, s, 0) for p in points], 1)[0]
+            for s in SEEDS
+        ]
+        r = result.result
+        assert r is not None and r.trend_points == (4, 4) and r.trend_slope.n == 3
+        assert r.trend_slope.value == pytest.approx(np.mean(slopes), rel=1e-9)
+        assert r.trend_p == pytest.approx(stats.ttest_1samp(slopes, 0.0).pvalue, rel=1e-9)
+        assert list(result.rungs["rung"]) == [r.name for r in ladder.rungs]
+    text = to_markdown(ladder_render.ladder_section(ladder))
+    assert "at 4 (rung, budget) points" in text
+    assert "| 3 (2) | 4 (1) |" in text  # seeds fitted (t dof), points per seed (fit dof)
+    assert "3 seeds (t dof 2), slopes on 4 points (dof 2)" in text

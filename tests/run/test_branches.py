@@ -96,3 +96,25 @@ def test_slurm_jobs_refuse_budget_branches_in_one_line(write_spec, capsys):
         "train.schedule.branches: budget branches train on this host only"
         in capsys.readouterr().err
     )
+
+
+def test_two_jobs_train_every_budget_with_the_serial_runs_numbers(write_spec, mlflow_uri, capsys):
+    """A job trains a variant × seed's trunk and then its branches, as the serial loop does."""
+    spec = write_spec(
+        seeds=[0, 1], train={"steps": 12, "schedule": {**SCHEDULE, "branches": [6, 9]}}
+    )
+    assert main(["run", str(spec), "-o", "tracking.experiment=serial"]) == 0
+    jobs = ["--jobs", "2", "-o", "launcher.threads_per_job=1", "-o", "tracking.experiment=jobs"]
+    assert main(["run", str(spec), *jobs]) == 0
+    assert "training 2 run(s) in 2 jobs" in capsys.readouterr().out
+    serial, parallel = children(mlflow_uri, "serial"), children(mlflow_uri, "jobs")
+    assert sorted(parallel) == sorted(serial) and len(serial) == 6  # 3 budgets x 2 seeds
+    for name, run in parallel.items():
+        assert run.info.status == "FINISHED"
+        assert run.data.tags["budget"] == serial[name].data.tags["budget"]
+        assert run.data.metrics == serial[name].data.metrics | {
+            k: v for k, v in run.data.metrics.items() if k.startswith(("perf/", "time/", "sys/"))
+        }, name
+    assert main(["run", str(spec), *jobs, "--resume"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("already FINISHED, skipped") == 6 and "training 0 run(s)" in out

@@ -11,6 +11,7 @@ import yaml
 
 from minimind.record import ARM_TAG, RUNG_TAG, ladder_tags
 from minimind.spec import SpecError, expand, load_spec, spec_hash, validate_spec
+from minimind.training.optim import decay_start_step
 
 RUNGS = [
     {"name": "s", "model": {"dim": 32, "n_layers": 1, "n_heads": 4, "n_kv_heads": 2}},
@@ -215,3 +216,102 @@ def test_the_dry_run_says_a_ladder_below_3_rungs_gets_no_fit(tmp_path: Path) -> 
     assert "note: 2 rungs: compare fits no power law below 3 rungs" in text(RUNGS)
     third = {"model": {"dim": 96, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2}}
     assert "no power law" not in text([*RUNGS, third])
+
+
+def _branched(**ladder: Any) -> dict[str, Any]:
+    tree = _tree(**{"tokens_per_param": [1, 2, 4], **ladder})
+    tree["train"]["schedule"] = {"name": "wsd", "warmup": 5}
+    return tree
+
+
+def test_several_tokens_per_param_are_each_rungs_budget_branches() -> None:
+    variants = expand(validate_spec(_branched(evaluations=4)))
+    for rung in (variants[:2], variants[2:]):
+        n = rung[0].spec.model_config_obj().num_params()
+        want = [math.ceil(t * n / (4 * 32)) for t in (1, 2, 4)]
+        for v in rung:  # every arm of a rung at the baseline arm's budgets
+            assert v.spec.train.steps == want[-1]
+            assert v.spec.train.schedule.branches == want[:-1]
+            assert v.spec.train.eval_every == want[-1] // 4
+    assert variants[0].spec.train.steps < variants[2].spec.train.steps
+
+
+@pytest.mark.parametrize(
+    ("tree", "expected"),
+    [
+        (
+            _tree(tokens_per_param=[1, 2]),
+            "ladder.tokens_per_param: several budgets are budget "
+            "branches of one wsd run: set train.schedule to {name: wsd, warmup: <steps>} (it is cosine",
+        ),  # fmt: skip
+        (_tree(tokens_per_param=[1, 1]), "ladder.tokens_per_param: budgets must be distinct"),
+        (
+            _tree(tokens_per_param=[1, 0]),
+            "ladder.tokens_per_param: budgets must be distinct numbers > 0",
+        ),  # fmt: skip
+        (_tree(tokens_per_param=[]), "ladder.tokens_per_param: give at least one budget"),
+        (
+            _branched(tokens_per_param=[1, 1.00001]),
+            "ladder.tokens_per_param: 1 and 1.00001 tokens per parameter are both",
+        ),  # fmt: skip
+    ],
+)
+def test_bad_budgets_per_param_are_one_line_naming_the_field(
+    tree: dict[str, Any], expected: str
+) -> None:
+    with pytest.raises(SpecError) as info:
+        validate_spec(tree)
+    assert str(info.value).startswith(expected), str(info.value)
+
+
+def test_the_ladders_branches_are_its_own_with_several_budgets() -> None:
+    tree = _branched()
+    tree["train"]["schedule"]["branches"] = [10]
+    with pytest.raises(
+        SpecError, match=r"^train\.schedule\.branches: the ladder's tokens_per_param"
+    ):
+        validate_spec(tree)
+    one = _tree(tokens_per_param=2.0)  # one budget: branches in steps stay the spec's
+    one["train"]["schedule"] = {"name": "wsd", "warmup": 5, "branches": [20]}
+    assert all(v.spec.train.schedule.branches == [20] for v in expand(validate_spec(one)))
+
+
+def test_an_override_of_the_ladders_branches_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "lad.yaml"
+    path.write_text(yaml.safe_dump(_branched()))
+    with pytest.raises(SpecError) as info:
+        load_spec(path, ["train.schedule.branches=[7]"])
+    message = str(info.value)
+    assert message.startswith("train.schedule.branches: the ladder's tokens_per_param sets each")
+    assert message.endswith("(from -o train.schedule.branches=[7])")
+    tree = _branched()
+    tree["ablate"] = {"arm": [{"train.schedule.branches": [7]}, {"train.schedule.branches": [9]}]}
+    with pytest.raises(SpecError, match=r"^ablate\.arm: train\.schedule\.branches is set on every rung by the ladder's budget"):  # fmt: skip
+        validate_spec(tree)
+
+
+def test_the_dry_run_states_the_budgets_and_the_compute_branches_save(tmp_path: Path) -> None:
+    from minimind.run.plan import describe_plan, plan_run
+
+    tree = _branched()
+    tree["tracking"] = {"uri": f"sqlite:///{tmp_path}/m.db"}
+    tree["train"]["checkpoint_dir"] = str(tmp_path / "ckpt")
+    spec = validate_spec(tree)
+    text = describe_plan(plan_run(spec))
+    assert "each training on 4 tokens per parameter of its first arm (every parameter) (budget branches at 1, 2)" in text  # fmt: skip
+    lines = [line for line in text.splitlines() if line.startswith("budget branches: ")]
+    assert len(lines) == 2  # a rung each, 2 arms x 1 seed per rung
+    assert all(line.endswith("tokens over 2 run(s)") for line in lines)
+    # The total, recomputed from the variants: every budget as its own run against the trunk
+    # and the branches' decays.
+    separate = branched = 0
+    for v in expand(spec):
+        train = v.spec.train
+        schedule = train.resolved_schedule
+        shorter = train.schedule.branches
+        runs_tokens = train.tokens_per_step * len(spec.seeds)
+        separate += (sum(shorter) + train.steps) * runs_tokens
+        decays = sum(b - decay_start_step(b, schedule) for b in shorter)
+        branched += (train.steps + decays) * runs_tokens
+    saved = separate - branched
+    assert f"budget branches in all: {saved:,} of {separate:,} training tokens saved" in text

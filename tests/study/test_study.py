@@ -421,7 +421,7 @@ def test_streams_run_side_by_side_and_a_stream_stops_at_its_failure(tmp_path: Pa
 STUDY = EXPERIMENTS / "study"
 
 
-def test_the_shipped_study_names_arms_its_specs_make() -> None:
+def test_the_shipped_study_names_arms_its_specs_make(assembled_corpus: Path) -> None:
     study = load_study(STUDY / "study.yaml")
     specs = {}
     for path in sorted(STUDY.glob("*.yaml")):
