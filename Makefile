@@ -12,9 +12,10 @@ run: install
 	minimind run experiments/quickstart.yaml
 
 # The study: the card's ablations and the modern axes, sequential seeds (3 up to 12 per arm) and a
-# ladder of five sizes, read against the literature into results/study/ (about 4.4 hours on 2
-# CPU cores; run again, it continues where it stopped).
-study: install
+# ladder of three sizes at three budgets, read against the literature into results/study/ (hours
+# on 2 CPU cores; run again, it continues where it stopped). The ladder trains on the assembled
+# corpus, hence `corpus` first.
+study: install corpus
 	minimind study train experiments/study/study.yaml
 	minimind study report experiments/study/study.yaml
 

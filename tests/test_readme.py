@@ -264,7 +264,7 @@ def test_make_run_trains_the_quickstart_the_readme_test_runs_in_its_place():
 
 def test_make_study_trains_then_reports_the_shipped_study():
     makefile = (REPO / "Makefile").read_text()
-    recipe = re.search(r"^study: install\n((?:\t.*\n)+)", makefile, re.MULTILINE)
+    recipe = re.search(r"^study: install corpus\n((?:\t.*\n)+)", makefile, re.MULTILINE)
     assert recipe is not None
     assert [line.strip() for line in recipe.group(1).splitlines()] == [
         f"minimind study {action} experiments/study/study.yaml" for action in ("train", "report")

@@ -161,9 +161,8 @@ def compare_ladder(
         for budget in budgets:
             mine = (rung_of == name) & (budget_of.isna() if budget is None else budget_of == budget)
             base_runs = runs.loc[mine & (arm_of == baseline), "run_id"]
-            at = name if budget is None else f"{name} at {budget} steps"
-            if base_runs.empty:
-                raise CompareError(f"rung {at} has no run of the baseline arm {baseline!r}")
+            if base_runs.empty:  # a budget the baseline has not trained (yet) is no point
+                continue
             group = str(runs.loc[base_runs.index[0], "variant"])
             comparison = compare(
                 runset.subset(runset.runs["run_id"].isin(runs.loc[mine, "run_id"])),
@@ -175,6 +174,8 @@ def compare_ladder(
                 Rung(label, float(params[first]), float(spent[first]), comparison, name, budget,
                      float(tokens[first]))
             )  # fmt: skip
+        if name not in by_rung:
+            raise CompareError(f"rung {name} has no run of the baseline arm {baseline!r}")
     # Rung by rung in the order of their largest budget's compute, each rung's budgets shortest
     # first: the last point is the largest rung's longest budget.
     rungs = [p for points in sorted(by_rung.values(), key=lambda r: r[-1].compute) for p in points]
@@ -234,7 +235,7 @@ def _points(rungs: list[Rung], runs: pd.DataFrame, spent: pd.Series, metric: str
 
 
 def _fit(arm: str, points: pd.DataFrame, level: float) -> ArmLadder:
-    """The arm's fit over the seeds that finished at 3 or more rungs (a seed's reruns at a rung
+    """The arm's fit over the seeds that finished at 3 or more points (a seed's reruns at a point
     averaged), or why none could be made."""
     per_seed = {}
     for seed, mine in points.dropna(subset=["seed"]).groupby("seed"):
@@ -242,7 +243,7 @@ def _fit(arm: str, points: pd.DataFrame, level: float) -> ArmLadder:
         if len(at) >= 3:
             per_seed[int(seed)] = (at.index.to_numpy(dtype=float), at.to_numpy(dtype=float))
     if not per_seed:
-        problem = "no seed finished at 3 or more rungs (a power law has 3 parameters)"
+        problem = "no seed finished at 3 or more points (a power law has 3 parameters)"
         return ArmLadder(arm, points, None, problem)
     try:
         return ArmLadder(arm, points, fit_arm(per_seed, level), None)

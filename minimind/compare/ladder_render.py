@@ -237,10 +237,8 @@ def rung_title(ladder: Ladder, rung: Rung) -> str:
     compute = fmt_compute(rung.compute, ladder.compute_unit)
     if rung.budget is None:
         return f"Rung {rung.name}: {render.fmt_count(rung.params)} params, {compute}"
-    return (
-        f"Rung {rung.rung} at {rung.budget} steps: {render.fmt_count(rung.params)} params, "
-        f"{rung.tokens_per_param:.3g} tokens/param, {compute}"
-    )
+    ratio = "" if math.isnan(rung.tokens) else f"{rung.tokens_per_param:.3g} tokens/param, "
+    return f"Rung {rung.rung} at {rung.budget} steps: {render.fmt_count(rung.params)} params, {ratio}{compute}"
 
 
 def rung_blocks(
@@ -284,6 +282,7 @@ def records(ladder: Ladder) -> pd.DataFrame:
                     "arm": result.arm,
                     "baseline": ladder.baseline,
                     "rung": rung.name,
+                    "budget": rung.budget,
                     "params": rung.params,
                     "tokens_per_param": rung.tokens_per_param,
                     "compute": rung.compute,
@@ -345,7 +344,7 @@ def to_json(ladder: Ladder) -> str:
                 "rung": r.rung,
                 "budget": r.budget,
                 "params": r.params,
-                "tokens": r.tokens,
+                "tokens": None if math.isnan(r.tokens) else r.tokens,
                 "compute": r.compute,
                 "comparison": json.loads(render.to_json(r.comparison)),
             }

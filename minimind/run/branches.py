@@ -96,14 +96,19 @@ def describe_branches(specs: list[Spec], seeds: int) -> list[str]:
     """The dry run's lines on branches, for the variants' `specs` each trained on `seeds` seeds:
     per set of budgets (a ladder's rungs each have their own), where each forks and the steps
     saved against training every budget as a run of its own, then the tokens saved over all."""
-    groups: dict[tuple[int, ...], list[Spec]] = {}
+    groups: dict[tuple[Any, ...], list[Spec]] = {}
     for spec in specs:
         if budgets(spec.train):
-            groups.setdefault(tuple(budgets(spec.train)), []).append(spec)
+            key = (
+                *budgets(spec.train),
+                *fork_steps(spec.train).values(),
+                spec.train.tokens_per_step,
+            )
+            groups.setdefault(key, []).append(spec)
     lines, saved_tokens, separate_tokens = [], 0, 0
-    for found, members in groups.items():
+    for members in groups.values():
         train = members[0].train
-        forks = fork_steps(train)
+        found, forks = budgets(train), fork_steps(train)
         separate = sum(found)
         branched = found[-1] + sum(b - forks[b] for b in found[:-1])
         runs = seeds * len(members)

@@ -152,14 +152,15 @@ def run_jobs(plan: Plan, resume: bool, restart: bool = False, only: Sequence[str
         slots.put(place(slot, launcher, gpus, cores))
     failed: list[str] = []
     with parent:
-        todo = []
+        todo, runs = [], 0
         for name, (variant, seed) in runs_by_name(plan).items():
             names = [child_run_name(v.name, seed) for v in budget_variants(variant)]
             if all(n in earlier and earlier[n].info.status == "FINISHED" for n in names):
                 print("\n".join(f"{n}: already FINISHED, skipped" for n in names))
             else:
-                todo.append(name)
-        print(f"training {len(todo)} run(s) in {launcher.jobs} jobs", flush=True)
+                todo.append(name)  # a job: one run, or every budget of a branched one
+                runs += len(names)
+        print(f"training {runs} run(s) in {launcher.jobs} jobs", flush=True)
         pool = ProcessPoolExecutor(
             launcher.jobs, mp_context=context, initializer=_start_worker, initargs=(slots, pids)
         )

@@ -34,7 +34,7 @@ from minimind.foundations.writable import unwritable_dir
 from minimind.model.initialisation import InitialDraw, shared_fraction
 from minimind.model.lm import MiniMindLM
 from minimind.model.meta import meta_device
-from minimind.run.branches import describe_branches
+from minimind.run.branches import budgets, describe_branches
 from minimind.spec import Spec, SpecError, Variant, expand, spec_hash
 from minimind.spec.errors import did_you_mean
 from minimind.tracking.backend import store_problem
@@ -59,7 +59,9 @@ class Plan:
 
     @property
     def n_runs(self) -> int:
-        return len(self.variants) * len(self.spec.seeds)
+        """The runs the plan trains: a run per variant × seed, or per budget of it with budget
+        branches."""
+        return sum(len(budgets(v.spec.train)) or 1 for v in self.variants) * len(self.spec.seeds)
 
 
 def plan_run(spec: Spec, world_size: int | None = None, only: Sequence[str] = ()) -> Plan:
@@ -315,9 +317,11 @@ def describe_plan(plan: Plan) -> str:
                 precision + (" (auto)" if train.precision == "auto" else ""),
             ]
         )
+    pairs = len(plan.variants) * len(spec.seeds)
+    branched = "" if plan.n_runs == pairs else f" ({plan.n_runs} runs: every budget a run)"
     summary = (
         f"spec {spec.name} ({plan.plan_hash}): {len(plan.variants)} variant(s) x "
-        f"{len(spec.seeds)} seed(s) = {plan.n_runs} run(s); tracking {spec.tracking.uri}, "
+        f"{len(spec.seeds)} seed(s) = {pairs} run(s){branched}; tracking {spec.tracking.uri}, "
         f"experiment {spec.tracking.experiment}"
     )
     probes = dict.fromkeys(describe_probes(v.spec.train) for v in plan.variants)
@@ -363,12 +367,13 @@ def _ladder_budget(spec: Spec) -> list[str]:
         return []
     # A power law E + A·C^-α has three parameters (`stats.scaling.fit_power_law`): said before
     # the rungs train rather than after.
+    points = len(ladder.rungs) * max(1, len(ladder.budgets_per_param()))
     few = (
         [
             f"note: {len(ladder.rungs)} rungs: compare fits no power law below 3 rungs (no "
             "exponent, Δα or extrapolation), only the per-rung comparisons; add rungs for a fit"
         ]
-        if len(ladder.rungs) < 3
+        if points < 3
         else []
     )
     budgets = ladder.budgets_per_param()

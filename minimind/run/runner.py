@@ -179,7 +179,7 @@ def train_variant_seed(
         return child is not None and child.info.status == "FINISHED"
 
     args = (variant, seed, variant.spec, plan.spec.experiment, plan.plan_hash)
-    return train_branches(*args, train_one, done)
+    return [child_run_name(name, seed) for name in train_branches(*args, train_one, done)]
 
 
 def _train_one(

@@ -183,7 +183,7 @@ def ladder_owner(ladder: LadderConfig, key: str) -> str | None:
         *([EVAL_KEY] if ladder.evaluations is not None else []),
         *([BRANCHES_KEY] if len(ladder.budgets_per_param()) > 1 else []),
     ]
-    return "the ladder's budget" if key in owned else None
+    return "the ladder's budget" if any(_overlap(key, k) for k in owned) else None
 
 
 def _overlap(key: str, other: str) -> bool:

@@ -23,6 +23,7 @@ from minimind.compare import ladder_render, load_runs
 from minimind.compare.agreement import COLUMNS, agreement_blocks, decision_agreement
 from minimind.compare.ladder import compare_ladder
 from minimind.compare.ladder_report import write_ladder_report
+from minimind.compare.table import CompareOptions
 from minimind.foundations.document import to_markdown
 
 T0 = 1_700_000_000_000
@@ -224,3 +225,18 @@ def test_the_ladder_reads_every_rung_and_budget_as_a_point(budget_uri: str) -> N
     assert "at 4 (rung, budget) points" in text
     assert "| 3 (2) | 4 (1) |" in text  # seeds fitted (t dof), points per seed (fit dof)
     assert "3 seeds (t dof 2), slopes on 4 points (dof 2)" in text
+
+
+def test_a_budget_the_baseline_has_not_trained_is_no_point(budget_uri: str) -> None:
+    """A baseline branch still to train (or failed) leaves its point out, not the ladder."""
+    client = MlflowClient(budget_uri)
+    runset = load_runs(budget_uri, ["bud"])
+    runs = runset.runs
+    gone = runs[
+        (runs["tags.rung"] == "r0") & (runs["tags.budget"] == "100") & (runs["tags.arm"] == "arm=a")
+    ]
+    for run_id in gone["run_id"]:
+        client.delete_run(run_id)
+    assert len(gone) == 3
+    ladder = compare_ladder(load_runs(budget_uri, ["bud"]), CompareOptions(baseline="arm=a"))
+    assert [r.name for r in ladder.rungs] == ["r0@200", "r1@100", "r1@200"]

@@ -106,7 +106,7 @@ def test_two_jobs_train_every_budget_with_the_serial_runs_numbers(write_spec, ml
     assert main(["run", str(spec), "-o", "tracking.experiment=serial"]) == 0
     jobs = ["--jobs", "2", "-o", "launcher.threads_per_job=1", "-o", "tracking.experiment=jobs"]
     assert main(["run", str(spec), *jobs]) == 0
-    assert "training 2 run(s) in 2 jobs" in capsys.readouterr().out
+    assert "training 6 run(s) in 2 jobs" in capsys.readouterr().out
     serial, parallel = children(mlflow_uri, "serial"), children(mlflow_uri, "jobs")
     assert sorted(parallel) == sorted(serial) and len(serial) == 6  # 3 budgets x 2 seeds
     for name, run in parallel.items():

@@ -288,6 +288,10 @@ def test_an_override_of_the_ladders_branches_is_refused(tmp_path: Path) -> None:
     tree["ablate"] = {"arm": [{"train.schedule.branches": [7]}, {"train.schedule.branches": [9]}]}
     with pytest.raises(SpecError, match=r"^ablate\.arm: train\.schedule\.branches is set on every rung by the ladder's budget"):  # fmt: skip
         validate_spec(tree)
+    # an arm that sets the whole schedule would drop the branches: refused too
+    tree["ablate"] = {"arm": [{"model.attention": "gqa"}, {"train.schedule": {"name": "cosine"}}]}
+    with pytest.raises(SpecError, match=r"^ablate\.arm: train\.schedule is set on every rung by the ladder's budget"):  # fmt: skip
+        validate_spec(tree)
 
 
 def test_the_dry_run_states_the_budgets_and_the_compute_branches_save(tmp_path: Path) -> None:
@@ -301,6 +305,7 @@ def test_the_dry_run_states_the_budgets_and_the_compute_branches_save(tmp_path: 
     assert "each training on 4 tokens per parameter of its first arm (every parameter) (budget branches at 1, 2)" in text  # fmt: skip
     lines = [line for line in text.splitlines() if line.startswith("budget branches: ")]
     assert len(lines) == 2  # a rung each, 2 arms x 1 seed per rung
+    assert "= 4 run(s) (12 runs: every budget a run)" in text
     assert all(line.endswith("tokens over 2 run(s)") for line in lines)
     # The total, recomputed from the variants: every budget as its own run against the trunk
     # and the branches' decays.

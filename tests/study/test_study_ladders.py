@@ -167,7 +167,7 @@ def test_a_ladder_still_training_is_reported_with_what_it_lacks(mlflow_uri: str,
         "ladders[0].axes.arm=slow: no run of arm 'arm=slow' yet; arms: arm=base, arm=fast"
         in section
     )
-    assert "no seed finished at 3 or more rungs" in section
+    assert "no seed finished at 3 or more points" in section
     assert "At more than one scale, Two arms at four sizes: arm=slow: no run of it yet" in report
 
 
