@@ -416,8 +416,8 @@ def test_ols_slopes_equal_polyfit() -> None:
 
 
 def committed_ladder() -> tuple[np.ndarray, np.ndarray, int]:
-    """The committed ladder's shape (results/ladder): its rungs' compute (the baseline's), the
-    sd of a paired difference at each rung pooled over its three comparisons, and its seeds."""
+    """The committed ladder's shape (results/ladder): its points' compute (the baseline's), the
+    sd of a paired difference at each point pooled over its three comparisons, and its seeds."""
     root = Path(__file__).resolve().parents[2] / "results" / "ladder"
     with (root / "ladder.csv").open() as f:
         compute = dict.fromkeys((row["rung"], float(row["compute"])) for row in csv.DictReader(f))
@@ -438,15 +438,15 @@ def committed_ladder() -> tuple[np.ndarray, np.ndarray, int]:
 
 @pytest.mark.slow
 def test_the_trend_test_error_is_alpha_on_50000_null_ladders_like_the_committed_one() -> None:
-    """Two identical arms on the committed ladder's rungs, seeds and per-rung paired noise
-    (0.009-0.070 bpb): each seed's paired difference at every rung, its slope on log compute
+    """Two identical arms on the committed ladder's points (3 rungs at 3 budgets), seeds and
+    per-point paired noise: each seed's paired difference at every point, its slope on log compute
     and the one-sample t-test over seeds, as `compare_on_ladder` takes them (checked on a few
     ladders): a trend is declared in 5 % of 50,000 ladders within Monte-Carlo error (sd 0.1
     points), and the p-values are uniform. The old test, on the multiplier readings with the
     rungs whose reading was a bound left out, was not at its level (docs/statistics.md,
     "Ladders")."""
     c, sd, seeds = committed_ladder()
-    assert len(c) == 5 and seeds == 3
+    assert len(c) == 9 and seeds == 3
     rng = np.random.default_rng(45)
     ladders = 50_000
     differences = rng.normal(0.0, 1.0, (ladders, seeds, len(c))) * sd
@@ -498,8 +498,9 @@ def test_the_extrapolations_coverage_is_the_brute_force_count_on_the_same_ladder
 def test_an_extrapolation_is_reported_where_its_coverage_holds_and_withheld_where_not() -> None:
     """Arms that move together (paired sd 0.001), 6 rungs, 5 seeds, read at 2× the top rung:
     the interval covers (about 95 %), the extrapolation is reported. The committed ladder's
-    shape (its 5 rungs' compute, 3 seeds, arms apart at its paired sd, 0.03) read at 10× its
-    top: the reading is mostly unbounded and the extrapolation withheld. Deterministic."""
+    shape of the earlier 300-step ladder (its 5 rungs' compute, 3 seeds, arms apart at its paired
+    sd, 0.03) read at 10× its top: the reading is mostly unbounded and the extrapolation
+    withheld. Deterministic."""
     rng = np.random.default_rng(13)
     c = rungs(6)
     b, v, _ = study_noise(TRUTH, shifted(TRUTH, 1.3), c, 5, 0.01, 0.001, rng)
@@ -507,8 +508,9 @@ def test_an_extrapolation_is_reported_where_its_coverage_holds_and_withheld_wher
     assert good.extrapolation_coverage >= 0.90 and good.extrapolation_supported
     again = compare_on_ladder(fit_arm(b), fit_arm(v), {}, c, extrapolate_factor=2.0)
     assert again.extrapolation_coverage == good.extrapolation_coverage
-    committed, _, _ = committed_ladder()
-    steep = PowerLaw(2.0, 2.4e5, 0.45)  # 2.9 to 2.3 bpb over the committed ladder's rungs
+    # the earlier 300-step ladder's five rungs (0.1M-2.8M parameters), in training FLOPs
+    committed = np.array([4.16e11, 9.68e11, 2.12e12, 4.35e12, 1.15e13])
+    steep = PowerLaw(2.0, 2.4e5, 0.45)  # 2.9 to 2.3 bpb over those rungs
     b, v, _ = study_noise(steep, shifted(steep, 0.9), committed, 3, 0.03, 0.03, rng)
     poor = compare_on_ladder(fit_arm(b), fit_arm(v), {}, committed, extrapolate_factor=10.0)
     assert poor.extrapolation_coverage < 0.90 and not poor.extrapolation_supported
