@@ -25,11 +25,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from minimind.compare.ladder import Ladder, Rung
+from minimind.compare.ladder import Ladder
 from minimind.compare.ladder_render import decision
-from minimind.compare.table import Comparison
 from minimind.foundations.document import Block, Heading, Paragraph, Table
-from minimind.record import ARM_TAG
 from minimind.stats.agreement import bootstrap_agreement
 
 COLUMNS = [
@@ -51,31 +49,33 @@ COLUMNS = [
 
 
 def decision_agreement(ladder: Ladder, *, resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
-    """The ladder's decision rows, then its ranking rows (module docstring; `COLUMNS`)."""
-    points = ladder.rungs
+    """The ladder's decision rows, then its ranking rows (module docstring; `COLUMNS`): the
+    decisions are the ladder's own rows per comparison (`LadderResult.rungs`), the values its
+    arms' points (`ArmLadder.points`)."""
+    points = {point.name: point for point in ladder.rungs}
     if not points:
         return pd.DataFrame(columns=COLUMNS)
-    top = points[-1]
+    top = ladder.rungs[-1]
     where = {"top_rung": top.rung, "top_budget": top.budget}
-    decided = [_decisions(point, ladder) for point in points]
     rows: list[dict[str, object]] = []
-    for arm in (a for a in ladder.arms if a != ladder.baseline):
-        if arm not in decided[-1]:
+    for result in ladder.results:
+        frame = result.rungs
+        if frame.empty or frame["rung"].iloc[-1] != top.name:
             continue  # no reading at the reference: nothing to agree with
-        reference = decided[-1][arm]
-        for point, made in zip(points, decided, strict=True):
-            if arm in made:
-                rows.append(
-                    {"kind": "decision", "rung": point.rung, "budget": point.budget, **where,
-                     "arm": arm, "decision": made[arm], "top_decision": reference,
-                     "agrees": made[arm] == reference}
-                )  # fmt: skip
-    large = _values(top, ladder.metric)
-    for point in points:
-        small, big = _paired(_values(point, ladder.metric), large)
-        if small is None or big is None:
+        made = [decision(row, ladder.maximize) for _, row in frame.iterrows()]
+        for name, decided in zip(frame["rung"], made, strict=True):
+            rows.append(
+                {"kind": "decision", "rung": points[name].rung, "budget": points[name].budget,
+                 **where, "arm": result.arm, "decision": decided, "top_decision": made[-1],
+                 "agrees": decided == made[-1]}
+            )  # fmt: skip
+    values = pd.concat([fitted.points for fitted in ladder.arms.values()], ignore_index=True)
+    by_point = values.pivot_table(index=["rung", "seed"], columns="arm", values="value")
+    for point in ladder.rungs:
+        small, large = _paired(by_point, point.name, top.name)
+        if small is None or large is None:
             continue
-        value, low, high = bootstrap_agreement(small, big, resamples=resamples, seed=seed)
+        value, low, high = bootstrap_agreement(small, large, resamples=resamples, seed=seed)
         rows.append(
             {"kind": "ranking", "rung": point.rung, "budget": point.budget, **where,
              "agreement": value, "agreement_low": low, "agreement_high": high,
@@ -84,48 +84,16 @@ def decision_agreement(ladder: Ladder, *, resamples: int = 10_000, seed: int = 0
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _arm_of(comparison: Comparison) -> pd.Series:
-    """Each run's arm, by run id."""
-    runs = comparison.runset.runs
-    return pd.Series(runs[f"tags.{ARM_TAG}"].astype(str).to_numpy(), index=runs["run_id"])
-
-
-def _decisions(point: Rung, ladder: Ladder) -> dict[str, str]:
-    """{arm: its decision at `point`} for every arm compared there with the baseline."""
-    metric, table = ladder.metric, point.comparison.table
-    if table.empty:
-        return {}
-    runs = point.comparison.runs
-    arm_of_run = _arm_of(point.comparison)
-    arm_of_group = {g: arm_of_run[r] for g, r in zip(runs["group"], runs["run_id"], strict=True)}
-    out = {}
-    for _, row in table[~table["is_baseline"]].iterrows():
-        reading = pd.Series(
-            {"delta": row[f"{metric}_delta"], "within_noise": row[f"{metric}_within_noise"]}
-        )
-        out[arm_of_group[row["variant"]]] = decision(reading, ladder.maximize)
-    return out
-
-
-def _values(point: Rung, metric: str) -> pd.DataFrame:
-    """[seeds, arms]: each finished run's objective at `point` (a seed's reruns averaged)."""
-    runs = point.comparison.runs
-    finished = runs[(runs["status"] == "FINISHED") & runs[metric].notna()]
-    frame = pd.DataFrame(
-        {
-            "arm": finished["run_id"].map(_arm_of(point.comparison)),
-            "seed": finished["seed"],
-            "value": finished[metric].astype(float),
-        }
-    )
-    return frame.pivot_table(index="seed", columns="arm", values="value")
-
-
 def _paired(
-    small: pd.DataFrame, large: pd.DataFrame
+    values: pd.DataFrame, point: str, top: str
 ) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
-    """[seeds, arms] at both points: the arms at both, and the seeds every one of them
-    finished at both."""
+    """[seeds, arms] at `point` and at `top` (`values`: a row per (point, seed), a column per
+    arm): the arms at both, and the seeds every one of them finished at both."""
+    names = values.index.get_level_values(0)
+    if point not in names or top not in names:
+        return None, None
+    small = values.loc[point].dropna(axis=1, how="all")
+    large = values.loc[top].dropna(axis=1, how="all")
     arms = [a for a in large.columns if a in small.columns]
     small, large = small[arms].dropna(), large[arms].dropna()
     seeds = small.index.intersection(large.index)

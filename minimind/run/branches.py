@@ -96,14 +96,12 @@ def describe_branches(specs: list[Spec], seeds: int) -> list[str]:
     """The dry run's lines on branches, for the variants' `specs` each trained on `seeds` seeds:
     per set of budgets (a ladder's rungs each have their own), where each forks and the steps
     saved against training every budget as a run of its own, then the tokens saved over all."""
+    # Variants whose budgets, forks and tokens per step agree share a line (a ladder's rung).
     groups: dict[tuple[Any, ...], list[Spec]] = {}
     for spec in specs:
         if budgets(spec.train):
-            key = (
-                *budgets(spec.train),
-                *fork_steps(spec.train).values(),
-                spec.train.tokens_per_step,
-            )
+            starts = fork_steps(spec.train).values()
+            key = (*budgets(spec.train), *starts, spec.train.tokens_per_step)
             groups.setdefault(key, []).append(spec)
     lines, saved_tokens, separate_tokens = [], 0, 0
     for members in groups.values():
@@ -112,14 +110,15 @@ def describe_branches(specs: list[Spec], seeds: int) -> list[str]:
         separate = sum(found)
         branched = found[-1] + sum(b - forks[b] for b in found[:-1])
         runs = seeds * len(members)
-        saved_tokens += (separate - branched) * runs * train.tokens_per_step
+        saved = (separate - branched) * runs * train.tokens_per_step
+        saved_tokens += saved
         separate_tokens += separate * runs * train.tokens_per_step
         at = ", ".join(f"{b} at step {forks[b]}" for b in found[:-1])
         lines.append(
             f"budget branches: {', '.join(map(str, found))} steps, one wsd run to {found[-1]} "
             f"forking {at}; {branched:,} steps per variant x seed instead of {separate:,} as "
             f"separate runs: {separate - branched:,} saved ({1 - branched / separate:.0%}), "
-            f"{(separate - branched) * runs * train.tokens_per_step:,} tokens over {runs} run(s)"
+            f"{saved:,} tokens over {runs} run(s)"
         )
     if len(groups) > 1:
         lines.append(

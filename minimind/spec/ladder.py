@@ -91,7 +91,7 @@ class LadderConfig(Section):
     def _positive_and_distinct(
         cls, value: float | list[float] | None
     ) -> float | list[float] | None:
-        values = value if isinstance(value, list) else [] if value is None else [value]
+        values = _as_list(value)
         if isinstance(value, list) and not value:
             raise ValueError("give at least one budget")
         if any(not v > 0 for v in values) or len(set(values)) < len(values):
@@ -100,8 +100,7 @@ class LadderConfig(Section):
 
     def budgets_per_param(self) -> list[float]:
         """The tokens-per-parameter budgets, smallest first ([] with steps on every rung)."""
-        value = self.tokens_per_param
-        return sorted(value if isinstance(value, list) else [] if value is None else [value])
+        return sorted(_as_list(self.tokens_per_param))
 
     @model_validator(mode="after")
     def _one_budget(self) -> LadderConfig:
@@ -165,6 +164,10 @@ class LadderConfig(Section):
         if self.evaluations is not None:
             out[EVAL_KEY] = max(1, steps // self.evaluations)
         return out
+
+
+def _as_list(value: float | list[float] | None) -> list[float]:
+    return value if isinstance(value, list) else [] if value is None else [value]
 
 
 def parameter_count(cfg: ModelConfig, count: ParamCount) -> int:
