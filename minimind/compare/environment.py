@@ -33,7 +33,11 @@ def environment_counts(runs: pd.DataFrame) -> dict[str, pd.Series]:
 def runs_environment(runs: pd.DataFrame) -> dict[str, str]:
     """{item: 'value (2 runs); other (1 run)'} (`environment_counts`): a value every run
     shares is given alone."""
-    return {item: _describe(counts) for item, counts in environment_counts(runs).items()}
+    return _described(environment_counts(runs))
+
+
+def _described(counts: dict[str, pd.Series]) -> dict[str, str]:
+    return {item: _describe(c) for item, c in counts.items()}
 
 
 def _counts(runs: pd.DataFrame, column: str) -> pd.Series:
@@ -77,4 +81,4 @@ def environment_blocks(runs: pd.DataFrame) -> list[Block]:
             f"{dirty} run{' was' if dirty == 1 else 's were'} trained from a tree with "
             f"uncommitted changes (the diff is the run's artifact {GIT_DIFF_ARTIFACT})."
         )
-    return [Heading(2, "Environment"), Fields(runs_environment(runs)), Paragraph(" ".join(notes))]
+    return [Heading(2, "Environment"), Fields(_described(counts)), Paragraph(" ".join(notes))]

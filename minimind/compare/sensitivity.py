@@ -30,7 +30,7 @@ from minimind.compare.table import (
 from minimind.foundations.document import Block, Heading, Paragraph, Table
 from minimind.foundations.document import Figure as FigureBlock
 from minimind.record import FAILURE_REASON_TAG
-from minimind.stats.agreement import lr_sensitivity
+from minimind.stats.agreement import capped_losses, lr_sensitivity
 from minimind.stats.scaling import Estimate, t_estimate
 
 LR_PARAM = "train.optimizer.lr"
@@ -63,6 +63,11 @@ class LrSensitivity:
     estimate: Estimate
     left_out: list[float]
 
+    @property
+    def capped(self) -> np.ndarray:
+        """[seeds, lrs]: the final losses the sensitivity averages (`capped_losses`)."""
+        return capped_losses(self.final, self.initial)
+
 
 def lr_sensitivities(runs: pd.DataFrame, level: float = 0.95) -> list[LrSensitivity]:
     """Every arm of `runs` (a runs table: params, tags and metrics as columns, with `seed`,
@@ -83,7 +88,7 @@ def lr_sensitivities(runs: pd.DataFrame, level: float = 0.95) -> list[LrSensitiv
             continue
         final, left_out = grid
         vocab = numeric_param(mine, "model.vocab_size").dropna()
-        if final.shape[1] < MIN_LRS or final.shape[0] < 1 or vocab.empty:
+        if final.shape[1] < MIN_LRS or vocab.empty:
             continue
         initial = math.log(float(vocab.iloc[0]))
         values = final.to_numpy(float)
@@ -157,7 +162,7 @@ def sensitivity_figure(results: list[LrSensitivity]) -> Figure:
     seed's runs, points; diverged runs at the initial loss."""
     fig, ax = plt.subplots(figsize=(7.5, 4.5), layout="constrained")
     for k, result in enumerate(results):
-        capped = np.minimum(np.where(np.isfinite(result.final), result.final, result.initial), result.initial)  # fmt: skip
+        capped = result.capped
         color = plt.get_cmap("tab10")(k % 10)
         ax.plot(result.lrs, capped.mean(axis=0), "o-", color=color, label=result.arm)
         for row in capped:
@@ -177,8 +182,7 @@ def sensitivity_rows(results: list[LrSensitivity]) -> tuple[list[str], list[list
     for r in results:
         e = r.estimate
         interval = "" if math.isnan(e.low) else f" [{e.low:.4g}, {e.high:.4g}]"
-        capped = np.minimum(np.where(np.isfinite(r.final), r.final, r.initial), r.initial)
-        means = capped.mean(axis=0)
+        means = r.capped.mean(axis=0)
         best = int(np.argmin(means))
         rows.append(
             [r.arm, f"{e.value:.4g}{interval}", str(len(r.seeds)),

@@ -63,6 +63,12 @@ def lr_sensitivity(final: ArrayLike, initial: float) -> np.ndarray:
     (NaN or inf for a diverged run: counted at the initial loss); initial: the loss at
     initialisation (ln vocab for a uniform model, in the final loss's unit). Lower is less
     sensitive; 0 when every lr reaches the best. Returns [seeds]."""
-    f = np.asarray(final, float)
-    capped = np.where(np.isfinite(f), np.minimum(f, initial), initial)
+    capped = capped_losses(final, initial)
     return capped.mean(axis=1) - capped.min(axis=1)
+
+
+def capped_losses(final: ArrayLike, initial: float) -> np.ndarray:
+    """min(final loss, initial loss), a diverged run (NaN or inf) at the initial loss: the
+    losses Wortsman et al.'s sensitivity averages; same shape as `final`."""
+    f = np.asarray(final, float)
+    return np.where(np.isfinite(f), np.minimum(f, initial), initial)
