@@ -2,31 +2,27 @@
 
     exit_code = run_jobs(plan, resume=False)   # plan.spec.launcher.jobs > 1
 
-One parent run, opened here as a serial run opens it; each child `<variant>/seed<k>` trained in
-a worker of a spawned process pool by the one-child path a Slurm job takes
-(`runner.train_in_job`), so a run is recorded exactly as a serial run records it. Each worker
-takes a slot when it starts, and its slot its place (`place`): a GPU of the visible ones,
-round-robin, `jobs_per_gpu` to a GPU, and its share of the CPU threads.
+One parent run, opened here as a serial run opens it; each child `<variant>/seed<k>` trained as
+a job of `foundations.job_slots` by the one-child path a Slurm job takes
+(`runner.train_in_job`), so a run is recorded exactly as a serial run records it. Each of the
+`launcher.jobs` slots has its place (`place`): a GPU of the visible ones, round-robin,
+`jobs_per_gpu` to a GPU, and its share of the CPU threads.
 
-Stops, as for serial runs: Ctrl-C or SIGTERM here is passed on to every worker (each in its own
-process group, so a terminal's Ctrl-C reaches them once, through here), which ends its run
-KILLED; the parent ends KILLED and the command exits 130 with one line. A worker that dies
-(kill -9, the OOM killer) breaks the pool, which stops the others (their runs end KILLED); every
-run still RUNNING afterwards is ended KILLED here, and `--resume` continues them all.
+Stops, as for serial runs: Ctrl-C or SIGTERM here is passed on to every job, which ends its run
+KILLED; the parent ends KILLED and the command exits 130 with one line. A job whose process dies
+(kill -9, the OOM killer) costs its own run alone: the others train on, its run is ended KILLED
+here once they are done, and `--resume` continues it.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 from collections.abc import Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from minimind.foundations.errors import MinimindError, fail_with
 from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_OK, fail
+from minimind.foundations.job_slots import Job, Placement, current_placement, run_in_slots
 from minimind.foundations.redact import redact
 from minimind.record import child_run_name
 from minimind.run.branches import budget_variants
@@ -34,21 +30,10 @@ from minimind.spec import Spec, SpecError
 from minimind.spec.launcher import LauncherConfig
 
 if TYPE_CHECKING:
-    import multiprocessing.queues
-
     from minimind.run.plan import Plan
     from minimind.tracking import Tracker
 
 DIED_REASON = "its job process died while the run was RUNNING"
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where one job trains: a visible GPU (its `CUDA_VISIBLE_DEVICES` entry; None on the CPU)
-    and torch's CPU threads."""
-
-    gpu: str | None
-    threads: int
 
 
 def place(slot: int, launcher: LauncherConfig, gpus: Sequence[str], cores: int) -> Placement:
@@ -84,24 +69,8 @@ def visible_gpus(spec: Spec) -> list[str]:
     return [str(index) for index in range(torch.cuda.device_count())]
 
 
-# A worker's place, set once by `_start_worker` (the pool's initializer) in the worker process.
-_placement: Placement | None = None
-
-
-def _start_worker(slots: multiprocessing.queues.Queue, pids: multiprocessing.queues.Queue) -> None:
-    """In each spawned worker, before torch is imported: its own process group (a terminal's
-    Ctrl-C reaches it once, forwarded by the parent), Ctrl-C ignored while idle, its slot's place."""
-    global _placement
-    os.setpgrp()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _placement = slots.get()
-    if _placement.gpu is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = _placement.gpu
-    pids.put(os.getpid())
-
-
 def _train_job(spec: Spec, only: tuple[str, ...], parent_run_id: str, name: str) -> int:
-    """In a worker: train run `name` under `parent_run_id` as a Slurm job would (with budget
+    """In a job: train run `name` under `parent_run_id` as a Slurm job would (with budget
     branches, every budget of its variant and seed, in order); its exit code."""
     import torch
 
@@ -109,25 +78,18 @@ def _train_job(spec: Spec, only: tuple[str, ...], parent_run_id: str, name: str)
     from minimind.run.runner import JobTarget, train_in_job
     from minimind.tracking import run_until_stopped
 
-    assert _placement is not None  # set by the pool's initializer
-    torch.set_num_threads(_placement.threads)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        plan = plan_run(spec, only=only)
-        data = prepare_all(plan)  # filled by the parent: read back
-        return run_until_stopped(
-            lambda: train_in_job(plan, data, JobTarget(parent_run_id, name)), "", announce=False
-        )
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(current_placement().threads)
+    plan = plan_run(spec, only=only)
+    data = prepare_all(plan)  # filled by the parent: read back
+    return run_until_stopped(
+        lambda: train_in_job(plan, data, JobTarget(parent_run_id, name)), "", announce=False
+    )
 
 
 def run_jobs(plan: Plan, resume: bool, restart: bool = False, only: Sequence[str] = ()) -> int:
     """Train `plan`'s runs in `plan.spec.launcher.jobs` processes under one parent run, then
     print the comparison; its exit code (`restart`: as `runner.execute`'s). Interrupted,
     re-raises once every job has stopped."""
-    import multiprocessing
-
     from minimind.run.runner import open_parent, print_comparison_unless_unreachable, runs_by_name
     from minimind.tracking import Tracker, TrackingUnreachable
 
@@ -145,12 +107,8 @@ def run_jobs(plan: Plan, resume: bool, restart: bool = False, only: Sequence[str
         parent, earlier = open_parent(tracker, plan, resume, restart=restart)
     except MinimindError as err:
         return fail_with(err)
-    context = multiprocessing.get_context("spawn")
-    slots, pids = context.Queue(), context.Queue()
     cores = os.cpu_count() or 1
-    for slot in range(launcher.jobs):
-        slots.put(place(slot, launcher, gpus, cores))
-    failed: list[str] = []
+    places = [place(slot, launcher, gpus, cores) for slot in range(launcher.jobs)]
     with parent:
         todo, runs = [], 0
         for name, (variant, seed) in runs_by_name(plan).items():
@@ -161,28 +119,12 @@ def run_jobs(plan: Plan, resume: bool, restart: bool = False, only: Sequence[str
                 todo.append(name)  # a job: one run, or every budget of a branched one
                 runs += len(names)
         print(f"training {runs} run(s) in {launcher.jobs} jobs", flush=True)
-        pool = ProcessPoolExecutor(
-            launcher.jobs, mp_context=context, initializer=_start_worker, initargs=(slots, pids)
-        )
-        futures: dict[str, Future[int]] = {}
+        jobs = [Job(name, _train_job, (spec, tuple(only), parent.run_id, name)) for name in todo]
         try:
-            futures = {
-                name: pool.submit(_train_job, spec, tuple(only), parent.run_id, name)
-                for name in todo
-            }
-            for name, future in futures.items():
-                try:
-                    code = future.result()
-                except BrokenProcessPool:
-                    code = EXIT_FAILED
-                if code != EXIT_OK:
-                    failed.append(name)
-        except KeyboardInterrupt as exc:
-            _forward(exc, pids)
-            raise
+            outcomes = run_in_slots(jobs, places)
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
             _end_orphans(tracker, parent.run_id)
+        failed = [name for name, outcome in outcomes.items() if outcome != EXIT_OK]
         if failed:
             parent.end("FAILED", f"{len(failed)} of {plan.n_runs} runs failed: {', '.join(failed)}")
     print_comparison_unless_unreachable(tracker.uri, spec.experiment, parent.run_id)
@@ -190,18 +132,8 @@ def run_jobs(plan: Plan, resume: bool, restart: bool = False, only: Sequence[str
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def _forward(exc: KeyboardInterrupt, pids: multiprocessing.queues.Queue) -> None:
-    """Pass the stop on to every worker started (each ends its run KILLED)."""
-    signum = getattr(exc, "signum", signal.SIGINT)
-    while not pids.empty():
-        try:
-            os.kill(pids.get_nowait(), signum)
-        except (ProcessLookupError, OSError):
-            continue  # already gone
-
-
 def _end_orphans(tracker: Tracker, parent_run_id: str) -> None:
-    """End KILLED every child still RUNNING once the pool is down: its process died (kill -9,
+    """End KILLED every child still RUNNING once every job has ended: its process died (kill -9,
     the OOM killer) before it could end its run."""
     for run in tracker.children(parent_run_id, ["RUNNING"]):
         tracker.end_run(run.info.run_id, "KILLED", DIED_REASON)

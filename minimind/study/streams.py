@@ -1,8 +1,10 @@
 """`minimind study train`: the manifest's streams of steps, side by side.
 
-Each stream runs its steps in order, each in a child process of this interpreter (`minimind run`
-or `minimind sweep`) with `OMP_NUM_THREADS` set to the study's `threads_per_stream`; a stream
-stops at its first failing step and the others go on. Each step's output goes to the stream's
+Each stream is a job of `foundations.job_slots` (the mechanism of `run --jobs` and a sweep's
+workers) with the study's `threads_per_stream` as its place: it runs its steps in order, each in
+a child process of this interpreter (`minimind run` or `minimind sweep`, which inherits the
+slot's `OMP_NUM_THREADS`); a stream stops at its first failing step and the others go on. A stop
+of the study is passed on to each step's process, which ends its runs KILLED. Each step's output goes to the stream's
 log file, and one line per step start and end to stderr, so that a long study shows its progress
 on a terminal and in a log alike.
 
@@ -19,11 +21,10 @@ finish (a sweep tops its studies up by itself).
 
 from __future__ import annotations
 
-import os
 import shlex
+import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import TextIO
 
 from minimind.foundations.exit_codes import EXIT_FAILED
+from minimind.foundations.job_slots import Died, Job, Placement, run_in_slots
 from minimind.study.manifest import Study
 from minimind.study.steps import RunStep, Step
 
@@ -91,23 +93,25 @@ def describe_streams(study: Study, launch: Launch = Launch()) -> str:
     return "\n".join(lines)
 
 
-def _launch(argv: list[str], env: dict[str, str], out: TextIO) -> int:
-    """Run one step's process to its end, its output to `out`; its exit code."""
+def _launch(argv: list[str], out: TextIO) -> int:
+    """Run one step's process to its end, its output to `out`; its exit code. A stop of this
+    process is passed on to the step's, which is waited for: it ends its runs KILLED."""
     try:
-        return subprocess.run(argv, env=env, stdout=out, stderr=out).returncode
+        process = subprocess.Popen(argv, stdout=out, stderr=out)
     except OSError as e:  # the interpreter could not be started: the stream fails too
         out.write(f"{e}\n")
         return EXIT_FAILED
+    try:
+        return process.wait()
+    except KeyboardInterrupt as exc:
+        process.send_signal(getattr(exc, "signum", signal.SIGINT))
+        process.wait()
+        raise
 
 
-def _run_stream(
-    k: int,
-    steps: Sequence[Step],
-    env: dict[str, str],
-    log: Path,
-    failures: list[Failure],
-    launch: Launch,
-) -> None:
+def _run_stream(k: int, steps: Sequence[Step], log: Path, launch: Launch) -> Failure | None:
+    """A job: stream `k`'s steps in order until one fails; that one's failure, None when all
+    ran."""
     with log.open("a", encoding="utf-8") as out:
         for i, step in enumerate(steps, 1):
             shown = command_line(step)
@@ -115,7 +119,7 @@ def _run_stream(
             out.write(f"$ {shown}\n")
             out.flush()
             start = time.monotonic()
-            code = _launch(step_argv(step, launch), env, out)
+            code = _launch(step_argv(step, launch), out)
             took = time.monotonic() - start
             if code != 0:
                 print(
@@ -124,9 +128,9 @@ def _run_stream(
                     file=sys.stderr,
                     flush=True,
                 )
-                failures.append(Failure(k, step, code))
-                return
+                return Failure(k, step, code)
             print(f"stream {k}: [{i}/{len(steps)}] done in {took:.0f} s", file=sys.stderr)
+    return None
 
 
 def train(study: Study, log_dir: Path, launch: Launch = Launch()) -> list[Failure]:
@@ -145,19 +149,17 @@ def run_streams(
     """Run `streams` of steps side by side, each with `OMP_NUM_THREADS=threads` and its log
     `<log_dir>/<name><k>.log`, their training steps with `launch` added; the failures."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    failures: list[Failure] = []
-    workers = [
-        threading.Thread(
-            target=_run_stream,
-            args=(k, steps, env, log_dir / f"{name}{k}.log", failures, launch),
-            name=f"study-{name}-{k}",
-        )
-        for k, steps in enumerate(streams, 1)
-        if steps
+    numbered = [(k, steps) for k, steps in enumerate(streams, 1) if steps]
+    jobs = [
+        Job(f"{name}{k}", _run_stream, (k, steps, log_dir / f"{name}{k}.log", launch))
+        for k, steps in numbered
     ]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
+    outcomes = run_in_slots(jobs, [Placement(None, threads)] * len(jobs))
+    failures = []
+    for (k, steps), job in zip(numbered, jobs, strict=True):
+        outcome = outcomes[job.name]
+        if isinstance(outcome, Died):  # the stream's own process: which step it ran is unknown
+            failures.append(Failure(k, steps[0], EXIT_FAILED))
+        elif outcome is not None:
+            failures.append(outcome)
     return failures

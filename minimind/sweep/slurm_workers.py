@@ -10,6 +10,7 @@ worker's, is released and retried; the requeued worker goes on with the study.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from typing import Any
 
@@ -26,7 +27,9 @@ class SlurmWorker:
         self.job = job
 
     def __call__(self) -> None:
-        worker_main(self.job, spawned=False)
+        code = worker_main(self.job)
+        if code:
+            sys.exit(code)  # stopped: the job ends with the shell's code for its signal
 
     def checkpoint(self) -> Any:
         from submitit.helpers import DelayedSubmission

@@ -13,9 +13,8 @@ trial or two above `trials`, never below.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import multiprocessing
+import itertools
 import os
 import signal
 import sys
@@ -30,7 +29,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from minimind.data import PreparedData
 from minimind.foundations.exit_codes import exit_code_for_signal
-from minimind.foundations.processes import stop_when_orphaned
+from minimind.foundations.job_slots import Died, Job, Placement, run_in_slots
 from minimind.foundations.redact import redact_log_records, redact_uncaught_exceptions
 from minimind.foundations.verbosity import quiet_optuna
 from minimind.spec import validate_spec
@@ -42,7 +41,6 @@ from minimind.sweep.storage import open_storage
 
 POLL_S = 2.0
 GIVE_UP_AFTER = 5
-STOP_GRACE_S = 20.0
 REPLACEMENTS_PER_WORKER = 3  # a worker that keeps dying (OOM) is not replaced forever
 
 
@@ -156,33 +154,24 @@ def _record_ended(ended: list[FrozenTrial], _study: optuna.Study, trial: FrozenT
     ended.append(trial)
 
 
-def worker_main(job: WorkerJob, spawned: bool = True) -> None:
-    """Entry point of a spawned worker process (`spawned`) or of a Slurm job's; its exit code
-    says how it ended. A job's worker stays in the job's process group and outlives the sweep
-    that submitted it: Slurm signals and ends it."""
+def worker_main(job: WorkerJob) -> int:
+    """Entry point of a worker: a job of `run_in_slots` or a Slurm job's (which stays in the
+    job's process group and outlives the sweep that submitted it: Slurm signals and ends it);
+    its exit code says how it ended."""
     from minimind.tracking import install_termination_handlers
     from minimind.training.allocator import keep_freed_memory
 
-    if spawned and hasattr(os, "setpgid"):
-        # A process group of its own: a terminal's Ctrl-C reaches the driver alone, which passes
-        # one SIGINT on to each worker (`_stop`), as it does for a `kill -INT` of its pid.
-        os.setpgid(0, 0)
     keep_freed_memory()  # a spawned process starts with glibc's defaults again
     redact_uncaught_exceptions()  # nor with the CLI's masking of credentials
     redact_log_records()
     quiet_optuna()  # a spawned process starts with Optuna's INFO level again
     install_termination_handlers()
-    if spawned:
-        stop_when_orphaned()  # a SIGKILLed driver leaves no worker training unattended
     try:
         reason = work(job)
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the trial is FAIL, its run KILLED
-        sys.exit(exit_code_for_signal(getattr(exc, "signum", signal.SIGINT)))
+        return exit_code_for_signal(getattr(exc, "signum", signal.SIGINT))
     print(f"worker {job.index} (pid {os.getpid()}): {reason}", flush=True)
-
-
-WATCH_INTERVAL_S = 2.0
-"""How often the driver looks at its spawned workers' study for its progress display."""
+    return 0
 
 
 def run_workers(
@@ -190,99 +179,42 @@ def run_workers(
     n: int,
     data: Mapping[str, PreparedData] | None = None,
     watch: Callable[[], None] | None = None,
-) -> list[int]:
+) -> list[int | Died]:
     """Run `n` workers: in this process when `n` is 1 (reusing `data`, the prepared data by
-    `data` section), else as spawned processes; their exit codes (negative: killed by that
-    signal). While spawned workers run, `watch` is called every `WATCH_INTERVAL_S` (the
-    driver's progress: the workers themselves show nothing). An interruption of this process
-    stops them (they get the terminal's Ctrl-C themselves; SIGTERM is passed on) and is raised
-    again."""
+    `data` section), else as jobs of `run_in_slots` with an equal share of the cores; their exit
+    codes (`DIED` where its process died). A worker whose process dies (the OOM killer, a `kill`) is
+    replaced, up to `REPLACEMENTS_PER_WORKER` times per worker, so that the study goes on with
+    as many workers as asked for; the replacement finds the study done if it is. While they
+    run, `watch` is called every `job_slots.WATCH_INTERVAL_S` (the driver's progress: the workers
+    themselves show nothing). An interruption of this process stops them and is raised again."""
     if n == 1:
         work(job, data)
         return [0]
     threads = max(1, (os.cpu_count() or 1) // n)
-    context = multiprocessing.get_context("spawn")  # forking a process with threads is unsafe
+    started = itertools.count()
 
-    def start(index: int) -> multiprocessing.process.BaseProcess:
-        process = context.Process(
-            target=worker_main,
-            args=(replace(job, index=index, threads=threads),),
-            name=f"sweep-worker-{index}",
-        )
-        process.start()
-        return process
+    def worker(index: int) -> Job[int]:
+        return Job(f"worker {index}", worker_main, (replace(job, index=index, threads=threads),))
 
-    processes = [start(i) for i in range(n)]
-    try:
-        _wait_all(processes, start, REPLACEMENTS_PER_WORKER * n, watch or (lambda: None))
-    except KeyboardInterrupt as exc:
-        _stop(processes, getattr(exc, "signum", None))
-        raise
-    exit_codes = []
-    for i, process in enumerate(processes):
-        code = process.exitcode
-        assert code is not None, "_wait_all joined every worker"
+    replacements = REPLACEMENTS_PER_WORKER * n
+
+    def replace_dead(dead: Job[int], pid: int | None) -> Job[int] | None:
+        nonlocal replacements
+        if replacements == 0:
+            return None
+        replacements -= 1
+        index = n + next(started)
+        print(f"{dead.name} (pid {pid}) died; starting worker {index} in its place", flush=True)
+        return worker(index)
+
+    outcomes = run_in_slots(
+        [worker(i) for i in range(n)], [Placement(None, threads)] * n, replace_dead, watch
+    )
+    for name, code in outcomes.items():
         if code != 0:
-            print(f"worker {i} (pid {process.pid}) {_describe_exit(code)}", flush=True)
-        exit_codes.append(code)
-    return exit_codes
+            print(f"{name} {_describe_exit(code)}", flush=True)
+    return list(outcomes.values())
 
 
-def _wait_all(
-    processes: list[multiprocessing.process.BaseProcess],
-    start: Callable[[int], multiprocessing.process.BaseProcess],
-    max_replacements: int,
-    watch: Callable[[], None],
-) -> None:
-    """Join each worker as soon as it exits, so none lingers as a zombie that the others would
-    take for a live worker of its trial. A worker killed by a signal (the OOM killer, a
-    `kill`) is replaced, so that the study goes on with as many workers as asked for; the
-    replacement finds the study done if it is. `processes` gets the replacements appended."""
-    from multiprocessing.connection import wait
-
-    pending = list(processes)
-    while pending:
-        wait([p.sentinel for p in pending], timeout=WATCH_INTERVAL_S)
-        watch()
-        for process in [p for p in pending if not p.is_alive()]:
-            process.join()
-            pending.remove(process)
-            if process.exitcode is not None and process.exitcode < 0 and max_replacements > 0:
-                max_replacements -= 1
-                index = len(processes)
-                print(
-                    f"worker (pid {process.pid}) {_describe_exit(process.exitcode)}; "
-                    f"starting worker {index} in its place",
-                    flush=True,
-                )
-                processes.append(start(index))
-                pending.append(processes[-1])
-
-
-def _stop(processes: list[multiprocessing.process.BaseProcess], signum: int | None) -> None:
-    """Stop the workers after this process was interrupted: pass the signal on (SIGINT for a
-    Ctrl-C, which reaches only this process: the workers have their own process group), give
-    them time to mark their trials and end their runs, then SIGTERM and kill what is left."""
-    for process in processes:
-        assert process.pid is not None  # every worker here was started
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(process.pid, signal.SIGINT if signum is None else signum)
-    for step in (signal.SIGTERM, signal.SIGKILL):
-        deadline = time.monotonic() + STOP_GRACE_S
-        for process in processes:
-            process.join(max(0.0, deadline - time.monotonic()))
-        alive = [p for p in processes if p.is_alive()]
-        if not alive:
-            return
-        for process in alive:
-            assert process.pid is not None  # alive, hence started
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, step)
-    for process in processes:
-        process.join()
-
-
-def _describe_exit(code: int) -> str:
-    if code < 0:
-        return f"was killed by {signal.Signals(-code).name}"
-    return f"exited with code {code}"
+def _describe_exit(code: int | Died) -> str:
+    return "died" if isinstance(code, Died) else f"exited with code {code}"

@@ -1,6 +1,6 @@
 """`minimind run --jobs N`: each job's place (GPUs faked), the same numbers as a serial run, and
-what a stop leaves: Ctrl-C ends every run KILLED, a killed job's run is never left RUNNING, and
-`--resume` finishes them with the serial run's numbers."""
+what a stop leaves: Ctrl-C ends every run KILLED, a killed job's run is never left RUNNING while
+the other jobs train on, and `--resume` finishes them with the serial run's numbers."""
 
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def test_ctrl_c_ends_every_job_killed_and_resume_finishes_them_bit_for_bit(
 
 
 @pytest.mark.slow
-def test_a_job_killed_with_sigkill_leaves_no_run_running_and_resume_finishes_it(
+def test_a_job_killed_with_sigkill_costs_its_own_run_alone_and_resume_finishes_it(
     write_spec, mlflow_uri, tmp_path
 ) -> None:
     spec = write_spec(seeds=[0, 1], train=LONG_TRAIN)
@@ -151,8 +151,8 @@ def test_a_job_killed_with_sigkill_leaves_no_run_running_and_resume_finishes_it(
     code, out = finish(process)
     assert code == 1, out
     runs = children(mlflow_uri, "jobs")
-    assert len(runs) == 2
-    assert {run.info.status for run in runs.values()} <= {"KILLED", "FAILED"}
+    assert len(runs) == 2  # the killed job's run ended KILLED; the other job trained on
+    assert sorted(run.info.status for run in runs.values()) == ["FINISHED", "KILLED"]
     reasons = [run.data.tags.get("failure_reason", "") for run in runs.values()]
     assert any("its job process died" in reason for reason in reasons), reasons
 

@@ -135,8 +135,7 @@ def test_a_sigkilled_worker_does_not_stop_the_other_and_its_trial_is_retried(
     assert victim is not None, "no trial was seen running"
     output, _ = process.communicate(timeout=SWEEP_TIMEOUT_S)
     assert process.returncode == 0, output
-    assert "was killed by SIGKILL" in output
-    assert "starting worker 2 in its place" in output  # two workers to the end of the study
+    assert f"(pid {victim[1]}) died; starting worker 2 in its place" in output  # two to the end
     number, pid, run_id = victim
     trials = optuna.load_study(study_name="tiny", storage=journal).get_trials()
     assert trials[number].state == TrialState.FAIL
