@@ -144,10 +144,10 @@ def run_in_slots(
     watch: Callable[[], None] | None = None,
 ) -> dict[str, T | Died]:
     """Run `jobs` in order, `len(places)` at a time, one slot per place; what each job returned
-    by name, in the order they started, `DIED` where its process died before it returned. `replace_dead(job, pid)`
-    is told of each death and may return a job to run in its place. While jobs run, `watch` is
-    called every `WATCH_INTERVAL_S`. An interruption of this process stops every job (`_stop`)
-    and is raised again."""
+    by name, in the order they started, `DIED` where its process died before it returned.
+    `replace_dead(job, pid)` is told of each death and may return a job to run in its place.
+    While jobs run, `watch` is called every `WATCH_INTERVAL_S`. An interruption of this process
+    stops every job (`_stop`) and is raised again."""
     context = multiprocessing.get_context("spawn")
     pids: multiprocessing.queues.Queue[tuple[int, int]] = context.Queue()
     slots = [_Slot(index, placement) for index, placement in enumerate(places)]
@@ -208,7 +208,8 @@ def _stop(
         if slot.future is not None and slot.future.cancel():  # not started: never will be
             slot.job, slot.future = None, None
     deadline = time.monotonic() + STOP_GRACE_S
-    while any(s.future and s.pid is None for s in slots) and time.monotonic() < deadline:
+    starting = [s for s in slots if s.future is not None and s.pid is None]
+    while any(s.pid is None for s in starting) and time.monotonic() < deadline:
         with contextlib.suppress(queue.Empty):  # a process still starting: wait for its pid
             index, pid = pids.get(timeout=0.1)
             slots[index].pid = pid
