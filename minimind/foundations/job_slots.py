@@ -96,6 +96,8 @@ def _start_slot(
         os.environ["CUDA_VISIBLE_DEVICES"] = placement.gpu
     stop_when_orphaned()
     pids.put((index, os.getpid()))
+    pids.close()  # the one message: sent before any job runs, or a job killed at once takes it
+    pids.join_thread()
 
 
 def _run_job(fn: Callable[..., T], args: tuple[Any, ...]) -> T:
