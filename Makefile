@@ -11,10 +11,10 @@ install:
 run: install
 	minimind run experiments/quickstart.yaml
 
-# The study: the card's ablations and the modern axes, sequential seeds (3 up to 12 per arm) and a
-# ladder of three sizes at three budgets, read against the literature into results/study/ (hours
-# on 2 CPU cores; run again, it continues where it stopped). The ladder trains on the assembled
-# corpus, hence `corpus` first.
+# The study: single-change arms at two sizes on the assembled corpus, every arm's learning rate
+# tuned at each size, sequential seeds (3, then 5 per arm), read against the literature into
+# results/study/ (hours on 2 CPU cores; run again, it continues where it stopped). It trains on
+# the assembled corpus, hence `corpus` first.
 study: install corpus
 	minimind study train experiments/study/study.yaml
 	minimind study report experiments/study/study.yaml

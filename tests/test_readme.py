@@ -113,7 +113,7 @@ RUNS: dict[str, Run] = {
     ),
     "minimind study train experiments/study/study.yaml --launcher slurm "
     "-o launcher.partition=gpu --dry-run": Run(
-        "run experiments/study/arms.yaml --launcher slurm --override=launcher.partition=gpu --resume"
+        "sweep experiments/study/tune_large.yaml --launcher slurm --override=launcher.partition=gpu"
     ),
     "minimind run experiments/norm.yaml --resume": Run(
         "norm=rmsnorm/seed1: already FINISHED, skipped", NORM
@@ -137,7 +137,7 @@ RUNS: dict[str, Run] = {
     "minimind compare quickstart --report": Run(
         "Report written to results/generated/quickstart/index.html"
     ),
-    "minimind study plan experiments/study/study.yaml": Run("sequential looks at 3, 6, 9, 12"),
+    "minimind study plan experiments/study/study.yaml": Run("sequential looks at 3, 5 seeds"),
     "minimind coordcheck experiments/mup/coordcheck.yaml": Run(
         "results/generated/coordcheck/mup_coordcheck/coordcheck.png",
         ("--widths", "32,64", "--steps", "1"),

@@ -1,6 +1,7 @@
 """The probes' rows of the overhead suite: `Trainer.fit` with probes every 10 steps and every
-step against probes off, on the study's baseline model (experiments/study/base.yaml: 4 layers,
-128 wide, GQA 4/2, fp32, 16 x 128 tokens; quick: 2 layers, 4 x 64).
+step against probes off, on the axis ablations' decoder (experiments/base.yaml: 4 layers, 128
+wide, GQA 4/2, 16 x 128 tokens, the embedded corpus) in fp32, the Shakespeare study's baseline
+model (quick: 2 layers, 4 x 64).
 
 One `Trainer` for every candidate, its `train.probe_every` switched between rounds (two
 instances of one model can differ by several percent on their own); the guard runs in every
@@ -23,14 +24,14 @@ from minimind.training.device import resolve_run_device
 from minimind.training.timing import alternate, median, paired_ratio
 from minimind.training.trainer import Trainer
 
-STUDY_BASE = Path(__file__).resolve().parents[2] / "experiments" / "study" / "base.yaml"
+AXIS_BASE = Path(__file__).resolve().parents[2] / "experiments" / "base.yaml"
 ROUND_STEPS = 40
 CANDIDATES = {"off": None, "every 10": 10, "every step": 1, "off again": None}
 
 
 def run(ctx: BenchContext) -> list[Row]:
     quick = ["model.n_layers=2", "train.batch_size=4", "train.seq_len=64"] if ctx.quick else []
-    spec = load_spec(STUDY_BASE, quick)
+    spec = load_spec(AXIS_BASE, ["train.precision=fp32", *quick])
     cache = str(Path(tempfile.gettempdir()) / "minimind-bench")
     data = prepare_data(spec.data.model_copy(update={"cache_dir": cache}))
     train_cfg = spec.train.model_copy(

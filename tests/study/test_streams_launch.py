@@ -1,6 +1,6 @@
 """`minimind study train --launcher slurm`: what each step's process gets, for the shipped
-manifest as its command lines gave it before steps were typed, and the one-line refusal of an
-override that is not a launcher setting."""
+manifest as the command lines a person would type, and the one-line refusal of an override that
+is not a launcher setting."""
 
 from __future__ import annotations
 
@@ -19,53 +19,43 @@ HEAD = [sys.executable, "-m", "minimind"]
 ADDED = ["--launcher", "slurm", "--override=launcher.partition=gpu"]
 SHIPPED = Path(__file__).resolve().parents[2] / "experiments" / "study" / "study.yaml"
 BEST = "results/generated/study_tune_{}/best.yaml"
-# The shipped manifest's streams as command lines (before its steps were typed), and the argv
-# each was launched with under SLURM then.
-OLD_STREAMS = [
+BRANCHES = {"large": ("-o", "train.schedule.branches=[613]"), "small": ()}  # L's budget branch
+EVERY = {"large": "122", "small": "110"}
+
+
+def _sweep(name: str) -> list[tuple[str, list[str]]]:
+    """A sweep's two steps: its trials, then its best.yaml (which trains nothing)."""
+    spec = f"experiments/study/tune_{name}.yaml"
+    return [
+        (f"minimind sweep {spec}", ["sweep", spec, *ADDED]),
+        (f"minimind sweep {spec} --best", ["sweep", spec, "--best"]),
+    ]
+
+
+def _evaluate(name: str) -> tuple[str, list[str]]:
+    """A best.yaml trained on the first look's seeds with its size's branch and evaluations."""
+    size = name.split("_")[0]
+    options = [
+        *BRANCHES[size],
+        *("-o", f"train.eval_every={EVERY[size]}"),
+        *("-o", "train.probe_every=25"),
+    ]
+    line = f"minimind run {BEST.format(name)} {' '.join(options)} -o seeds=[0,1,2]"
+    return line, ["run", BEST.format(name), *options, "-o", "seeds=[0,1,2]", *ADDED]
+
+
+# The shipped manifest's streams as command lines, and the argv each is launched with under SLURM.
+SHIPPED_STREAMS = [
+    [*_sweep("large"), _evaluate("large")],
     [
-        ("minimind run experiments/ladder.yaml", ["run", "experiments/ladder.yaml", *ADDED]),
-        *(
-            (
-                f"minimind run experiments/study/{name}.yaml",
-                ["run", f"experiments/study/{name}.yaml", *ADDED],
-            )
-            for name in ("arms", "tune_adamw_edge", "tune_muon_edge")
-        ),
-    ],
-    [
-        *(
-            line
-            for name in ("adamw", "postnorm", "muon")
-            for line in (
-                (
-                    f"minimind sweep experiments/study/tune_{name}.yaml",
-                    ["sweep", f"experiments/study/tune_{name}.yaml", *ADDED],
-                ),
-                (
-                    f"minimind sweep experiments/study/tune_{name}.yaml --best",
-                    ["sweep", f"experiments/study/tune_{name}.yaml", "--best"],
-                ),
-            )
-        ),
-        *(
-            (
-                f"minimind run experiments/study/{name}.yaml",
-                ["run", f"experiments/study/{name}.yaml", *ADDED],
-            )
-            for name in ("stability", "mlp")
-        ),
-        *(
-            (
-                f"minimind run {BEST.format(name)} -o seeds=[0,1,2]",
-                ["run", BEST.format(name), "-o", "seeds=[0,1,2]", *ADDED],
-            )
-            for name in ("adamw", "muon", "postnorm")
-        ),
+        *(line for name in ("large_postnorm", "large_muon") for line in _sweep(name)),
+        *(line for name in ("small", "small_postnorm", "small_muon") for line in _sweep(name)),
+        *map(_evaluate, ("large_postnorm", "large_muon", "small", "small_postnorm", "small_muon")),
     ],
 ]
 
 
-def test_the_shipped_steps_launch_as_their_old_command_lines_did(tmp_path: Path) -> None:
+def test_the_shipped_steps_launch_as_their_command_lines_say(tmp_path: Path) -> None:
     study = load_study(SHIPPED)
     launched = [[step_argv(step, SLURM) for step in stream] for stream in study.streams]
     expected = [
@@ -73,12 +63,12 @@ def test_the_shipped_steps_launch_as_their_old_command_lines_did(tmp_path: Path)
             [*HEAD, *words, *(["--resume", "--restart"] if words[0] == "run" else [])]
             for _, words in stream
         ]
-        for stream in OLD_STREAMS
+        for stream in SHIPPED_STREAMS
     ]
     assert launched == expected
-    # the old lines, as the shorthand, read into the same steps
+    # the lines, as the shorthand, read into the same steps
     tree = yaml.safe_load(SHIPPED.read_text())
-    tree["streams"] = [[line for line, _ in stream] for stream in OLD_STREAMS]
+    tree["streams"] = [[line for line, _ in stream] for stream in SHIPPED_STREAMS]
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(tree, sort_keys=False))
     assert load_study(tmp_path / "study.yaml").streams == study.streams
 

@@ -22,6 +22,7 @@ from scipy import stats
 from minimind.cli import main
 from minimind.compare import load_runs
 from minimind.spec import SpecError, expand, flatten, load_spec
+from minimind.spec.loader import read_yaml_mapping
 from minimind.stats.power import detectable_difference, plan_seeds
 from minimind.study.analysis import agreement, analyse
 from minimind.study.manifest import Sensitivity, load_study
@@ -442,8 +443,13 @@ def test_the_shipped_study_names_arms_its_specs_make(assembled_corpus: Path) -> 
         assert spec.name == ladder.experiment
         assert set(ladder.axes) <= {v.arm for v in expand(spec)}, ladder.experiment
     specs_run = {step.spec for stream in study.streams for step in stream}
-    for path in STUDY.glob("*.yaml"):
-        if path.name not in ("study.yaml", "base.yaml"):
+    extended = {
+        (path.parent / read_yaml_mapping(path)["extends"]).resolve().name
+        for path in STUDY.glob("*.yaml")
+        if "extends" in read_yaml_mapping(path)
+    }
+    for path in STUDY.glob("*.yaml"):  # every spec trains in a stream, or is the base of one
+        if path.name != "study.yaml" and path.name not in extended:
             assert f"experiments/study/{path.name}" in specs_run, path.name
 
 
@@ -451,10 +457,21 @@ def _flat_value(spec, key: str) -> str:
     return str(flatten(spec).get(key))
 
 
-def test_the_study_mlp_arms_have_equal_active_parameters() -> None:
-    variants = expand(load_spec(STUDY / "mlp.yaml"))
-    active = [v.spec.model_config_obj().num_active_params() for v in variants]
-    assert max(active) / min(active) - 1 < 0.01, active
+@pytest.mark.parametrize("size", ["small", "large"])
+def test_every_arm_of_a_size_trains_the_same_tokens_per_parameter(
+    size: str, assembled_corpus: Path
+) -> None:
+    """Within 1% of the baseline's parameters on the same steps: the sizes' budgets (20 and 5
+    tokens per parameter) hold for every arm, the post-norm and Muon sweeps' arms included."""
+    specs = [load_spec(STUDY / f"tune_{size}{part}.yaml") for part in ("", "_postnorm", "_muon")]
+    variants = [v for spec in specs for v in expand(spec)]
+    baseline = variants[0].spec
+    params = baseline.model_config_obj().num_params()
+    for variant in variants:
+        assert variant.spec.train.steps == baseline.train.steps, variant.name
+        assert abs(variant.spec.model_config_obj().num_params() / params - 1) < 0.01, variant.name
+    per_param = baseline.train.steps * baseline.train.tokens_per_step / params
+    assert per_param == pytest.approx({"small": 20, "large": 5}[size], rel=0.002)
 
 
 def test_a_missing_manifest_is_one_line(tmp_path: Path) -> None:
