@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minimind.compare import RunSet
+from minimind.record import BUDGET_TAG
 from minimind.study.analysis import StudyError, arm_variant, load_experiments
 from minimind.study.arm_specs import run_commands
-from minimind.study.manifest import Study
+from minimind.study.manifest import Arm, Study
 from minimind.study.planning import arm_values, plan_from_runs, sequential_decisions
 from minimind.study.steps import RunStep
 from minimind.study.streams import Failure, Launch, run_streams
@@ -76,12 +77,25 @@ def missing_runs(study: Study, runsets: Mapping[str, RunSet]) -> tuple[list[Look
         if not missing:
             continue
         arm = study.arms[key]
-        variant = arm_variant(key, arm, runsets[arm.experiment])
+        variant = spec_variant(key, arm, runsets[arm.experiment])
         variants = groups.setdefault((arm.experiment, tuple(sorted(missing))), [])
         if variant not in variants:
             variants.append(variant)
     runs = [LookRuns(e, tuple(v), s) for (e, s), v in groups.items()]
     return runs, list(dict.fromkeys(notes))
+
+
+def spec_variant(key: str, arm: Arm, runset: RunSet) -> str:
+    """The variant of the stream's spec that trains the arm's runs: the one it names, or for an
+    arm chosen by params the one its runs carry on any seed (an A/A arm's own seeds have no run
+    before its first look), as the spec names it: the runs of a spec with budget branches are
+    the variants `budget=<steps>,<name>`, tagged with their budget."""
+    variant = arm_variant(key, arm.model_copy(update={"seeds": None}), runset)
+    runs = runset.runs
+    if f"tags.{BUDGET_TAG}" not in runs:
+        return variant
+    budget = runs.loc[runs["variant"] == variant, f"tags.{BUDGET_TAG}"].dropna()
+    return variant.removeprefix(f"budget={budget.iloc[0]},") if len(budget) else variant
 
 
 def _finished_seeds(study: Study, key: str, runsets: Mapping[str, RunSet]) -> set[int]:

@@ -223,6 +223,41 @@ def test_an_aa_arm_with_no_run_yet_gets_its_first_look_trained(tmp_path: Path, m
     assert notes == []
 
 
+def test_an_aa_arm_chosen_by_params_on_budget_branches_gets_its_first_look(
+    tmp_path: Path, empty_store: Path
+) -> None:
+    # a tuned baseline (params, not a variant tag) whose spec has budget branches: its runs are
+    # `budget=<steps>,<variant>`; the look trains the spec's own variant on the A/A seeds
+    shutil.copy(empty_store, tmp_path / "mlflow.db")
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("arms").experiment_id
+    parent = log_parent(client, exp, "arms", T0)
+    clock = itertools.count(T0 + 1000, 1000)
+    for name, norm in (("tuned=a", "rmsnorm"), ("tuned=b", "layernorm")):
+        for budget, seed in itertools.product((5, 10), (0, 1, 2)):
+            start = next(clock)
+            log_child(
+                client, exp, parent, f"budget={budget},{name}", seed, start,
+                params={"train.steps": str(budget), "model.norm": norm},
+                metrics=[Metric("val/bpb", value("base", seed), start, budget)],
+                tags={"budget": str(budget), "arm": name},
+            )  # fmt: skip
+    tree = yaml.safe_load(manifest(tmp_path).read_text())
+    base = {"experiment": "arms", "where": {"model.norm": "rmsnorm", "train.steps": 10}}
+    tree["arms"] = {
+        "base": {**base, "label": "base", "seeds": [0, 1, 2]},
+        "base_b": {**base, "label": "base B", "seeds": [10, 11, 12]},
+    }
+    aa = {"arm": "base_b", "against": "base", "expect": "equal"}
+    tree["axes"] = [{**tree["axes"][0], "comparisons": [aa]}]
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(tree, sort_keys=False))
+    study = load_study(tmp_path / "study.yaml")
+    runs, notes = missing_runs(study, load_experiments(study, uri))
+    assert runs == [LookRuns("arms", ("tuned=a",), (10, 11, 12))]
+    assert notes == []
+
+
 def test_a_look_step_adds_seeds_and_variants_to_the_stream_step(tmp_path: Path, write_spec) -> None:
     spec = write_spec(ablate={"model.norm": ["rmsnorm", "layernorm"]})
     path = manifest(tmp_path, streams=[[f"minimind run {spec} -o train.steps=3 -o seeds=[0,1]"]])
