@@ -4,6 +4,7 @@ its arms' cost, and write its report."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +12,13 @@ from typing import TYPE_CHECKING
 
 from minimind.commands.options import add_launcher_argument
 from minimind.foundations.errors import MinimindError, fail_with
-from minimind.foundations.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, fail
+from minimind.foundations.exit_codes import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    exit_code_for_signal,
+    fail,
+)
 from minimind.foundations.paths import DEFAULT_TRACKING_URI, REPORTS_DIR
 from minimind.foundations.writable import unwritable_dir
 
@@ -181,6 +188,7 @@ def _train(args: argparse.Namespace, study: Study) -> int:
     from minimind.compare import CompareError
     from minimind.study.looks import train_looks
     from minimind.study.streams import Launch, command_line, describe_streams, train
+    from minimind.tracking import install_termination_handlers
 
     launch = Launch(args.launcher, tuple(args.override))
     if args.dry_run:
@@ -189,25 +197,27 @@ def _train(args: argparse.Namespace, study: Study) -> int:
     logs = REPORTS_DIR / study.name
     if problem := unwritable_dir(logs):  # before an hour of training, not after it
         return fail(f"the stream logs: {problem}")
+    install_termination_handlers()  # SIGTERM and SIGHUP stop the streams as Ctrl-C does
     try:
         failures = train(study, logs, launch) or train_looks(
             study, args.tracking_uri, logs, launch=launch
         )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        code = exit_code_for_signal(getattr(exc, "signum", signal.SIGINT))
         if args.launcher == "slurm":
             return fail(
                 "interrupted; the Slurm jobs go on: run the same command again to collect "
                 "them and continue",
-                EXIT_INTERRUPTED,
+                code,
             )
-        return fail(
-            "interrupted; the runs ended KILLED (run it again to continue)", EXIT_INTERRUPTED
-        )
+        return fail("interrupted; the runs ended KILLED (run it again to continue)", code)
     except CompareError as e:
         return fail(str(e), e.exit_code)
     if failures:
         named = "; ".join(
-            f"stream {f.stream}: {command_line(f.step)} (exit {f.exit_code})" for f in failures
+            f"stream {f.stream}: "
+            + (f"{command_line(f.step)} (exit {f.exit_code})" if f.step else "its process died")
+            for f in failures
         )
         return fail(f"training failed: {named}", EXIT_FAILED)
     print(f"trained; the report: minimind study report {args.manifest}", file=sys.stderr)

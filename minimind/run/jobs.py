@@ -10,8 +10,8 @@ a job of `foundations.job_slots` by the one-child path a Slurm job takes
 
 Stops, as for serial runs: Ctrl-C or SIGTERM here is passed on to every job, which ends its run
 KILLED; the parent ends KILLED and the command exits 130 with one line. A job whose process dies
-(kill -9, the OOM killer) costs its own run alone: the others train on, its run is ended KILLED
-here once they are done, and `--resume` continues it.
+(kill -9, the OOM killer) costs its own run alone: its run is ended KILLED here at once, the
+others train on, and `--resume` continues it.
 """
 
 from __future__ import annotations
@@ -110,18 +110,22 @@ def run_jobs(plan: Plan, resume: bool, restart: bool = False, only: Sequence[str
     cores = os.cpu_count() or 1
     places = [place(slot, launcher, gpus, cores) for slot in range(launcher.jobs)]
     with parent:
-        todo, runs = [], 0
+        todo: dict[str, list[str]] = {}  # a job: one run, or every budget of a branched one
         for name, (variant, seed) in runs_by_name(plan).items():
             names = [child_run_name(v.name, seed) for v in budget_variants(variant)]
             if all(n in earlier and earlier[n].info.status == "FINISHED" for n in names):
                 print("\n".join(f"{n}: already FINISHED, skipped" for n in names))
             else:
-                todo.append(name)  # a job: one run, or every budget of a branched one
-                runs += len(names)
+                todo[name] = names
+        runs = sum(map(len, todo.values()))
         print(f"training {runs} run(s) in {launcher.jobs} jobs", flush=True)
         jobs = [Job(name, _train_job, (spec, tuple(only), parent.run_id, name)) for name in todo]
+
+        def end_its_runs(dead: Job[int], _pid: int | None) -> None:
+            _end_orphans(tracker, parent.run_id, todo[dead.name])  # now, not after the others
+
         try:
-            outcomes = run_in_slots(jobs, places)
+            outcomes = run_in_slots(jobs, places, end_its_runs)
         finally:
             _end_orphans(tracker, parent.run_id)
         failed = [name for name, outcome in outcomes.items() if outcome != EXIT_OK]
@@ -132,8 +136,9 @@ def run_jobs(plan: Plan, resume: bool, restart: bool = False, only: Sequence[str
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def _end_orphans(tracker: Tracker, parent_run_id: str) -> None:
-    """End KILLED every child still RUNNING once every job has ended: its process died (kill -9,
-    the OOM killer) before it could end its run."""
+def _end_orphans(tracker: Tracker, parent_run_id: str, names: Sequence[str] | None = None) -> None:
+    """End KILLED every child (of `names`, default all) still RUNNING: its job's process died
+    (kill -9, the OOM killer) before it could end its run."""
     for run in tracker.children(parent_run_id, ["RUNNING"]):
-        tracker.end_run(run.info.run_id, "KILLED", DIED_REASON)
+        if names is None or run.info.run_name in names:
+            tracker.end_run(run.info.run_id, "KILLED", DIED_REASON)

@@ -3,8 +3,8 @@
 Each stream is a job of `foundations.job_slots` (the mechanism of `run --jobs` and a sweep's
 workers) with the study's `threads_per_stream` as its place: it runs its steps in order, each in
 a child process of this interpreter (`minimind run` or `minimind sweep`, which inherits the
-slot's `OMP_NUM_THREADS`); a stream stops at its first failing step and the others go on. A stop
-of the study is passed on to each step's process, which ends its runs KILLED. Each step's output goes to the stream's
+slot's `OMP_NUM_THREADS`); a stream stops at its first failing step and the others go on. A
+stop of the study is passed on to each step's process, which ends its runs KILLED. Each step's output goes to the stream's
 log file, and one line per step start and end to stderr, so that a long study shows its progress
 on a terminal and in a log alike.
 
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TextIO
 
 from minimind.foundations.exit_codes import EXIT_FAILED
-from minimind.foundations.job_slots import Died, Job, Placement, run_in_slots
+from minimind.foundations.job_slots import Job, Placement, Unfinished, run_in_slots
 from minimind.study.manifest import Study
 from minimind.study.steps import RunStep, Step
 
@@ -40,7 +40,7 @@ from minimind.study.steps import RunStep, Step
 @dataclass(frozen=True)
 class Failure:
     stream: int
-    step: Step
+    step: Step | None  # None: the stream's own process did not return
     exit_code: int
 
 
@@ -111,7 +111,10 @@ def _launch(argv: list[str], out: TextIO) -> int:
 
 def _run_stream(k: int, steps: Sequence[Step], log: Path, launch: Launch) -> Failure | None:
     """A job: stream `k`'s steps in order until one fails; that one's failure, None when all
-    ran."""
+    ran. SIGTERM and SIGHUP stop it as Ctrl-C does, passed on to the running step."""
+    from minimind.tracking import install_termination_handlers
+
+    install_termination_handlers()
     with log.open("a", encoding="utf-8") as out:
         for i, step in enumerate(steps, 1):
             shown = command_line(step)
@@ -156,10 +159,11 @@ def run_streams(
     ]
     outcomes = run_in_slots(jobs, [Placement(None, threads)] * len(jobs))
     failures = []
-    for (k, steps), job in zip(numbered, jobs, strict=True):
+    for (k, _), job in zip(numbered, jobs, strict=True):
         outcome = outcomes[job.name]
-        if isinstance(outcome, Died):  # the stream's own process: which step it ran is unknown
-            failures.append(Failure(k, steps[0], EXIT_FAILED))
+        if isinstance(outcome, Unfinished):  # the stream's own process: its step is unknown
+            print(f"stream {k}: {outcome.reason}", file=sys.stderr, flush=True)
+            failures.append(Failure(k, None, EXIT_FAILED))
         elif outcome is not None:
             failures.append(outcome)
     return failures

@@ -29,7 +29,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from minimind.data import PreparedData
 from minimind.foundations.exit_codes import exit_code_for_signal
-from minimind.foundations.job_slots import Died, Job, Placement, run_in_slots
+from minimind.foundations.job_slots import Job, Placement, Unfinished, run_in_slots
 from minimind.foundations.redact import redact_log_records, redact_uncaught_exceptions
 from minimind.foundations.verbosity import quiet_optuna
 from minimind.spec import validate_spec
@@ -179,10 +179,10 @@ def run_workers(
     n: int,
     data: Mapping[str, PreparedData] | None = None,
     watch: Callable[[], None] | None = None,
-) -> list[int | Died]:
+) -> list[int | Unfinished]:
     """Run `n` workers: in this process when `n` is 1 (reusing `data`, the prepared data by
     `data` section), else as jobs of `run_in_slots` with an equal share of the cores; their exit
-    codes (`DIED` where its process died). A worker whose process dies (the OOM killer, a `kill`) is
+    codes (`Unfinished` where one raised or its process died). A worker whose process dies (the OOM killer, a `kill`) is
     replaced, up to `REPLACEMENTS_PER_WORKER` times per worker, so that the study goes on with
     as many workers as asked for; the replacement finds the study done if it is. While they
     run, `watch` is called every `job_slots.WATCH_INTERVAL_S` (the driver's progress: the workers
@@ -216,5 +216,5 @@ def run_workers(
     return list(outcomes.values())
 
 
-def _describe_exit(code: int | Died) -> str:
-    return "died" if isinstance(code, Died) else f"exited with code {code}"
+def _describe_exit(code: int | Unfinished) -> str:
+    return code.reason if isinstance(code, Unfinished) else f"exited with code {code}"

@@ -27,6 +27,11 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
         super().__init__(signal.Signals(signum).name)
 
+    def __reduce__(self) -> tuple[type[Terminated], tuple[int]]:
+        # Raised in a job's process and sent back to the dispatcher (`job_slots`): rebuilt from
+        # its number, not from the name its message holds.
+        return Terminated, (self.signum,)
+
 
 def _raise_terminated(signum: int, frame: FrameType | None) -> None:
     raise Terminated(signum)

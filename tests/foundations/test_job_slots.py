@@ -11,7 +11,16 @@ import textwrap
 import time
 from pathlib import Path
 
-from minimind.foundations.job_slots import DIED, Job, Placement, current_placement, run_in_slots
+import pytest
+
+from minimind.foundations import job_slots
+from minimind.foundations.job_slots import (
+    Job,
+    Placement,
+    Unfinished,
+    current_placement,
+    run_in_slots,
+)
 
 TIMEOUT_S = 120
 
@@ -26,9 +35,17 @@ def where_am_i(_tag: str) -> tuple[int, str | None, str | None, int]:
     )
 
 
-def die() -> int:
+def die(child_pid_file: str | None = None) -> int:
+    """A job killed while it works, after starting a child process of its own (`sleep`)."""
+    if child_pid_file is not None:
+        child = subprocess.Popen(["sleep", "600"])
+        Path(child_pid_file).write_text(str(child.pid))
     os.kill(os.getpid(), signal.SIGKILL)
     return 0  # never reached
+
+
+def fail(message: str) -> int:
+    raise ValueError(message)
 
 
 def wait_for(path: str) -> int:
@@ -60,11 +77,42 @@ def test_a_dead_job_costs_itself_alone_and_may_be_replaced(tmp_path: Path) -> No
         flag.touch()  # the survivor may end now: it outlived the death
         return Job("replacement", int, ("11",)) if job.name == "dies" else None
 
-    jobs = [Job("survives", wait_for, (str(flag),)), Job("dies", die)]
+    child_pid_file = tmp_path / "child"
+    jobs = [Job("survives", wait_for, (str(flag),)), Job("dies", die, (str(child_pid_file),))]
     outcomes = run_in_slots(jobs, [Placement(None, 1)] * 2, replace_dead)
-    assert outcomes == {"dies": DIED, "survives": 7, "replacement": 11}
+    dead = outcomes.pop("dies")
+    assert outcomes == {"survives": 7, "replacement": 11}
+    assert isinstance(dead, Unfinished) and dead.died and "died" in dead.reason
     assert [name for name, _ in told] == ["dies"]
     assert told[0][1] is not None and told[0][1] != os.getpid()
+    child = int(child_pid_file.read_text())  # killed with its slot's process group
+    deadline = time.monotonic() + TIMEOUT_S
+    while Path(f"/proc/{child}").exists() and _state(child) != "Z":
+        assert time.monotonic() < deadline, "the dead job's child outlived it"
+        time.sleep(0.05)
+
+
+def _state(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "gone"
+    return stat[stat.rindex(")") + 2]
+
+
+def test_a_job_that_raises_costs_itself_alone_and_the_next_jobs_run() -> None:
+    jobs = [Job("raises", fail, ("no data",)), Job("next", int, ("3",)), Job("last", int, ("4",))]
+    outcomes = run_in_slots(jobs, [Placement(None, 1)])
+    assert outcomes["raises"] == Unfinished("raised ValueError: no data")
+    assert (outcomes["next"], outcomes["last"]) == (3, 4)
+
+
+def test_a_stop_that_arrives_before_the_job_starts_stops_it_as_it_starts(monkeypatch) -> None:
+    called: list[bool] = []
+    monkeypatch.setattr(job_slots, "_stop_requested", True)
+    with pytest.raises(KeyboardInterrupt):
+        job_slots._run_job(lambda: called.append(True), ())
+    assert called == []
 
 
 STOPPED = """

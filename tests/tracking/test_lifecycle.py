@@ -96,3 +96,11 @@ def test_the_same_signal_is_sent_again_and_other_unraisables_reach_the_hook_befo
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     assert sorted(delivered) == sorted(watched) and passed == [ValueError], refs
+
+
+def test_a_termination_crosses_a_process_boundary_as_itself() -> None:
+    """A job of `job_slots` that ends by SIGTERM sends its `Terminated` back pickled."""
+    import pickle
+
+    back = pickle.loads(pickle.dumps(Terminated(signal.SIGTERM)))
+    assert isinstance(back, Terminated) and back.signum == signal.SIGTERM
