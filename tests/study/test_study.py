@@ -268,7 +268,7 @@ def test_the_report_is_rendered_from_the_runs(store: str, tmp_path: Path) -> Non
     assert code == 0
     files = {p.name for p in folder.iterdir()}
     assert {"index.html", "report.md", "findings.csv", "runs.csv"} <= files
-    assert {"first_curves.png", "first_final.png", "second_lr0.png"} <= files
+    assert {"first_curves.png", "first_final.png", "second_lr0.png", "forest.png"} <= files
     report = (folder / "report.md").read_text()
     for text in ("## First axis", "**Expected**: good better", "Somebody 2020", "**disagrees**"):
         assert text in report
@@ -284,7 +284,8 @@ def test_the_report_is_rendered_from_the_runs(store: str, tmp_path: Path) -> Non
         "agrees", "disagrees", "too weak to tell", "agrees", "agrees",
     ]  # fmt: skip
     html = (folder / "index.html").read_text()
-    assert html.count("data:image/png;base64,") == 5 and 'class="disagrees"' in html
+    # the axes' curves and finals, the lr figure and the forest plot
+    assert html.count("data:image/png;base64,") == 6 and 'class="disagrees"' in html
 
 
 def test_the_report_tables_are_made_from_the_numbers(store: str, tmp_path: Path) -> None:
