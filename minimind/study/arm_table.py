@@ -38,14 +38,17 @@ HEADERS = [
 ]
 
 
+UNSET = {"train.schedule.warmup": "auto"}
+"""What a param no run logged means, where its default is derived: a warm-up left unset
+follows the run's length (`spec.sections.ScheduleConfig`)."""
+
+
 def _values(runs: pd.DataFrame, param: str) -> str:
     """The arm's values of `param`, each once ('0.003', or '0.002, 0.004' when its seeds
-    differ); '-' where no run logged it."""
-    column = runs.get(f"params.{param}")
-    if column is None:
-        return render.MISSING
+    differ); where no run logged it, '-' (or `UNSET`'s word)."""
+    column = runs.get(f"params.{param}", pd.Series(dtype=object))
     values = list(dict.fromkeys(str(v) for v in column.dropna()))
-    return ", ".join(values) or render.MISSING
+    return ", ".join(values) or UNSET.get(param, render.MISSING)
 
 
 def _mean_sd(values: np.ndarray) -> str:

@@ -40,7 +40,7 @@ def forest_figure(
     """The forest plot, top row first; None when no row has an interval."""
     if not any(r.decided for r in rows):
         return None
-    fig, ax = plt.subplots(figsize=(9, 0.42 * len(rows) + 1.6), layout="constrained")
+    fig, ax = plt.subplots(figsize=(11, 0.42 * len(rows) + 1.6), layout="constrained")
     ax.axvspan(-margin, margin, color="0.85", zorder=0, label=f"margin ±{margin:g}")
     ax.axvline(0, color="0.4", lw=0.8, zorder=1)
     sourced = False
@@ -67,5 +67,5 @@ def forest_figure(
     ax.set_xlabel(f"Δ {metric} (arm − reference; {better} is better)")
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize="small", loc="lower right")
-    ax.set_title(f"Every comparison: Δ {metric} with the interval that decides it")
+    ax.set_title(f"Δ {metric} with its deciding interval", fontsize="medium")
     return fig

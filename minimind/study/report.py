@@ -82,7 +82,7 @@ td.too-weak-to-tell, td.no-interval { color: #9a6700; }
 span.warning { color: #bc4c00; font-weight: 600; font-size: .75rem; }
 span.warning::before { content: "⚠ "; }
 table.findings td, table.comparison td, table.previous td { white-space: normal; }
-table.findings td, table.previous td { text-align: left; }
+table.findings td, table.previous td, table.findings th, table.previous th { text-align: left; }
 table.comparison td:last-child { min-width: 11rem; text-align: left; }
 table.comparison td:nth-last-child(2) { min-width: 8rem; text-align: left; }
 p.margin { border-left: 3px solid #8c959f; padding: .1rem .9rem; }
@@ -854,12 +854,11 @@ def findings_csv(study: Study, results: list[AxisResult]) -> str:
     return pd.DataFrame(records).to_csv(index=False)
 
 
-def previous_table(study: Study, findings: str) -> pd.DataFrame | None:
-    """This study's findings (`findings_csv`'s text) against the `previous:` study's
-    (`previous.compare_findings`); None without one."""
-    if study.previous is None:
+def previous_table(study: Study, findings: str, old: pd.DataFrame | None) -> pd.DataFrame | None:
+    """This study's findings (`findings_csv`'s text) against the `previous:` study's, `old`
+    (`previous.compare_findings`); None without them."""
+    if old is None:
         return None
-    old = read_previous(study.previous.findings)
     label = {key: arm.label for key, arm in study.arms.items()}
     why = {(label[c.arm], label[c.against]): c.why for axis in study.axes for c in axis.comparisons}
     current = pd.read_csv(io.StringIO(findings))
@@ -883,11 +882,15 @@ def write_report(
     folder: Path,
     manifest: str = "MANIFEST",
     ladders: Sequence[LadderReading] = (),
+    previous: pd.DataFrame | None = None,
 ) -> Path:
     """Write the report into `folder` (made if missing) and return its `index.html`; the arms'
     cost comes from the cost.csv `minimind study bench {manifest}` wrote, in `folder` or else
     in the manifest's `report_dir` (a report re-rendered elsewhere reads the committed one),
-    never another study's."""
+    never another study's; `previous`, the findings of the manifest's `previous:` study
+    (`previous.read_previous`, read here when not given)."""
+    if study.previous is not None and previous is None:
+        previous = read_previous(study.previous.findings)
     folder.mkdir(parents=True, exist_ok=True)
     tables = (read_cost(d / COST_FILE) for d in (folder, study.report_dir))  # lazily: one read
     cost = next(
@@ -925,7 +928,7 @@ def write_report(
     sensitivity = {r.axis.name: axis_sensitivity(r.axis, computed) for r in results}
     page = document(
         study, results, pngs, stems, env, cost, manifest, ladders, sensitivity,
-        previous_table(study, findings),
+        previous_table(study, findings, previous),
     )  # fmt: skip
     (folder / "report.md").write_text(page.markdown(), encoding="utf-8")
     index = folder / "index.html"
