@@ -81,7 +81,7 @@ td.agrees { color: #1a7f37; font-weight: 600; } td.disagrees { color: #cf222e; f
 td.too-weak-to-tell, td.no-interval { color: #9a6700; }
 span.warning { color: #bc4c00; font-weight: 600; font-size: .75rem; }
 span.warning::before { content: "⚠ "; }
-table.findings td, table.comparison td, table.previous td { white-space: normal; }
+table.findings td, table.comparison td, table.previous td, table.ladder td { white-space: normal; }
 table.findings td, table.previous td, table.findings th, table.previous th { text-align: left; }
 table.comparison td:last-child { min-width: 11rem; text-align: left; }
 table.comparison td:nth-last-child(2) { min-width: 8rem; text-align: left; }

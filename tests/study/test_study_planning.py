@@ -4,7 +4,6 @@ the A/A calibration row, and where the sequential design stands after the runs s
 from __future__ import annotations
 
 import dataclasses
-import html
 import io
 from pathlib import Path
 
