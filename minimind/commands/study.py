@@ -229,6 +229,7 @@ def _report(args: argparse.Namespace, study: Study) -> int:
     from minimind.study.analysis import analyse
     from minimind.study.ladders import read_ladders
     from minimind.study.planning import with_standings
+    from minimind.study.previous import read_previous
     from minimind.study.report import write_report
 
     report_dir = args.report_dir or study.report_dir
@@ -237,6 +238,7 @@ def _report(args: argparse.Namespace, study: Study) -> int:
     try:
         results, sweeps, runsets = analyse(study, args.tracking_uri)
         results = with_standings(study, results, runsets)
+        previous = read_previous(study.previous.findings) if study.previous else None
     except CompareError as e:
         return fail(str(e), e.exit_code)
     write_report(
@@ -246,6 +248,7 @@ def _report(args: argparse.Namespace, study: Study) -> int:
         report_dir,
         str(args.manifest),
         read_ladders(study, args.tracking_uri),
+        previous,
     )
     return EXIT_OK
 

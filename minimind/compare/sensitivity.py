@@ -62,6 +62,8 @@ class LrSensitivity:
     per_seed: np.ndarray
     estimate: Estimate
     left_out: list[float]
+    level: float = 0.95
+    """The level of `estimate`'s interval."""
 
     @property
     def capped(self) -> np.ndarray:
@@ -69,21 +71,31 @@ class LrSensitivity:
         return capped_losses(self.final, self.initial)
 
 
-def lr_sensitivities(runs: pd.DataFrame, level: float = 0.95) -> list[LrSensitivity]:
+def lr_sensitivities(
+    runs: pd.DataFrame, level: float = 0.95, lr_param: str = LR_PARAM, by: str | None = None
+) -> list[LrSensitivity]:
     """Every arm of `runs` (a runs table: params, tags and metrics as columns, with `seed`,
     `variant` and `status`) with an lr grid (module docstring), in the order of their first
-    run."""
-    column = f"params.{LR_PARAM}"
+    run; the lr is the param `lr_param`. With `by`, an arm is the runs sharing that param's
+    value, and its loss at an lr and seed the best over its runs there (a profile over the
+    other params searched beside the lr, such as a warm-up)."""
+    column = f"params.{lr_param}"
     if runs.empty or column not in runs.columns:
         return []
+    if by is not None and f"params.{by}" not in runs.columns:
+        return []
     runs = runs.sort_values("start_time", kind="stable")
-    lr = numeric_param(runs, LR_PARAM)
-    arm_of = config_signature(runs.drop(columns=[column]))
-    labels = _labels(runs, arm_of)
+    lr = numeric_param(runs, lr_param)
+    if by is None:
+        arm_of = config_signature(runs.drop(columns=[column]))
+        labels = _labels(runs, arm_of, lr_param)
+    else:
+        arm_of = runs[f"params.{by}"].astype(str)
+        labels = {value: f"{by}={value}" for value in arm_of}
     out = []
     for arm in dict.fromkeys(arm_of):
         mine = runs[arm_of == arm]
-        grid = _grid(mine, lr[mine.index])
+        grid = _grid(mine, lr[mine.index], "mean" if by is None else "min")
         if grid is None:
             continue
         final, left_out = grid
@@ -103,14 +115,18 @@ def lr_sensitivities(runs: pd.DataFrame, level: float = 0.95) -> list[LrSensitiv
                 per_seed=per_seed,
                 estimate=t_estimate(per_seed, level),
                 left_out=left_out,
+                level=level,
             )
         )
     return out
 
 
-def _grid(runs: pd.DataFrame, lr: pd.Series) -> tuple[pd.DataFrame, list[float]] | None:
-    """[seeds, lrs] of an arm's final losses (inf: diverged; a seed's reruns averaged) over the
-    lrs every seed has a result at, and the lrs left out; None without results."""
+def _grid(
+    runs: pd.DataFrame, lr: pd.Series, aggfunc: str = "mean"
+) -> tuple[pd.DataFrame, list[float]] | None:
+    """[seeds, lrs] of an arm's final losses (inf: diverged; a seed's runs at one lr combined
+    by `aggfunc`: reruns averaged, or the best of a profile) over the lrs every seed has a
+    result at, and the lrs left out; None without results."""
     missing = pd.Series(np.nan, index=runs.index)  # no run logged it
     loss = pd.to_numeric(runs.get(f"metrics.{LOSS}", missing), errors="coerce")
     reason = runs.get(f"tags.{FAILURE_REASON_TAG}", pd.Series(None, index=runs.index))
@@ -121,13 +137,13 @@ def _grid(runs: pd.DataFrame, lr: pd.Series) -> tuple[pd.DataFrame, list[float]]
     frame = pd.DataFrame({"seed": runs["seed"], "lr": lr, "value": value}).dropna()
     if frame.empty:
         return None
-    table = frame.pivot_table(index="seed", columns="lr", values="value", aggfunc="mean")
+    table = frame.pivot_table(index="seed", columns="lr", values="value", aggfunc=aggfunc)
     complete = table.columns[table.notna().all()]
     left_out = [float(x) for x in table.columns if x not in complete]
     return table[complete].sort_index(axis=1), left_out
 
 
-def _labels(runs: pd.DataFrame, arm_of: pd.Series) -> dict[str, str]:
+def _labels(runs: pd.DataFrame, arm_of: pd.Series, lr_param: str = LR_PARAM) -> dict[str, str]:
     """Each arm's name: its variant without the lr's assignment, and the params that tell it
     from another arm of that variant (a sweep's other searched params)."""
     variant = runs["variant"].fillna("").astype(str).map(_without_lr)
@@ -135,7 +151,7 @@ def _labels(runs: pd.DataFrame, arm_of: pd.Series) -> dict[str, str]:
         c
         for c in runs.columns
         if c.startswith("params.")
-        and c != f"params.{LR_PARAM}"
+        and c != f"params.{lr_param}"
         and c.removeprefix("params.") not in UNPOOLED_PARAMS
         and not c.removeprefix("params.").startswith(UNPOOLED_PREFIXES)
     ]
@@ -177,7 +193,8 @@ def sensitivity_figure(results: list[LrSensitivity]) -> Figure:
 
 def sensitivity_rows(results: list[LrSensitivity]) -> tuple[list[str], list[list[str]]]:
     """A row per arm: the sensitivity with its interval, the grid, the best lr and loss."""
-    headers = ["arm", "lr sensitivity (nats) [95% CI]", "seeds", "lrs", "best lr (mean)", "best loss (mean)", "lrs left out"]  # fmt: skip
+    levels = sorted({f"{100 * r.level:.4g}%" for r in results}) or ["95%"]
+    headers = ["arm", f"lr sensitivity (nats) [{', '.join(levels)} CI]", "seeds", "lrs", "best lr (mean)", "best loss (mean)", "lrs left out"]  # fmt: skip
     rows = []
     for r in results:
         e = r.estimate
@@ -203,7 +220,8 @@ def sensitivity_blocks(results: list[LrSensitivity], png: bytes | None) -> list[
             "Wortsman et al. (2023)'s lr sensitivity of each arm with runs at several lrs: per "
             f"seed, the mean over the grid of min(final {LOSS}, initial loss) minus the best "
             "final loss over the grid (the initial loss is ln(vocabulary); a diverged run counts "
-            "at it), then its mean over seeds with a 95% t interval. Lower is less sensitive; 0 "
+            f"at it), then its mean over seeds with a {100 * results[0].level:.4g}% t interval. "
+            "Lower is less sensitive; 0 "
             "when every lr reaches the best.",
             "caption",
         ),

@@ -192,17 +192,22 @@ class Fields:
 @dataclass(frozen=True)
 class Cell:
     """A table cell: its text, an interval shown under it in HTML (after it elsewhere, where a
-    table is one line per row), and the HTML class that styles it."""
+    table is one line per row), the HTML class that styles it, and a `warning` set under it
+    in the warning colour, whatever the cell's own."""
 
     text: str
     interval: str = ""
     css: str = ""
+    warning: str = ""
 
     def __str__(self) -> str:
-        return f"{self.text} {self.interval}" if self.interval else self.text
+        parts = [self.text, self.interval, f"(warning: {self.warning})" if self.warning else ""]
+        return " ".join(p for p in parts if p)
 
     def html(self) -> str:
         under = f'<br><span class="ci">{_html(self.interval)}</span>' if self.interval else ""
+        if self.warning:
+            under += f'<br><span class="warning">{_html(self.warning)}</span>'
         return f"<td{_class(self.css)}>{_html(self.text)}{under}</td>"
 
 

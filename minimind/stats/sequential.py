@@ -168,6 +168,8 @@ class Standing:
     low: float
     high: float
     margin: float
+    delta: float = math.nan
+    """The mean difference over the seeds it used (NaN when not given)."""
 
     def sentence(self) -> str:
         """'stopped at look 2 (6 seeds: 0-5): a difference, interval [+0.01, +0.03]'."""

@@ -61,6 +61,55 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class Decided:
+    """The one interval a finding's verdict rests on: `delta` with [`low`, `high`], and
+    `basis`, which interval it is: the sequential design's repeated interval at the look it
+    stopped (or reached the cap) at, else the fixed-sample one (`deciding_interval`)."""
+
+    delta: float
+    low: float
+    high: float
+    basis: str
+
+
+def deciding_interval(finding: Finding, metric: str, comparisons: int) -> Decided | None:
+    """The interval that decides `finding`: where the sequential design stopped it (a
+    difference, equivalence, or the cap), its repeated interval over the seeds of that look;
+    otherwise the fixed-sample interval over every seed, the simultaneous (Bonferroni over the
+    family's `comparisons`) one for an `equal` expectation and the Holm step's for a direction
+    (`agreement`). None without an interval."""
+    s = finding.standing
+    if s is not None and s.stop != "open" and math.isfinite(s.low) and math.isfinite(s.high):
+        delta = s.delta if math.isfinite(s.delta) else float(finding.row[f"{metric}_delta"])
+        return Decided(delta, s.low, s.high, f"sequential, look {s.look} ({s.seeds} seeds)")
+    row = finding.row
+    if row.get(f"{metric}_delta_method", "none") in ("none", "baseline"):
+        return None
+    delta = float(row[f"{metric}_delta"])
+    if finding.comparison.expect == "equal" or finding.calibration:
+        low, high = (row.get(f"{metric}_delta_{e}_simultaneous", np.nan) for e in ("low", "high"))
+        level = 1 - 0.05 / max(comparisons, 1)
+        basis = f"fixed sample, {100 * level:.4g}% simultaneous"
+    else:
+        low, high = row[f"{metric}_delta_low"], row[f"{metric}_delta_high"]
+        basis = f"fixed sample, {100 * float(row[f'{metric}_delta_level']):.4g}%"
+    if pd.isna(low) or pd.isna(high):
+        return None
+    return Decided(delta, float(low), float(high), basis)
+
+
+def rules_out_source(comparison: ArmComparison, low: float, high: float, maximize: bool) -> bool:
+    """Whether [`low`, `high`] excludes the sourced magnitude (its smaller end) on the side
+    `expect` names: the data contradict the size the literature reports, even where they
+    cannot tell the direction."""
+    size = comparison.magnitude_range()
+    if size is None or comparison.expect == "equal":
+        return False
+    up = (comparison.expect == "better") == maximize  # the expected change raises the metric
+    return high < size[0] if up else low > -size[0]
+
+
+@dataclass(frozen=True)
 class AxisResult:
     axis: Axis
     comparison: Comparison
@@ -68,7 +117,11 @@ class AxisResult:
 
 
 def agreement(
-    expect: Expectation, row: pd.Series, metric: str, margin: float, maximize: bool
+    expect: Expectation | ArmComparison,
+    row: pd.Series,
+    metric: str,
+    margin: float,
+    maximize: bool,
 ) -> Agreement:
     """Whether the difference in `row` agrees with `expect`, at the family's corrected level.
 
@@ -79,7 +132,12 @@ def agreement(
     tests' p-values, which give no standing to an equivalence test): agrees when all of it lies
     within ±`margin`, disagrees when all of it lies outside, and is too weak to tell when it
     straddles the margin.
+
+    Given the whole `ArmComparison`, a `better`/`worse` row whose test finds no difference
+    disagrees when its interval rules out the sourced magnitude (`rules_out_source`).
     """
+    comparison = expect if isinstance(expect, ArmComparison) else None
+    expect = expect.expect if isinstance(expect, ArmComparison) else expect
     delta = row[f"{metric}_delta"]
     if row[f"{metric}_delta_method"] in ("none", "baseline") or math.isnan(
         row[f"{metric}_delta_low"]
@@ -94,6 +152,10 @@ def agreement(
         return "too weak to tell"
     within_noise = row[f"{metric}_within_noise"]
     if within_noise is None or pd.isna(within_noise) or within_noise:  # untested, or no difference
+        if comparison is not None:
+            low, high = row[f"{metric}_delta_low"], row[f"{metric}_delta_high"]
+            if rules_out_source(comparison, low, high, maximize):
+                return "disagrees"
         return "too weak to tell"
     improved = (delta > 0) == maximize
     return "agrees" if improved == (expect == "better") else "disagrees"
@@ -250,7 +312,7 @@ def analyse_axis(
     findings = []
     for c in axis.comparisons:
         row = rows.loc[label[c.arm]]
-        verdict = agreement(c.expect, row, study.metric, study.equivalence_margin, maximize)
+        verdict = agreement(c, row, study.metric, study.equivalence_margin, maximize)
         plan = (
             plan_finding(comparison, label[c.arm], label[c.against], c.expect, study)
             if verdict == "too weak to tell"

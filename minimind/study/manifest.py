@@ -25,6 +25,8 @@ Expectation = Literal["better", "worse", "equal"]
 or the same within the study's equivalence margin."""
 
 Scalar = str | int | float | bool
+Probe = Literal["attn_max_logit", "resid_rms", "spike"]
+"""The probe figures an axis may show (`compare.probe_plots`, stems `probe_<probe>`)."""
 
 
 class Arm(StrictNumbers):
@@ -60,13 +62,49 @@ class Arm(StrictNumbers):
 
 
 class ArmComparison(StrictNumbers):
-    """`arm` against `against`, and what the literature expects of the difference."""
+    """`arm` against `against`, and what the literature expects of the difference: its
+    direction (`expect`), and where a source gives one its size converted to the metric's units
+    (`magnitude_bpb`, a value or a [low, high] range, unsigned: the direction is `expect`'s) with
+    the `source` it is read from; the row's `references`; and `why`, the reason its verdict
+    holds or changed against the previous study (`Study.previous`)."""
 
     model_config = {"extra": "forbid"}
 
     arm: str
     against: str
     expect: Expectation
+    magnitude_bpb: (
+        Annotated[float, Field(gt=0)]
+        | Annotated[list[float], Field(min_length=2, max_length=2)]
+        | None
+    ) = None
+    source: str | None = Field(default=None, min_length=1)
+    references: list[Annotated[str, Field(min_length=1)]] = []
+    why: str = ""
+
+    @model_validator(mode="after")
+    def _sourced_magnitude(self) -> ArmComparison:
+        if (
+            isinstance(self.magnitude_bpb, list)
+            and not 0 < self.magnitude_bpb[0] <= self.magnitude_bpb[1]
+        ):
+            field_error(("magnitude_bpb",), "a range is [low, high] with 0 < low <= high")
+        if self.magnitude_bpb is not None and self.source is None:
+            field_error(("source",), "a magnitude names the source it is read from")
+        if self.magnitude_bpb is not None and self.expect == "equal":
+            field_error(
+                ("magnitude_bpb",),
+                "an `equal` expectation has no magnitude; the margin is its size",
+            )
+        return self
+
+    def magnitude_range(self) -> tuple[float, float] | None:
+        """The sourced size as (low, high), unsigned; None when no source gives one."""
+        if self.magnitude_bpb is None:
+            return None
+        if isinstance(self.magnitude_bpb, list):
+            return self.magnitude_bpb[0], self.magnitude_bpb[1]
+        return self.magnitude_bpb, self.magnitude_bpb
 
 
 class Sensitivity(StrictNumbers):
@@ -90,10 +128,18 @@ class Axis(StrictNumbers):
     name: str = Field(pattern=r"^[A-Za-z][\w-]*$")
     title: str
     expected: str
-    references: list[str] = Field(min_length=1)
+    references: list[str] = []
+    """The axis's sources, read as every comparison's that names none of its own."""
     comparisons: list[ArmComparison] = Field(min_length=1)
     sensitivity: list[Sensitivity] = []
+    probes: list[Probe] = []
+    """The probe figures the axis's finding rests on, by probe (`attn_max_logit`,
+    `resid_rms`, `spike`): only these are drawn in its section."""
     discussion: str = ""
+
+    def references_of(self, comparison: ArmComparison) -> list[str]:
+        """The comparison's own references, else the axis's."""
+        return comparison.references or self.references
 
 
 class StudyLadder(StrictNumbers):
@@ -145,6 +191,16 @@ class Sequential(StrictNumbers):
         return SequentialDesign(tuple(self.looks), alpha, self.spending)
 
 
+class Previous(StrictNumbers):
+    """An earlier study's findings.csv (`minimind study report` wrote it), whose verdicts the
+    report sets beside this one's (`study.previous`)."""
+
+    model_config = {"extra": "forbid"}
+
+    findings: Path
+    label: str = Field(min_length=1)
+
+
 class Study(StrictNumbers):
     """A study manifest (see experiments/study/study.yaml)."""
 
@@ -157,6 +213,9 @@ class Study(StrictNumbers):
     correction: Correction = "holm"
     equivalence_margin: float = Field(gt=0)
     """The largest difference of the objective that counts as "equal" (in its units)."""
+    margin_rationale: str = ""
+    """Why the margin is the smallest effect of interest (shown beside the findings)."""
+    previous: Previous | None = None
     report_dir: Path = Path("results/study")
     streams: list[Annotated[list[Step], Field(min_length=1)]] = Field(min_length=1)
     """The steps that train the study's runs: each stream's in order, the streams side by side
@@ -254,6 +313,10 @@ class Study(StrictNumbers):
                     (*path, "arm"),
                     f"{comparison.arm} takes the runs of {comparison.against}: an A/A "
                     "calibration gives both arms disjoint seeds",
+                )
+            if not axis.references_of(comparison):
+                field_error(
+                    (*path, "references"), "name the sources (here, or the axis's references)"
                 )
             if comparison.arm in compared:
                 field_error((*path, "arm"), f"{comparison.arm} is compared twice in this axis")

@@ -12,6 +12,7 @@ sequential design (`minimind.stats.sequential`) and the seeds the next look need
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -29,6 +30,7 @@ from minimind.study.analysis import (
     arm_runs,
     load_experiments,
     plan_finding,
+    rules_out_source,
 )
 from minimind.study.manifest import ArmComparison, Axis, Expectation, Study
 
@@ -141,7 +143,7 @@ def with_standings(
 
     def attach(r: AxisResult, f: Finding) -> Finding:
         s = standing[r.axis.name, f.comparison.arm]
-        verdict = sequential_agreement(f.comparison.expect, s, maximize)
+        verdict = sequential_agreement(f.comparison, s, maximize)
         plan = None
         if verdict == "too weak to tell":  # what would settle it
             plan = f.plan or plan_finding(
@@ -152,16 +154,25 @@ def with_standings(
     return [replace(r, findings=[attach(r, f) for f in r.findings]) for r in results]
 
 
-def sequential_agreement(expect: Expectation, standing: Standing, maximize: bool) -> Agreement:
+def sequential_agreement(
+    expect: Expectation | ArmComparison, standing: Standing, maximize: bool
+) -> Agreement:
     """The agreement of where a comparison stopped with `expect`. Open, or at the cap: too weak
     to tell. Stopped on a difference: `better`/`worse` agree when its direction is theirs;
     `equal` disagrees when the interval lies wholly outside the margin and is too weak to tell
     otherwise (a difference smaller than the margin is still equal). Stopped on equivalence:
     `equal` agrees; `better`/`worse` disagree only when the interval lies wholly on the other side
-    of zero, and are too weak to tell otherwise: an interval within the margin still allows a
-    change in their direction smaller than the margin, which the literature may expect."""
+    of zero, or (given the whole `ArmComparison`) when it rules out the sourced magnitude
+    (`rules_out_source`), and are too weak to tell otherwise: an interval within the margin
+    still allows a change in their direction smaller than the margin, which the literature may
+    expect."""
+    comparison = expect if isinstance(expect, ArmComparison) else None
+    expect = expect.expect if isinstance(expect, ArmComparison) else expect
     if standing.stop == "equivalent" and expect == "equal":
         return "agrees"
+    if standing.stop in ("equivalent", "cap") and comparison is not None:
+        if rules_out_source(comparison, standing.low, standing.high, maximize):
+            return "disagrees"
     if standing.stop == "equivalent":
         against = standing.low > 0 if (expect == "better") != maximize else standing.high < 0
         return "disagrees" if against else "too weak to tell"
@@ -214,8 +225,10 @@ def standings(study: Study, planned: list[PlannedComparison]) -> dict[tuple[str,
         for j, p in enumerate(rows):
             stop, look = outcome.stop[0, j], int(outcome.look[0, j])
             used = p.pairs if stop == "open" else p.pairs[: looks[look]]
+            d = p.differences[: len(used)]
             out[axis.name, p.comparison.arm] = Standing(
                 stop, look + 1, looks[look], used, float(outcome.low[0, j]),
                 float(outcome.high[0, j]), study.equivalence_margin,
+                float(d.mean()) if len(d) else math.nan,
             )  # fmt: skip
     return out

@@ -61,19 +61,31 @@ from minimind.record import (
     TRIAL_NUMBER_TAG,
     is_maximized,
 )
+from minimind.stats.power import ALPHA
 from minimind.stats.sequential import describe_pairs
-from minimind.study.analysis import AxisResult, Finding
+from minimind.study.analysis import AxisResult, Finding, deciding_interval, rules_out_source
+from minimind.study.arm_table import HEADERS as ARM_HEADERS
+from minimind.study.arm_table import arm_rows
 from minimind.study.cost import COST_FILE, CostTable, read_cost
 from minimind.study.data_budget import DataBudget, data_budgets, tokens_per_run
+from minimind.study.forest import CAPTION as FOREST_CAPTION
+from minimind.study.forest import ForestRow, forest_figure
 from minimind.study.ladders import LadderReading, axis_pointers
-from minimind.study.manifest import Axis, Sensitivity, Study
+from minimind.study.manifest import ArmComparison, Axis, Sensitivity, Study
+from minimind.study.previous import COLUMNS as PREVIOUS_COLUMNS
+from minimind.study.previous import compare_findings, read_previous
 from minimind.study.streams import command_line
 
 STUDY_CSS = """
 td.agrees { color: #1a7f37; font-weight: 600; } td.disagrees { color: #cf222e; font-weight: 600; }
 td.too-weak-to-tell, td.no-interval { color: #9a6700; }
-table.findings td { white-space: normal; text-align: left; }
-table.comparison td:last-child { white-space: normal; min-width: 13rem; text-align: left; }
+span.warning { color: #bc4c00; font-weight: 600; font-size: .75rem; }
+span.warning::before { content: "⚠ "; }
+table.findings td, table.comparison td, table.previous td, table.ladder td { white-space: normal; }
+table.findings td, table.previous td, table.findings th, table.previous th { text-align: left; }
+table.comparison td:last-child { min-width: 11rem; text-align: left; }
+table.comparison td:nth-last-child(2) { min-width: 8rem; text-align: left; }
+p.margin { border-left: 3px solid #8c959f; padding: .1rem .9rem; }
 .expected { background: #f6f8fa; padding: .5rem .8rem; border-left: 3px solid #8c959f; }
 ul.expected { padding-left: 2rem; }
 p.discussion { border-left: 3px solid #0969da; padding: .1rem .9rem; margin: 1rem 0; }
@@ -87,7 +99,7 @@ AXIS_HEADERS = [
     "tokens/run",
     "FLOPs/run",
     "val/bpb",
-    "Δ [CI]",
+    "Δ [deciding interval]",
     "p (adj)",
     "compute ×",
     "ms/step",
@@ -98,42 +110,68 @@ AXIS_HEADERS = [
 FINDING_HEADERS = [
     "axis",
     "comparison",
-    "expected",
-    "observed Δ [CI]",
+    "expected (source)",
+    "Δ [deciding interval]",
     "agreement",
-    "tokens/param",
-    "epochs",
-    "sequential design: look, seeds, why",
+    "scale: params, tokens, epochs",
+    "decided by",
 ]
 LADDER_SECTION = "At more than one scale"
 
 
-def _delta_cell(row: pd.Series, metric: str) -> Cell:
-    return Cell(*render.delta_parts(row, metric))
+NOT_TUNED = "not tuned: a tuned value on its sweep's edge, or beaten past it"
+
+
+def _delta_cell(finding: Finding, metric: str, comparisons: int) -> Cell:
+    """Δ with the one interval that decides the row (`deciding_interval`)."""
+    decided = deciding_interval(finding, metric, comparisons)
+    if decided is None:
+        return Cell(*render.delta_parts(finding.row, metric))
+    return Cell(f"{decided.delta:+.4f}", f"[{decided.low:+.4f}, {decided.high:+.4f}]")
 
 
 def _agreement_cell(finding: Finding, metric: str) -> Cell:
     css = "disagrees" if calibration_failed(finding, metric) else finding.agreement
-    return Cell(_agreement_text(finding, metric), css=css.replace(" ", "-"))
+    warning = NOT_TUNED if finding.edges else ""
+    return Cell(_verdict_text(finding, metric), css=css.replace(" ", "-"), warning=warning)
 
 
 def _agreement_text(finding: Finding, metric: str) -> str:
     text = _verdict_text(finding, metric)
-    if not finding.edges:
-        return text
-    return f"{text}; not tuned: a tuned value on its sweep's edge, or beaten past it"
+    return f"{text}; {NOT_TUNED}" if finding.edges else text
+
+
+def expectation_text(c: ArmComparison, margin: float) -> str:
+    """'worse by 0.015–0.02 (Shazeer 2020)', 'better', or 'equal within ±0.02'."""
+    if c.expect == "equal":
+        return f"equal within ±{margin:g}"
+    size = c.magnitude_range()
+    if size is None:
+        return c.expect
+    amount = f"{size[0]:g}" if size[0] == size[1] else f"{size[0]:g}–{size[1]:g}"
+    return f"{c.expect} by {amount} ({c.source})"
 
 
 def _verdict_text(finding: Finding, metric: str) -> str:
     if finding.calibration:
         return _calibration_text(finding, metric)
+    c, standing = finding.comparison, finding.standing
+    if finding.agreement == "disagrees" and c.magnitude_range() is not None:
+        decided = deciding_interval(finding, metric, 1)
+        maximize = is_maximized(metric)
+        if decided and rules_out_source(c, decided.low, decided.high, maximize):
+            return f"disagrees: the interval rules out the sourced {expectation_text(c, 0)}"
     if finding.agreement != "too weak to tell":
         return finding.agreement
-    standing = finding.standing
     if standing is not None and standing.stop == "difference":  # an `equal` that differs
         return (
             "too weak to tell: a difference, whose interval reaches inside "
             f"±{standing.margin:g} (equal within the margin is not ruled out)"
+        )
+    if standing is not None and standing.stop == "equivalent":  # a direction, equivalent
+        return (
+            f"too weak to tell: equivalent within ±{standing.margin:g}, so no change larger "
+            f"than the margin; a {c.expect} result smaller than it is not ruled out"
         )
     mde = finding.row.get(f"{metric}_mde", np.nan)
     parts = [] if pd.isna(mde) else [f"MDE {mde:.2g}"]
@@ -167,25 +205,64 @@ def sequential_text(finding: Finding) -> str:
     return finding.standing.sentence() if finding.standing is not None else render.MISSING
 
 
-def observed(finding: Finding, metric: str) -> str:
-    """'LayerNorm − RMSNorm: Δ val/bpb +0.0040 [−0.0100, +0.0180] (paired, 95% CI), within
-    noise (MDE 0.02); compute × 0.97'."""
+def decided_by(finding: Finding, metric: str, comparisons: int) -> str:
+    """Which interval decides the row and, in the sequential design, where and why it stopped:
+    'sequential, look 3 (9 seeds: 0-8): equivalent within ±0.02', without the interval itself
+    (the Δ column shows it once)."""
+    decided = deciding_interval(finding, metric, comparisons)
+    basis = decided.basis if decided else "no interval"
+    s = finding.standing
+    if s is None:
+        return basis
+    if s.stop == "open":
+        return f"{basis}; sequential: {s.sentence()}"
+    why = {
+        "difference": "a difference",
+        "equivalent": f"equivalent within ±{s.margin:g}",
+        "cap": "undecided at the cap",
+    }[s.stop]
+    return f"sequential, look {s.look} ({s.seeds} seeds: {describe_pairs(s.pairs)}): {why}"
+
+
+def scale_text(budget: DataBudget | None) -> str:
+    """'1.05M params, 614k tokens (0.585/param), 1.77 epochs'."""
+    if budget is None:
+        return render.MISSING
+    return (
+        f"{render.fmt_count(budget.params)} params, {render.fmt_count(budget.tokens)} tokens "
+        f"({_ratio(budget.tokens_per_param)}/param), {_ratio(budget.epochs)} epochs"
+    )
+
+
+def observed(finding: Finding, metric: str, comparisons: int = 1) -> str:
+    """'LayerNorm − RMSNorm: Δ val/bpb +0.0040 [−0.0100, +0.0180] (paired; fixed sample,
+    95%), within noise (MDE 0.02); compute × 0.97': one interval, the one that decides the row
+    (`deciding_interval`); the fixed-sample verdict only where that interval is the fixed
+    sample's."""
     row = finding.row
     method = row.get(f"{metric}_delta_method", "none")
-    level = render.fmt_level(row.get(f"{metric}_delta_level", 0.95))
-    text = f"{finding.arm} − {finding.against}: Δ {metric} {render.fmt_delta(row, metric)}"
-    if method not in ("none", "baseline"):
-        text += f" ({method}, {level} CI)"
-    text += f", {render.verdict(row, metric, is_maximized(metric))}"
+    decided = deciding_interval(finding, metric, comparisons)
+    text = f"{finding.arm} − {finding.against}: Δ {metric} "
+    if decided is None:
+        text += render.fmt_delta(row, metric)
+    else:
+        text += f"{decided.delta:+.4f} [{decided.low:+.4f}, {decided.high:+.4f}]"
+        text += f" ({method}; {decided.basis})"
+    if decided is None or decided.basis.startswith("fixed"):
+        text += f", {render.verdict(row, metric, is_maximized(metric))}"
     multiplier = render.fmt_multiplier(row)
     text += f"; compute multiplier {multiplier}" if multiplier != render.MISSING else ""
-    text += f"; sequential: {sequential_text(finding)}" if finding.standing else ""
+    if finding.standing is not None:
+        text += f"; {decided_by(finding, metric, comparisons)}"
     return text + "".join(f"; warning: {edge}" for edge in finding.edges)
 
 
-def axis_rows(result: AxisResult, costs: Mapping[str, pd.Series] | None = None) -> list[list[Cell]]:
+def axis_rows(
+    result: AxisResult, costs: Mapping[str, pd.Series] | None = None, margin: float = np.nan
+) -> list[list[Cell]]:
     """The axis table, in `AXIS_HEADERS` order: references first, then each arm; `costs`, the
-    measured cost of each arm by label (`CostTable.by_label`), None when none was measured."""
+    measured cost of each arm by label (`CostTable.by_label`), None when none was measured;
+    `margin`, the study's equivalence margin its `equal` expectations name."""
     comparison = result.comparison
     m = comparison.metric
     table = comparison.table.set_index("variant")
@@ -211,11 +288,11 @@ def axis_rows(result: AxisResult, costs: Mapping[str, pd.Series] | None = None) 
         rows.append(
             [
                 *map(Cell, texts),
-                _delta_cell(r, m) if finding else Cell("reference"),
+                _delta_cell(finding, m, comparison.n_comparisons) if finding else Cell("reference"),
                 Cell(render.fmt_p(r, m) if finding else ""),
                 Cell(render.fmt_multiplier(r)),
                 *_cost_cells(group, costs),
-                Cell(finding.comparison.expect if finding else ""),
+                Cell(expectation_text(finding.comparison, margin) if finding else ""),
                 _agreement_cell(finding, m) if finding else Cell(""),
             ]
         )
@@ -257,27 +334,29 @@ def finding_rows(study: Study, results: list[AxisResult]) -> list[list[Cell]]:
     rows = []
     for result in results:
         budgets = data_budgets(result.comparison.runset.runs)
+        k = result.comparison.n_comparisons
         for f in result.findings:
-            budget = budgets.get(f.arm)
             rows.append(
                 [
                     Cell(result.axis.name),
                     Cell(comparison_name(f)),
-                    Cell(f.comparison.expect, interval=_cited(result.axis)),
-                    _delta_cell(f.row, study.metric),
+                    Cell(
+                        expectation_text(f.comparison, study.equivalence_margin),
+                        interval=cited(result.axis.references_of(f.comparison)),
+                    ),
+                    _delta_cell(f, study.metric, k),
                     _agreement_cell(f, study.metric),
-                    Cell(_ratio(budget.tokens_per_param if budget else np.nan)),
-                    Cell(_ratio(budget.epochs if budget else np.nan)),
-                    Cell(sequential_text(f)),
+                    Cell(scale_text(budgets.get(f.arm))),
+                    Cell(decided_by(f, study.metric, k)),
                 ]
             )
     return rows
 
 
-def _cited(axis: Axis) -> str:
-    """The axis's sources by author and year ('Zhang & Sennrich 2019'), whose words its section
-    quotes: each reference up to its first year."""
-    short = (re.match(r"^.*?\b(?:19|20)\d\d\b", ref) for ref in axis.references)
+def cited(references: Sequence[str]) -> str:
+    """Sources by author and year ('Zhang & Sennrich 2019'), whose words the report quotes:
+    each reference up to its first year."""
+    short = (re.match(r"^.*?\b(?:19|20)\d\d\b", ref) for ref in references)
     return "; ".join(m.group(0) for m in short if m)
 
 
@@ -332,17 +411,27 @@ def axis_figures(
     curve = curve_key(comparison.runset, study.metric)
     comparison.runset.fetch_histories([curve, *(k for k, _ in plots.X_AXES[1:])])
     name = result.axis.name
+    comparison.runset.fetch_histories([TRAIN_LOSS])
     figures = {
         f"{name}_curves": plots.curves_figure(comparison, curve),
+        f"{name}_train_loss": plots.curves_figure(comparison, TRAIN_LOSS),
         f"{name}_final": plots.final_bar_figure(comparison),
     }
-    # the probe curves, where the arms were trained with `train.probe_every`
-    figures |= {f"{name}_{stem}": fig for stem, fig in probe_figures(comparison).items()}
+    # the probe curves the axis's finding rests on (`Axis.probes`), where the arms logged them
+    if result.axis.probes:
+        drawn = probe_figures(comparison)
+        figures |= {
+            f"{name}_probe_{probe}": drawn.get(f"probe_{probe}") for probe in result.axis.probes
+        }
     for k, sensitivity in enumerate(result.axis.sensitivity):
         figures[f"{name}_lr{k}"] = sensitivity_figure(
             sensitivity, sweeps[sensitivity.experiment], study.metric
         )
     return {stem: fig for stem, fig in figures.items() if fig is not None}
+
+
+TRAIN_LOSS = "train/loss"
+"""The training loss's curve: every logged window, beside the validation curve's evaluations."""
 
 
 def environment(study: Study, results: list[AxisResult]) -> dict[str, str]:
@@ -439,9 +528,10 @@ def _axis_blocks(
 ) -> list[Block]:
     """An axis's section: what is expected, the table, what was observed, the discussion, the
     figures (`pngs`, by file stem), and the lr sensitivity of the arms its sweeps tuned."""
-    axis, m = result.axis, study.metric
+    axis, m, margin = result.axis, study.metric, study.equivalence_margin
+    k = result.comparison.n_comparisons
     observations: list[list[Inline]] = [
-        [Strong(_agreement_text(f, m)), f": {observed(f, m)}"] for f in result.findings
+        [Strong(_agreement_text(f, m)), f": {observed(f, m, k)}"] for f in result.findings
     ]
     observations += [
         [Link(line, f"#{reading.anchor}")]
@@ -450,12 +540,19 @@ def _axis_blocks(
     ]
     blocks: list[Block] = [
         Heading(2, axis.title, anchor=axis.name),
-        Paragraph(
-            [Strong("Expected"), f": {axis.expected} ", Small(f"({'; '.join(axis.references)})")],
+        Paragraph([Strong("Expected"), f": {axis.expected}"], "expected"),
+        BulletList(
+            [
+                [
+                    f"{comparison_name(f)}: {expectation_text(f.comparison, margin)} ",
+                    Small(f"({'; '.join(axis.references_of(f.comparison))})"),
+                ]
+                for f in result.findings
+            ],
             "expected",
         ),
         Paragraph(render.caption(result.comparison), "caption"),
-        Table(AXIS_HEADERS, axis_rows(result, costs), "comparison"),
+        Table(AXIS_HEADERS, axis_rows(result, costs, margin), "comparison"),
         Paragraph([Strong("Observed"), ":"]),
         BulletList(observations),
     ]
@@ -464,32 +561,54 @@ def _axis_blocks(
     blocks += [FigureBlock(f"{stem}.png", data=png) for stem, png in pngs.items()]
     if sensitivity:
         blocks += [
-            Paragraph(SENSITIVITY_NOTE, "caption"),
+            Paragraph(sensitivity_note(sensitivity[0].level), "caption"),
             Table(*sensitivity_rows(list(sensitivity)), "comparison"),
         ]
     return blocks
 
 
-SENSITIVITY_NOTE = (
-    "Lr sensitivity of each tuned arm (Wortsman et al. 2023), from its sweep's trials: per "
-    "tuning seed, the mean over the lrs tried of min(final val/loss, initial loss) minus the "
-    "best final loss (nats; the initial loss is ln(vocabulary), a diverged trial counts at it), "
-    "then the mean over seeds with a 95% t interval (none with one tuning seed). An arm is the "
-    "trials that share every setting but the lr (a warm-up searched beside it makes an arm per "
-    "warm-up)."
-)
+def sensitivity_note(level: float) -> str:
+    return (
+        "Lr sensitivity of each tuned arm (Wortsman et al. 2023), from its sweep's trials: per "
+        "tuning seed, the mean over the lrs tried of min(final val/loss, initial loss) minus "
+        "the best final loss (nats; the initial loss is ln(vocabulary), a diverged trial counts "
+        f"at it), then the mean over seeds with a {100 * level:.4g}% t interval (none with one "
+        "tuning seed). An arm is the trials that share the value of the entry's `by` param, "
+        "the lr its `x`; at each lr, its best trial over the other params searched beside it "
+        "(a warm-up)."
+    )
 
 
-def axis_sensitivity(axis: Axis, sweeps: Mapping[str, RunSet]) -> list[LrSensitivity]:
-    """The lr sensitivity of every arm of the axis's sweeps with an lr grid
-    (`compare.sensitivity`), over the sweeps' trials, each arm named after its sweep."""
-    out = []
-    for entry in axis.sensitivity:
+SensitivityKey = tuple[str, str, str]
+"""A `sensitivity:` entry's (experiment, x, by): what its rows are computed from."""
+
+
+def study_sensitivity(
+    study: Study, sweeps: Mapping[str, RunSet], level: float = 1 - ALPHA
+) -> dict[SensitivityKey, list[LrSensitivity]]:
+    """The lr sensitivity of every distinct `sensitivity:` entry of the study, each computed
+    once (an experiment listed under two axes is read once), from the sweeps' trials, at
+    `level`, the entry's `x` as the lr and its `by` as the arm; each arm named after its
+    sweep."""
+    out: dict[SensitivityKey, list[LrSensitivity]] = {}
+    for entry in (e for axis in study.axes for e in axis.sensitivity):
+        key = (entry.experiment, entry.x, entry.by)
+        if key in out:
+            continue
         runs = sweeps[entry.experiment].runs
         trial = runs.get(f"tags.{TRIAL_NUMBER_TAG}", pd.Series(None, index=runs.index))
         trials = runs[trial.notna()]
-        out += [replace(r, arm=f"{entry.experiment}: {r.arm}") for r in lr_sensitivities(trials)]
+        found = lr_sensitivities(trials, level, lr_param=entry.x, by=entry.by)
+        out[key] = [replace(r, arm=f"{entry.experiment}: {r.arm}") for r in found]
     return out
+
+
+def axis_sensitivity(
+    axis: Axis, computed: Mapping[SensitivityKey, list[LrSensitivity]]
+) -> list[LrSensitivity]:
+    """The rows of the axis's `sensitivity:` entries, from `study_sensitivity`, each once."""
+    keys = dict.fromkeys((e.experiment, e.x, e.by) for e in axis.sensitivity)
+    return [r for key in keys for r in computed.get(key, [])]
 
 
 def _ladder_blocks(ladders: Sequence[LadderReading], pngs: Mapping[str, bytes]) -> list[Block]:
@@ -539,19 +658,30 @@ def document(
     manifest: str = "MANIFEST",
     ladders: Sequence[LadderReading] = (),
     sensitivity: Mapping[str, list[LrSensitivity]] | None = None,
+    previous: pd.DataFrame | None = None,
 ) -> Document:
     """The report: the findings, a section per axis (its figures by file stem in `stems`, their
     PNGs in `pngs`, inlined in the HTML where given; the lr sensitivity of its tuned arms by
     axis name in `sensitivity`, `axis_sensitivity`), the ladders, the environment and the
     commands; `cost`, the arms' measured cost (`read_cost`), and `manifest`, the path the
-    command to measure it names."""
+    command to measure it names; `previous`, the table `previous.compare_findings` makes
+    against the study's `previous:` findings."""
     costs = None if cost is None else cost.by_label(study)
     blocks: list[Block] = [
         Paragraph(study.description),
         Heading(2, "Findings"),
         Paragraph(_method_note(study), "caption"),
+        *margin_blocks(study),
         Paragraph(cost_note(cost, manifest), "caption"),
         Table(FINDING_HEADERS, finding_rows(study, results), "findings"),
+    ]
+    if FOREST in pngs:
+        blocks.append(FigureBlock(f"{FOREST}.png", FOREST_CAPTION, pngs[FOREST]))
+    blocks += previous_blocks(study, previous)
+    blocks += [
+        Heading(2, "Arms: settings and train/val gap", anchor="arms"),
+        Paragraph(ARMS_NOTE, "caption"),
+        Table(ARM_HEADERS, arm_rows(all_arm_runs(results)), "comparison"),
     ]
     for r in results:
         figures = {stem: pngs.get(stem) for stem in stems.get(r.axis.name, [])}
@@ -565,6 +695,71 @@ def document(
         Preformatted("\n\n".join(_commands(study))),
     ]
     return Document(study.title, blocks, CSS + STUDY_CSS)
+
+
+FOREST = "forest"
+"""The forest plot's file stem."""
+ARMS_NOTE = (
+    "Each arm's settings as its runs logged them (a value per seed where they differ), its "
+    "size and tokens per run, and its train/val gap at the end: val/loss minus the last log "
+    "window's train/loss (nats, mean ± sd over the finished seeds). A positive gap is the "
+    "model fitting text it trained on better than held-out text."
+)
+
+
+def all_arm_runs(results: Sequence[AxisResult]) -> pd.DataFrame:
+    """Every arm's runs once (`variant`: its label), in the order the axes first name them."""
+    runs = pd.concat([r.comparison.runset.runs for r in results], ignore_index=True)
+    return runs.drop_duplicates(["variant", "run_id"])
+
+
+def margin_blocks(study: Study) -> list[Block]:
+    """The equivalence margin and why it is the smallest effect of interest, or a note that the
+    manifest does not say."""
+    why = study.margin_rationale or "not stated (the manifest's margin_rationale)"
+    return [
+        Paragraph(
+            [Strong(f"Equivalence margin ±{study.equivalence_margin:g}"), f": {why}"], "margin"
+        )
+    ]
+
+
+def previous_blocks(study: Study, table: pd.DataFrame | None) -> list[Block]:
+    """The section comparing this study's findings with the previous study's."""
+    if study.previous is None or table is None:
+        return []
+    counts = table["status"].value_counts()
+    summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+    return [
+        Heading(2, f"Compared with the {study.previous.label}", anchor="previous"),
+        Paragraph(
+            f"Each comparison's outcome here against the {study.previous.label}'s "
+            f"({study.previous.findings}): better, worse (a difference in that direction), "
+            "equal (equivalent within the margin) or undecided, with its agreement with the "
+            "expectation; a finding holds when both studies decided it the same way, flips "
+            f"when they decided it apart. {summary}.",
+            "caption",
+        ),
+        Table(
+            PREVIOUS_COLUMNS,
+            [[Cell(str(v)) for v in row] for row in table.itertuples(index=False)],
+            "previous",
+        ),
+    ]
+
+
+def forest_rows(study: Study, results: Sequence[AxisResult]) -> list[ForestRow]:
+    """A forest-plot row per comparison, in the findings' order."""
+    return [
+        ForestRow(
+            f"{r.axis.name}: {comparison_name(f)}",
+            deciding_interval(f, study.metric, r.comparison.n_comparisons),
+            f.comparison,
+            "disagrees" if calibration_failed(f, study.metric) else f.agreement,
+        )
+        for r in results
+        for f in r.findings
+    ]
 
 
 def _method_note(study: Study) -> str:
@@ -659,6 +854,17 @@ def findings_csv(study: Study, results: list[AxisResult]) -> str:
     return pd.DataFrame(records).to_csv(index=False)
 
 
+def previous_table(study: Study, findings: str, old: pd.DataFrame | None) -> pd.DataFrame | None:
+    """This study's findings (`findings_csv`'s text) against the `previous:` study's, `old`
+    (`previous.compare_findings`); None without them."""
+    if old is None:
+        return None
+    label = {key: arm.label for key, arm in study.arms.items()}
+    why = {(label[c.arm], label[c.against]): c.why for axis in study.axes for c in axis.comparisons}
+    current = pd.read_csv(io.StringIO(findings))
+    return compare_findings(old, current, why, study.metric, is_maximized(study.metric))
+
+
 def _budget_columns(budget: DataBudget) -> dict[str, float]:
     return {
         "train_tokens": budget.tokens,
@@ -676,11 +882,15 @@ def write_report(
     folder: Path,
     manifest: str = "MANIFEST",
     ladders: Sequence[LadderReading] = (),
+    previous: pd.DataFrame | None = None,
 ) -> Path:
     """Write the report into `folder` (made if missing) and return its `index.html`; the arms'
     cost comes from the cost.csv `minimind study bench {manifest}` wrote, in `folder` or else
     in the manifest's `report_dir` (a report re-rendered elsewhere reads the committed one),
-    never another study's."""
+    never another study's; `previous`, the findings of the manifest's `previous:` study
+    (`previous.read_previous`, read here when not given)."""
+    if study.previous is not None and previous is None:
+        previous = read_previous(study.previous.findings)
     folder.mkdir(parents=True, exist_ok=True)
     tables = (read_cost(d / COST_FILE) for d in (folder, study.report_dir))  # lazily: one read
     cost = next(
@@ -688,6 +898,15 @@ def write_report(
     )
     pngs: dict[str, bytes] = {}
     stems: dict[str, list[str]] = {}
+    forest = forest_figure(
+        forest_rows(study, results),
+        study.equivalence_margin,
+        study.metric,
+        is_maximized(study.metric),
+    )
+    if forest is not None:
+        pngs[FOREST] = _png(forest)
+        (folder / f"{FOREST}.png").write_bytes(pngs[FOREST])
     for result in results:
         for stem, fig in axis_figures(study, result, sweeps).items():
             pngs[stem] = _png(fig)
@@ -701,11 +920,16 @@ def write_report(
     if ladders:
         (folder / "ladder.csv").write_text(ladders_csv(ladders), encoding="utf-8")
     env = environment(study, results)
-    (folder / "findings.csv").write_text(findings_csv(study, results), encoding="utf-8")
+    findings = findings_csv(study, results)
+    (folder / "findings.csv").write_text(findings, encoding="utf-8")
     runs = pd.concat([r.comparison.runs.assign(axis=r.axis.name) for r in results])
     runs.to_csv(folder / "runs.csv", index=False, encoding="utf-8")
-    sensitivity = {r.axis.name: axis_sensitivity(r.axis, sweeps) for r in results}
-    page = document(study, results, pngs, stems, env, cost, manifest, ladders, sensitivity)
+    computed = study_sensitivity(study, sweeps)
+    sensitivity = {r.axis.name: axis_sensitivity(r.axis, computed) for r in results}
+    page = document(
+        study, results, pngs, stems, env, cost, manifest, ladders, sensitivity,
+        previous_table(study, findings, previous),
+    )  # fmt: skip
     (folder / "report.md").write_text(page.markdown(), encoding="utf-8")
     index = folder / "index.html"
     index.write_text(page.html(), encoding="utf-8")

@@ -8,6 +8,7 @@ import copy
 import io
 import math
 import shutil
+from html import escape as html_escape
 from pathlib import Path
 
 import numpy as np
@@ -53,9 +54,11 @@ EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 TUNING_SEED = 7  # the sweep's trials: apart from the evaluation seeds 0-2
 
 
-def _metrics(final: float, start: int) -> list[Metric]:
+def _metrics(final: float, start: int, probes: bool = False) -> list[Metric]:
     ts = lambda step: start + 1000 * step  # noqa: E731
     out = [Metric("val/bpb", final, ts(STEPS), STEPS)]
+    if probes:  # the bad arm's attention logits, which only an axis that opts in draws
+        out += [Metric("probe/attn_max_logit/layer0", 5.0 * s, ts(s), s) for s in (5, STEPS)]
     for step in (5, STEPS):
         out += [
             Metric("val/bpb_sampled", final + 0.5 * (STEPS - step) / STEPS, ts(step), step),
@@ -93,7 +96,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
             start += 1000
             log_child(
                 client, exp, parent, variant, seed, start,
-                params=_params(), metrics=_metrics(FINAL[variant][seed], start),
+                params=_params(),
+                metrics=_metrics(FINAL[variant][seed], start, probes=variant == "bad"),
             )  # fmt: skip
     exp = client.create_experiment("grid", artifact_location=str(root / "grid"))
     parent = log_parent(client, exp, "grid/block", start)
@@ -268,7 +272,7 @@ def test_the_report_is_rendered_from_the_runs(store: str, tmp_path: Path) -> Non
     assert code == 0
     files = {p.name for p in folder.iterdir()}
     assert {"index.html", "report.md", "findings.csv", "runs.csv"} <= files
-    assert {"first_curves.png", "first_final.png", "second_lr0.png"} <= files
+    assert {"first_curves.png", "first_final.png", "second_lr0.png", "forest.png"} <= files
     report = (folder / "report.md").read_text()
     for text in ("## First axis", "**Expected**: good better", "Somebody 2020", "**disagrees**"):
         assert text in report
@@ -284,7 +288,8 @@ def test_the_report_is_rendered_from_the_runs(store: str, tmp_path: Path) -> Non
         "agrees", "disagrees", "too weak to tell", "agrees", "agrees",
     ]  # fmt: skip
     html = (folder / "index.html").read_text()
-    assert html.count("data:image/png;base64,") == 5 and 'class="disagrees"' in html
+    # the axes' curves and finals, the lr figure and the forest plot
+    assert html.count("data:image/png;base64,") == 6 and 'class="disagrees"' in html
 
 
 def test_the_report_tables_are_made_from_the_numbers(store: str, tmp_path: Path) -> None:
@@ -616,3 +621,225 @@ def test_a_report_never_reads_another_study_s_cost(store: str, tmp_path: Path) -
     code = main(argv)
     assert code == 0
     assert "Arm cost: not measured" in (folder / "report.md").read_text()
+
+
+def _sourced(manifest: dict) -> dict:
+    """`manifest` with sourced magnitudes and per-row references on the first axis (whose own
+    references go), a margin rationale, and the bad arm's probes drawn on the first axis."""
+    manifest = copy.deepcopy(manifest)
+    first = manifest["axes"][0]
+    del first["references"]
+    first["probes"] = ["attn_max_logit"]
+    good, bad, noisy = first["comparisons"]
+    good.update(
+        magnitude_bpb=[0.015, 0.02], source="Shazeer 2020", references=["Shazeer 2020, GLU"]
+    )
+    bad.update(references=["Other 2019, A paper"])
+    noisy.update(magnitude_bpb=0.5, source="Big 2021", references=["Big 2021, Far larger"])
+    manifest["margin_rationale"] = "half the smallest sourced effect, GLU's 0.015-0.02 bpb"
+    return manifest
+
+
+def test_each_row_states_its_sourced_magnitude_references_and_the_margin_s_reason(
+    store: str, tmp_path: Path
+) -> None:
+    manifest = _write(tmp_path, {**_sourced(MANIFEST), "sequential": {"looks": [3]}})
+    folder = tmp_path / "report"
+    argv = ["study", "report", str(manifest), "--tracking-uri", store, "--report-dir", str(folder)]
+    assert main(argv) == 0
+    report = (folder / "report.md").read_text()
+    assert (
+        "| first | good vs baseline | better by 0.015–0.02 (Shazeer 2020) Shazeer 2020 |" in report
+    )
+    assert "| first | bad vs baseline | better Other 2019 |" in report
+    assert "- good vs baseline: better by 0.015–0.02 (Shazeer 2020) (Shazeer 2020, GLU)" in report
+    assert "| second | same vs baseline | equal within ±0.02 Somebody else 2021 |" in report
+    assert (
+        "**Equivalence margin ±0.02**: half the smallest sourced effect, GLU's 0.015-0.02 bpb"
+        in report
+    )
+    # The noisy arm, expected worse by 0.5, is within noise: its interval rules the size out.
+    findings = pd.read_csv(folder / "findings.csv").set_index("arm")
+    assert findings.loc["noisy", "agreement"] == "disagrees"
+    assert "disagrees: the interval rules out the sourced worse by 0.5 (Big 2021)" in report
+    # Probe figures only where an axis opts in, and only those it names.
+    files = {p.name for p in folder.iterdir()}
+    assert "first_probe_attn_max_logit.png" in files
+    assert not any(name.startswith("second_probe") for name in files)
+
+
+def test_probe_figures_are_drawn_only_on_axes_that_name_them(store: str, tmp_path: Path) -> None:
+    folder = tmp_path / "report"
+    argv = ["study", "report", str(_write(tmp_path, MANIFEST)), "--tracking-uri", store]
+    assert main([*argv, "--report-dir", str(folder)]) == 0
+    assert not any("probe" in p.name for p in folder.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda m: m["axes"][0]["comparisons"][0].pop("source"),
+            "axes[0].comparisons[0].source: a magnitude names the source it is read from",
+        ),
+        (
+            lambda m: m["axes"][0]["comparisons"][0].update(magnitude_bpb=[0.02, 0.01]),
+            "axes[0].comparisons[0].magnitude_bpb: a range is [low, high]",
+        ),
+        (
+            lambda m: m["axes"][0]["comparisons"][1].pop("references"),
+            "axes[0].comparisons[1].references: name the sources",
+        ),
+        (lambda m: m["axes"][0].update(probes=["attn_max"]), "axes[0].probes[0]"),
+        (
+            lambda m: m["axes"][1]["comparisons"][0].update(magnitude_bpb=0.01, source="X 2020"),
+            "axes[1].comparisons[0].magnitude_bpb: an `equal` expectation has no magnitude",
+        ),
+        (
+            lambda m: m.update(previous={"findings": "nowhere.csv", "label": "old"}),
+            "previous.findings: cannot read nowhere.csv",
+        ),
+    ],
+)
+def test_bad_expectations_exit_2_naming_the_field(
+    store: str, tmp_path: Path, capsys, change, message: str
+) -> None:
+    manifest = _sourced(MANIFEST)
+    change(manifest)
+    path = _write(tmp_path, manifest)
+    report = ["--tracking-uri", store, "--report-dir", str(tmp_path / "r")]
+    assert main(["study", "report", str(path), *report]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("magnitude", "row", "answer"),
+    [
+        (0.03, _row(0.0, -0.01, 0.01), "disagrees"),  # the sourced worsening is ruled out
+        (0.005, _row(0.0, -0.01, 0.01), "too weak to tell"),  # still inside the interval
+        (None, _row(0.0, -0.01, 0.01), "too weak to tell"),  # no size to rule out
+        ([0.01, 0.2], _row(0.05, 0.03, 0.07), "agrees"),  # a difference, in its direction
+    ],
+)
+def test_a_direction_with_a_sourced_size_disagrees_when_its_interval_rules_the_size_out(
+    magnitude, row: pd.Series, answer: str
+) -> None:
+    from minimind.study.manifest import ArmComparison
+
+    source = None if magnitude is None else "S 2020"
+    c = ArmComparison(arm="a", against="b", expect="worse", magnitude_bpb=magnitude, source=source)
+    assert agreement(c, row, "m", margin=0.02, maximize=False) == answer
+
+
+@pytest.mark.parametrize(
+    ("stop", "low", "high", "magnitude", "answer"),
+    [
+        ("equivalent", -0.012, 0.016, None, "too weak to tell"),  # MQA: not a contradiction
+        ("equivalent", -0.012, 0.016, 0.02, "disagrees"),  # the sourced 0.02 is ruled out
+        ("equivalent", -0.012, 0.016, 0.015, "too weak to tell"),
+        ("cap", -0.005, 0.012, [0.015, 0.02], "disagrees"),
+        ("difference", 0.02, 0.05, [0.015, 0.02], "agrees"),
+    ],
+)
+def test_the_sequential_verdict_reads_a_direction_against_equivalence_honestly(
+    stop: str, low: float, high: float, magnitude, answer: str
+) -> None:
+    from minimind.stats.sequential import Standing
+    from minimind.study.manifest import ArmComparison
+    from minimind.study.planning import sequential_agreement
+
+    source = None if magnitude is None else "S 2020"
+    c = ArmComparison(arm="a", against="b", expect="worse", magnitude_bpb=magnitude, source=source)
+    standing = Standing(stop, 4, 12, [(s, s) for s in range(12)], low, high, 0.02)
+    assert sequential_agreement(c, standing, maximize=False) == answer
+
+
+def test_a_direction_stopped_equivalent_says_what_is_left_open(results) -> None:
+    from dataclasses import replace
+
+    from minimind.stats.sequential import Standing
+    from minimind.study import report
+
+    study, axes = results
+    noisy = axes[0].findings[2]  # expect worse
+    stopped = Standing("equivalent", 4, 12, [(s, s) for s in range(12)], -0.012, 0.016, 0.02)
+    finding = replace(noisy, standing=stopped, agreement="too weak to tell")
+    assert report._verdict_text(finding, study.metric) == (
+        "too weak to tell: equivalent within ±0.02, so no change larger than the margin; a "
+        "worse result smaller than it is not ruled out"
+    )
+
+
+def test_a_not_tuned_warning_is_set_apart_in_the_warning_colour(results) -> None:
+    from minimind.study import report
+
+    study, axes = results
+    html = report.document(study, axes, {}, {}, {}).html()
+    warning = html_escape(report.NOT_TUNED)
+    assert f'<td class="agrees">agrees<br><span class="warning">{warning}</span></td>' in html
+    assert "span.warning { color: #bc4c00" in html
+    assert '<td class="agrees">agrees; not tuned' not in html
+
+
+def test_the_report_sets_this_study_s_findings_beside_the_previous_study_s(
+    store: str, tmp_path: Path
+) -> None:
+    """A previous study's findings.csv, one row changed each way: the table says which hold,
+    flip, are newly decided or now undecided, with each row's `why`."""
+    one_look = {**MANIFEST, "sequential": {"looks": [3]}}  # the 3 seeds trained decide
+    first = tmp_path / "first"
+    argv = ["study", "report", str(_write(tmp_path, one_look)), "--tracking-uri", store]
+    assert main([*argv, "--report-dir", str(first)]) == 0
+    old = pd.read_csv(first / "findings.csv")
+    arm = old["arm"]
+    assert list(old["sequential_stop"]) == [
+        "difference",
+        "difference",
+        "cap",
+        "equivalent",
+        "difference",
+    ]
+    old.loc[arm == "good", "val/bpb_delta"] = 0.02  # was worse
+    old.loc[arm == "bad", "sequential_stop"] = "cap"  # was undecided
+    old.loc[arm == "noisy", ["sequential_stop", "val/bpb_delta"]] = ["difference", 0.02]
+    old.loc[arm == "same", "axis"] = "renamed"  # joined by its arms' labels
+    old = pd.concat([old, old[arm == "bad"].assign(arm="gone", axis="first")])
+    old.to_csv(tmp_path / "old.csv", index=False)
+    manifest = copy.deepcopy(one_look)
+    manifest["previous"] = {"findings": str(tmp_path / "old.csv"), "label": "toy study"}
+    manifest["axes"][0]["comparisons"][0]["why"] = "more tokens per parameter"
+    folder = tmp_path / "second"
+    argv = ["study", "report", str(_write(tmp_path, manifest)), "--tracking-uri", store]
+    assert main([*argv, "--report-dir", str(folder)]) == 0
+    report = (folder / "report.md").read_text()
+    section = report[report.index("## Compared with the toy study") :]
+    rows = {line.split(" | ")[1]: line for line in section.splitlines() if line.startswith("| ")}
+    assert rows["good vs baseline"].endswith("| flips | more tokens per parameter |")
+    assert (
+        "| worse (+0.020): agrees with better | better (-0.110): agrees" in rows["good vs baseline"]
+    )
+    assert "| newly decided |" in rows["bad vs baseline"]
+    assert "| now undecided |" in rows["noisy vs baseline"]
+    assert (
+        "| holds |" in rows["same vs baseline"] and "| holds |" in rows["post tuned vs pre tuned"]
+    )
+    assert "| not repeated |" in rows["gone vs baseline"]
+
+
+def test_every_table_of_the_report_wraps_its_cells(results) -> None:
+    """Tables stay within the page (about 1,400 px, checked in headless Chromium on the
+    committed study): every table class the report renders wraps its cells, none keeps the
+    comparison's one-line cells."""
+    import re
+
+    from minimind.study import report
+
+    study, axes = results
+    page = report.document(study, axes, {}, {}, {}).html()
+    classes = set(re.findall(r'<table class="([\w-]+)"', page))
+    assert {"findings", "comparison"} <= classes
+    wrapped = re.search(r"^([^{}\n]*)\{ white-space: normal; \}", report.STUDY_CSS, re.M)
+    assert wrapped is not None
+    assert classes <= {c for c in re.findall(r"table\.([\w-]+) td", wrapped.group(1))}

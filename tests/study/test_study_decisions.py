@@ -106,7 +106,7 @@ def test_the_study_report_has_decision_agreement_and_lr_sensitivity(
             per_seed.append(sum(capped) / 3 - min(capped))
         mean, sd = float(np.mean(per_seed)), float(np.std(per_seed, ddof=1))
         half = stats.t.ppf(0.975, 2) * sd / math.sqrt(3)
-        row = f"| lrs: {arm} | {mean:.4g} [{mean - half:.4g}, {mean + half:.4g}] | 3 |"
+        row = f"| lrs: model.{arm} | {mean:.4g} [{mean - half:.4g}, {mean + half:.4g}] | 3 |"
         assert row in axis
     # the runs' own provenance beside the report machine's (none recorded by these runs)
     assert "- **git tree dirty (as the runs recorded it)**: not recorded" in report

@@ -188,9 +188,12 @@ def test_each_verdict_shows_its_arm_s_tokens_per_parameter_and_epochs(
     assert findings.loc["plain", "tokens_per_param"] == pytest.approx(0.32)
     assert np.isnan(findings.loc["plain", "epochs"])
     report = (folder / "report.md").read_text()
-    assert "| agreement | tokens/param | epochs |" in report
-    assert "| agrees | 0.32 | 2 |" in report and f"| 0.32 | {render.MISSING} |" in report
-    assert "<th>tokens/param</th><th>epochs</th>" in (folder / "index.html").read_text()
+    # beside every verdict, compactly: its scale's params, tokens (per param) and epochs
+    assert "| agreement | scale: params, tokens, epochs |" in report
+    assert "| agrees | 1k params, 320 tokens (0.32/param), 2 epochs |" in report
+    assert f"320 tokens (0.32/param), {render.MISSING} epochs |" in report
+    html = (folder / "index.html").read_text()
+    assert "<th>agreement</th><th>scale: params, tokens, epochs</th>" in html
     assert not (folder / "ladder.csv").exists()
 
 

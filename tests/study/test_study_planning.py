@@ -4,7 +4,6 @@ the A/A calibration row, and where the sequential design stands after the runs s
 from __future__ import annotations
 
 import dataclasses
-import html
 import io
 from pathlib import Path
 
@@ -194,9 +193,15 @@ def test_the_report_states_each_comparison_s_look_seeds_and_why(tmp_path, store)
         "open after 3 paired seed(s) (3-5 against 0-2): train both arms to 6 seeds for look 2"
     )
     page = report.document(study, results, {}, {}, {}).html()
-    assert f"<td>{html.escape(good.standing.sentence())}</td>" in page
+    # One interval per row: the stopping interval in the Δ column, the look and why beside it
+    s = good.standing
+    assert f'<span class="ci">[{s.low:+.4f}, {s.high:+.4f}]</span>' in page
+    assert "<td>sequential, look 2 (6 seeds: 0-5): a difference</td>" in page
     markdown = report.document(study, results, {}, {}, {}).markdown()
-    assert "sequential: stopped at look 2 (6 seeds: 0-5)" in markdown
+    assert "sequential, look 2 (6 seeds: 0-5): a difference" in markdown
+    row = good.row
+    fixed = f"[{row['val/bpb_delta_low']:+.4f}, {row['val/bpb_delta_high']:+.4f}]"
+    assert fixed not in markdown and fixed not in page  # never a second interval
     findings = pd.read_csv(io.StringIO(report.findings_csv(study, results)))
     row = findings.set_index("arm").loc["good"]
     assert (row["sequential_stop"], row["sequential_look"], row["sequential_seeds"]) == (
