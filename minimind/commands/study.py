@@ -231,6 +231,7 @@ def _report(args: argparse.Namespace, study: Study) -> int:
     from minimind.study.planning import with_standings
     from minimind.study.previous import read_previous
     from minimind.study.report import write_report
+    from minimind.study.scale_agreement import scale_agreement
 
     report_dir = args.report_dir or study.report_dir
     if problem := unwritable_dir(report_dir):
@@ -239,6 +240,8 @@ def _report(args: argparse.Namespace, study: Study) -> int:
         results, sweeps, runsets = analyse(study, args.tracking_uri)
         results = with_standings(study, results, runsets)
         previous = read_previous(study.previous.findings) if study.previous else None
+        pairs = study.scale_of()
+        scale = scale_agreement(study, results, runsets, pairs) if pairs else None
     except CompareError as e:
         return fail(str(e), e.exit_code)
     write_report(
@@ -249,6 +252,7 @@ def _report(args: argparse.Namespace, study: Study) -> int:
         str(args.manifest),
         read_ladders(study, args.tracking_uri),
         previous,
+        scale,
     )
     return EXIT_OK
 

@@ -8,6 +8,7 @@ whole; every problem is one `SpecError` naming its field path, e.g.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -15,10 +16,12 @@ from pydantic import Field, ValidationError, model_validator
 
 from minimind.compare.ladder import DEFAULT_EXTRAPOLATION
 from minimind.foundations.strict_config import StrictNumbers, field_error
-from minimind.spec.errors import did_you_mean, from_validation_error
+from minimind.spec.errors import SpecError, did_you_mean, from_validation_error
 from minimind.stats.intervals import Correction
 from minimind.stats.sequential import SequentialDesign, Spending
 from minimind.study.steps import RunStep, Step
+
+_PATH = re.compile(r"\[\d+\]|[^.\[\]]+")  # "axes[0].comparisons[1]" -> its parts
 
 Expectation = Literal["better", "worse", "equal"]
 """What the literature expects of an arm against its reference: a better or worse objective,
@@ -45,6 +48,10 @@ class Arm(StrictNumbers):
     seeds: list[int] | None = None
     """Only these seeds of the runs: an A/A arm takes its reference's own runs on seeds disjoint
     from the reference's (the study's calibration: it must come out no different)."""
+    scale_of: str | None = None
+    """The key of this arm at the study's larger size, where it has two (the decisions across
+    scale, `scale_agreement.py`): arms pair one to one, and a comparison's two arms are at one
+    size."""
     tried_beyond: list[str] = []
     """Experiments whose runs at the tuning seeds try the arm's sweep past its grid (an Optuna
     grid cannot grow in place): whether the arm's tuned values sit on the edge of what was tried
@@ -278,7 +285,21 @@ class Study(StrictNumbers):
             self._comparisons_resolve(i, axis)
         self._axis_names_unique()
         self._ladders_resolve()
+        self._scales_pair()
         return self
+
+    def scale_of(self) -> dict[str, str]:
+        """Each arm with a larger size: its key -> that arm's key."""
+        return {key: arm.scale_of for key, arm in self.arms.items() if arm.scale_of}
+
+    def _scales_pair(self) -> None:
+        from minimind.study.scale_agreement import check_scale_of  # it reads this module
+
+        try:
+            check_scale_of(self, self.scale_of())
+        except SpecError as err:
+            loc = tuple(int(p[1:-1]) if p.startswith("[") else p for p in _PATH.findall(err.path))
+            field_error(loc, err.message)
 
     def _seeds_apart_from_tuning(self) -> None:
         for key, arm in self.arms.items():

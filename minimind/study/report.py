@@ -74,6 +74,7 @@ from minimind.study.ladders import LadderReading, axis_pointers
 from minimind.study.manifest import ArmComparison, Axis, Sensitivity, Study
 from minimind.study.previous import COLUMNS as PREVIOUS_COLUMNS
 from minimind.study.previous import compare_findings, read_previous
+from minimind.study.scale_agreement import scale_blocks
 from minimind.study.streams import command_line
 
 STUDY_CSS = """
@@ -659,13 +660,15 @@ def document(
     ladders: Sequence[LadderReading] = (),
     sensitivity: Mapping[str, list[LrSensitivity]] | None = None,
     previous: pd.DataFrame | None = None,
+    scale: pd.DataFrame | None = None,
 ) -> Document:
     """The report: the findings, a section per axis (its figures by file stem in `stems`, their
     PNGs in `pngs`, inlined in the HTML where given; the lr sensitivity of its tuned arms by
     axis name in `sensitivity`, `axis_sensitivity`), the ladders, the environment and the
     commands; `cost`, the arms' measured cost (`read_cost`), and `manifest`, the path the
     command to measure it names; `previous`, the table `previous.compare_findings` makes
-    against the study's `previous:` findings."""
+    against the study's `previous:` findings; `scale`, the decisions across scale
+    (`scale_agreement.scale_agreement`)."""
     costs = None if cost is None else cost.by_label(study)
     blocks: list[Block] = [
         Paragraph(study.description),
@@ -678,6 +681,8 @@ def document(
     if FOREST in pngs:
         blocks.append(FigureBlock(f"{FOREST}.png", FOREST_CAPTION, pngs[FOREST]))
     blocks += previous_blocks(study, previous)
+    if scale is not None:
+        blocks += scale_blocks(scale)
     blocks += [
         Heading(2, "Arms: settings and train/val gap", anchor="arms"),
         Paragraph(ARMS_NOTE, "caption"),
@@ -883,12 +888,14 @@ def write_report(
     manifest: str = "MANIFEST",
     ladders: Sequence[LadderReading] = (),
     previous: pd.DataFrame | None = None,
+    scale: pd.DataFrame | None = None,
 ) -> Path:
     """Write the report into `folder` (made if missing) and return its `index.html`; the arms'
     cost comes from the cost.csv `minimind study bench {manifest}` wrote, in `folder` or else
     in the manifest's `report_dir` (a report re-rendered elsewhere reads the committed one),
     never another study's; `previous`, the findings of the manifest's `previous:` study
-    (`previous.read_previous`, read here when not given)."""
+    (`previous.read_previous`, read here when not given); `scale`, the decisions across scale
+    (`scale_agreement.scale_agreement`), written as scale_agreement.csv too."""
     if study.previous is not None and previous is None:
         previous = read_previous(study.previous.findings)
     folder.mkdir(parents=True, exist_ok=True)
@@ -924,11 +931,13 @@ def write_report(
     (folder / "findings.csv").write_text(findings, encoding="utf-8")
     runs = pd.concat([r.comparison.runs.assign(axis=r.axis.name) for r in results])
     runs.to_csv(folder / "runs.csv", index=False, encoding="utf-8")
+    if scale is not None:
+        scale.to_csv(folder / "scale_agreement.csv", index=False, encoding="utf-8")
     computed = study_sensitivity(study, sweeps)
     sensitivity = {r.axis.name: axis_sensitivity(r.axis, computed) for r in results}
     page = document(
         study, results, pngs, stems, env, cost, manifest, ladders, sensitivity,
-        previous_table(study, findings, previous),
+        previous_table(study, findings, previous), scale,
     )  # fmt: skip
     (folder / "report.md").write_text(page.markdown(), encoding="utf-8")
     index = folder / "index.html"

@@ -3,16 +3,20 @@ larger one with a budget branch, whose decisions are known by construction."""
 
 from __future__ import annotations
 
+import copy
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from fake_runs import log_child, log_parent
 from mlflow import MlflowClient
 from mlflow.entities import Metric
 from scipy import stats
 
+from minimind.cli import main
 from minimind.spec.errors import SpecError
 from minimind.stats.agreement import bootstrap_agreement
 from minimind.study.analysis import analyse
@@ -273,3 +277,33 @@ def test_clopper_pearson_is_the_beta_quantiles(level: float) -> None:
             assert clopper_pearson(k, n, level) == pytest.approx((low, high), abs=1e-12)
     assert clopper_pearson(0, 1, 0.95) == pytest.approx((0.0, 0.975))
     assert all(math.isnan(v) for v in clopper_pearson(0, 0))
+
+
+def _paired_manifest(tmp_path: Path, scale_of: dict[str, str]) -> Path:
+    manifest = copy.deepcopy(MANIFEST)
+    for key, larger in scale_of.items():
+        manifest["arms"][key]["scale_of"] = larger  # type: ignore[index]
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(manifest), encoding="utf-8")
+    return path
+
+
+def test_the_manifest_pairs_the_sizes_and_the_report_shows_their_decisions(
+    mlflow_uri: str, tmp_path: Path
+) -> None:
+    _write(mlflow_uri, AGREEING, LARGE, {k: v for k, v in LARGE.items() if k != "lonely"})
+    path = _paired_manifest(tmp_path, SCALE_OF)
+    folder = tmp_path / "report"
+    argv = ["study", "report", str(path), "--tracking-uri", mlflow_uri, "--report-dir"]
+    assert main([*argv, str(folder)]) == 0
+    table = pd.read_csv(folder / "scale_agreement.csv")
+    assert _overall(table, SMALLER)["agreeing"] == _overall(_table(mlflow_uri), SMALLER)["agreeing"]
+    assert "Decisions across scale" in (folder / "index.html").read_text(encoding="utf-8")
+
+
+def test_a_bad_pairing_in_the_manifest_exits_2_naming_its_field(tmp_path: Path, capsys) -> None:
+    path = _paired_manifest(tmp_path, {"up_S": "up_l"})
+    assert main(["study", "plan", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "arms.up_S.scale_of: unknown arm 'up_l'" in err, err
+    assert "\n" not in err
