@@ -9,6 +9,7 @@ whole; every problem is one `SpecError` naming its field path, e.g.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -293,8 +294,6 @@ class Study(StrictNumbers):
         return {key: arm.scale_of for key, arm in self.arms.items() if arm.scale_of}
 
     def _scales_pair(self) -> None:
-        from minimind.study.scale_agreement import check_scale_of  # it reads this module
-
         try:
             check_scale_of(self, self.scale_of())
         except SpecError as err:
@@ -401,3 +400,36 @@ def load_study(path: str | Path) -> Study:
         return Study.model_validate(read_yaml_mapping(Path(path)))
     except ValidationError as err:
         raise from_validation_error(err, Study) from err
+
+
+def check_scale_of(study: Study, scale_of: Mapping[str, str]) -> None:
+    """`SpecError` (one line, naming the field path) unless `scale_of` pairs arms one to one:
+    each key and value a known arm, no arm its own, no larger arm with a `scale_of` of its own
+    (no chains), no larger arm named twice, and no comparison with one arm at each size."""
+    arms = list(study.arms)
+    named: dict[str, str] = {}
+    for key, larger in scale_of.items():
+        path = f"arms.{key}.scale_of"
+        if key not in study.arms:
+            raise SpecError(f"arms.{key}", f"unknown arm {key!r}; arms: {', '.join(arms)}")
+        if larger not in study.arms:
+            raise SpecError(
+                path,
+                f"unknown arm {larger!r}; arms: {', '.join(arms)}" + did_you_mean(larger, arms),
+            )
+        if larger == key:
+            raise SpecError(path, "an arm is not its own larger size")
+        if larger in scale_of:
+            raise SpecError(path, f"{larger} has a scale_of of its own: name the largest arm")
+        if larger in named:
+            raise SpecError(path, f"{larger} is the larger size of {named[larger]} already")
+        named[larger] = key
+    for i, axis in enumerate(study.axes):
+        for j, c in enumerate(axis.comparisons):
+            if (c.arm in scale_of) != (c.against in scale_of):
+                small, large = (c.arm, c.against) if c.arm in scale_of else (c.against, c.arm)
+                raise SpecError(
+                    f"axes[{i}].comparisons[{j}]",
+                    f"{small} has a scale_of and {large} none: both arms of a comparison are "
+                    "at one size",
+                )

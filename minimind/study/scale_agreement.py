@@ -37,11 +37,10 @@ from minimind.compare.agreement import _paired
 from minimind.compare.ladder_render import decision
 from minimind.foundations.document import Block, BulletList, Heading, Paragraph, Table
 from minimind.record import BUDGET_TAG, is_maximized
-from minimind.spec.errors import SpecError, did_you_mean
 from minimind.stats.agreement import bootstrap_agreement
 from minimind.study.analysis import AxisResult, StudyError, analyse_axis, arm_runs
 from minimind.study.looks import spec_variant
-from minimind.study.manifest import Arm, ArmComparison, Study
+from minimind.study.manifest import Arm, ArmComparison, Study, check_scale_of
 from minimind.study.planning import arm_values
 
 SMALLER = "smaller"
@@ -73,39 +72,6 @@ COLUMNS = [
     "seeds",
     "arms",
 ]
-
-
-def check_scale_of(study: Study, scale_of: Mapping[str, str]) -> None:
-    """`SpecError` (one line, naming the field path) unless `scale_of` pairs arms one to one:
-    each key and value a known arm, no arm its own, no larger arm with a `scale_of` of its own
-    (no chains), no larger arm named twice, and no comparison with one arm at each size."""
-    arms = list(study.arms)
-    named: dict[str, str] = {}
-    for key, larger in scale_of.items():
-        path = f"arms.{key}.scale_of"
-        if key not in study.arms:
-            raise SpecError(f"arms.{key}", f"unknown arm {key!r}; arms: {', '.join(arms)}")
-        if larger not in study.arms:
-            raise SpecError(
-                path,
-                f"unknown arm {larger!r}; arms: {', '.join(arms)}" + did_you_mean(larger, arms),
-            )
-        if larger == key:
-            raise SpecError(path, "an arm is not its own larger size")
-        if larger in scale_of:
-            raise SpecError(path, f"{larger} has a scale_of of its own: name the largest arm")
-        if larger in named:
-            raise SpecError(path, f"{larger} is the larger size of {named[larger]} already")
-        named[larger] = key
-    for i, axis in enumerate(study.axes):
-        for j, c in enumerate(axis.comparisons):
-            if (c.arm in scale_of) != (c.against in scale_of):
-                small, large = (c.arm, c.against) if c.arm in scale_of else (c.against, c.arm)
-                raise SpecError(
-                    f"axes[{i}].comparisons[{j}]",
-                    f"{small} has a scale_of and {large} none: both arms of a comparison are "
-                    "at one size",
-                )
 
 
 def clopper_pearson(agreeing: int, compared: int, level: float = 0.95) -> tuple[float, float]:
