@@ -72,7 +72,7 @@ def decision_agreement(ladder: Ladder, *, resamples: int = 10_000, seed: int = 0
     values = pd.concat([fitted.points for fitted in ladder.arms.values()], ignore_index=True)
     by_point = values.pivot_table(index=["rung", "seed"], columns="arm", values="value")
     for point in ladder.rungs:
-        small, large = _paired(by_point, point.name, top.name)
+        small, large = paired_values(by_point, point.name, top.name)
         if small is None or large is None:
             continue
         value, low, high = bootstrap_agreement(small, large, resamples=resamples, seed=seed)
@@ -84,7 +84,7 @@ def decision_agreement(ladder: Ladder, *, resamples: int = 10_000, seed: int = 0
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _paired(
+def paired_values(
     values: pd.DataFrame, point: str, top: str
 ) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
     """[seeds, arms] at `point` and at `top` (`values`: a row per (point, seed), a column per

@@ -220,12 +220,15 @@ def run_in_slots(
     return {name: outcomes[name] for name in started}
 
 
-def _note_pids(slots: list[_Slot], pids: multiprocessing.queues.Queue[tuple[int, int]]) -> None:
-    """Take the pids the slots' new processes reported."""
+def _note_pids(
+    slots: list[_Slot], pids: multiprocessing.queues.Queue[tuple[int, int]], wait_s: float = 0.0
+) -> None:
+    """Take the pids the slots' new processes reported, waiting up to `wait_s` for the first."""
     with contextlib.suppress(queue.Empty):
+        index, pid = pids.get(timeout=wait_s) if wait_s else pids.get_nowait()
         while True:
-            index, pid = pids.get_nowait()
             slots[index].pid = pid
+            index, pid = pids.get_nowait()
 
 
 def _signal_group(pid: int, signum: int) -> None:
@@ -250,9 +253,7 @@ def _stop(
         while any(s.pid is None and not s.future.done() for s in stopping if s.future):
             if time.monotonic() >= deadline:
                 break
-            with contextlib.suppress(queue.Empty):  # a process still starting: its pid
-                index, pid = pids.get(timeout=0.1)
-                slots[index].pid = pid
+            _note_pids(slots, pids, wait_s=0.1)  # a process still starting: its pid
     for step in (signum, signal.SIGTERM):
         busy = [s for s in stopping if s.future is not None and not s.future.done()]
         for slot in busy:

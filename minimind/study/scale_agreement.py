@@ -33,7 +33,7 @@ import pandas as pd
 from statsmodels.stats.proportion import proportion_confint
 
 from minimind.compare import RunSet, render
-from minimind.compare.agreement import _paired
+from minimind.compare.agreement import paired_values
 from minimind.compare.ladder_render import decision
 from minimind.foundations.document import Block, BulletList, Heading, Paragraph, Table
 from minimind.record import BUDGET_TAG, is_maximized
@@ -273,7 +273,7 @@ def _ranking_values(
     """[seeds, arms] of the paired arms at the point (the smaller size when `budget` is None,
     else the larger arms' branches at `budget`) and at the larger size's full budget: the
     arms with runs at both, the seeds every one of them finished at both
-    (`compare.agreement._paired`)."""
+    (`compare.agreement.paired_values`)."""
     larger = {key: key for key in scale_of.values()}
     smaller = {scale_of[key]: key for key in scale_of}
     here = (
@@ -287,7 +287,7 @@ def _ranking_values(
     values = pd.concat(
         {"point": pd.DataFrame(here), "reference": pd.DataFrame(there)}, names=["point", "seed"]
     )
-    return _paired(values, "point", "reference")
+    return paired_values(values, "point", "reference")
 
 
 def _values(
