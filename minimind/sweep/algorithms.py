@@ -12,9 +12,49 @@ from collections.abc import Callable
 
 import numpy as np
 import optuna
+from optuna.study import Study
+from optuna.trial import FrozenTrial, TrialState
 
 from minimind.spec import SpecError, SweepConfig
 from minimind.sweep.space import grid_space
+
+# A trial's user attribute: it failed of its own values (a non-finite loss, an invalid
+# combination), which trained again with the same seeds fail again; unlike an interrupted trial
+# or one whose worker died.
+POINT_FAILED_ATTR = "failed_at_its_point"
+
+
+def failed_at_its_point(trial: FrozenTrial) -> bool:
+    return trial.state == TrialState.FAIL and bool(trial.user_attrs.get(POINT_FAILED_ATTR))
+
+
+class GridSampler(optuna.samplers.GridSampler):
+    """Optuna's grid sampler, except that a point counts as visited only once a trial of it has
+    an answer: it finished (COMPLETE or PRUNED) or failed at its point. Optuna's counts every
+    ended trial, so the point of an interrupted trial, or of one whose worker died, was never
+    trained again; and once the grid was exhausted short of the target, the sampler evaluated an
+    already finished point a second time. A point queued again (a retried trial, WAITING) is
+    under way, as a RUNNING one is, so that another worker does not take it too."""
+
+    def _get_unvisited_grid_ids(self, study: Study) -> list[int]:
+        answered: set[int] = set()
+        under_way: set[int] = set()
+        for trial in study._storage.get_all_trials(study._study_id, deepcopy=False):
+            grid_id = trial.system_attrs.get("grid_id")
+            space = trial.system_attrs.get("search_space")
+            if grid_id is None or space is None or not self._same_search_space(space):
+                continue
+            if trial.state in (TrialState.COMPLETE, TrialState.PRUNED) or failed_at_its_point(
+                trial
+            ):
+                answered.add(grid_id)
+            elif trial.state in (TrialState.RUNNING, TrialState.WAITING):
+                under_way.add(grid_id)
+        unanswered = set(range(len(self._all_grids))) - answered
+        # Every unanswered point under way: Optuna's choice among them (or, with none, among all
+        # points, with its warning), as for a race between workers.
+        return sorted(unanswered - under_way) or sorted(unanswered)
+
 
 _SAMPLERS: dict[str, Callable[..., optuna.samplers.BaseSampler]] = {
     "tpe": optuna.samplers.TPESampler,
@@ -42,7 +82,7 @@ def build_sampler(sweep: SweepConfig, seed: int | None) -> optuna.samplers.BaseS
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         try:
             if name == "grid":
-                return optuna.samplers.GridSampler(grid_space(sweep.params), seed=seed, **options)
+                return GridSampler(grid_space(sweep.params), seed=seed, **options)
             return _SAMPLERS[name](seed=seed, **options)
         except (TypeError, ValueError) as err:
             raise SpecError("sweep.sampler.options", f"{name}: {err}") from None

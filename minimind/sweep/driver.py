@@ -29,7 +29,14 @@ from minimind.spec import SpecError, SweepConfig
 from minimind.sweep.best import best_trial, describe_front, write_best
 from minimind.sweep.liveness import release_orphans
 from minimind.sweep.optuna_study import Progress, open_parent, open_study, progress
-from minimind.sweep.plan import StudyCell, SweepPlan, describe_sweep, plan_sweep, target_trials
+from minimind.sweep.plan import (
+    StudyCell,
+    SweepPlan,
+    describe_sweep,
+    plan_sweep,
+    searches_grid,
+    target_trials,
+)
 from minimind.sweep.report import StudyReport, describe, log_report, write_report
 from minimind.sweep.space import edge_warnings
 from minimind.sweep.storage import open_storage
@@ -139,8 +146,9 @@ def _sweep_study(
     sweep = cell.sweep
     target = target_trials(sweep)
     release_orphans(study, sweep.retries)  # trials of an earlier invocation's dead workers
+    grid = searches_grid(sweep)
     before = progress(study)
-    remaining = target - before.finished
+    remaining = target - before.counted(grid)
     workers = max(1, min(sweep.workers, remaining))
     deadline = time.time() + sweep.timeout if sweep.timeout is not None else None
     with open_parent(tracker, study, cell, plan.run_plan.plan_hash) as parent:
@@ -167,8 +175,9 @@ def _sweep_study(
                     for line in run_worker_jobs(job, workers, plan.spec.launcher):
                         print(f"study {cell.name}: {line}", flush=True)
                 else:
-                    with display(f"study {cell.name}", target, before.finished) as shown:
-                        run_workers(job, workers, data=data, watch=_watcher(study, cell, shown))
+                    with display(f"study {cell.name}", target, before.counted(grid)) as shown:
+                        watch = _watcher(study, cell, shown, grid)
+                        run_workers(job, workers, data=data, watch=watch)
             except KeyboardInterrupt:
                 # The workers have exited: whatever they left RUNNING is failed, not retried.
                 release_orphans(study, retries=0, exited=(os.getpid(),))
@@ -179,15 +188,17 @@ def _sweep_study(
         report = write_report(study, sweep, reports_dir / cell.name)
         log_report(parent, report)
         print(_describe(report, study, sweep), flush=True)
-        finished = report.progress.finished
+        counted = report.progress.counted(grid)
         timed_out = deadline is not None and time.time() >= deadline
-        if finished < target and not timed_out:
-            parent.end("FAILED", f"{finished} of {target} trials finished")
+        if counted < target and not timed_out:
+            parent.end("FAILED", f"{counted} of {target} trials finished")
             return False, report
     return True, report
 
 
-def _watcher(study: optuna.Study, cell: StudyCell, shown: Display) -> Callable[[], None]:
+def _watcher(
+    study: optuna.Study, cell: StudyCell, shown: Display, grid: bool
+) -> Callable[[], None]:
     """A look at the study's trials for `run_workers`: a report each time the counts change (a
     bar on a terminal, a line elsewhere)."""
     last: list[Progress] = []
@@ -197,7 +208,7 @@ def _watcher(study: optuna.Study, cell: StudyCell, shown: Display) -> Callable[[
         if last and now == last[0]:
             return
         last[:] = [now]
-        shown.report(now.finished, status=str(now), line=f"study {cell.name}: {now}")
+        shown.report(now.counted(grid), status=str(now), line=f"study {cell.name}: {now}")
 
     return watch
 

@@ -29,7 +29,7 @@ from minimind.record import TRIAL_STATE_TAG, curve_metric, trial_run_name, trial
 from minimind.run.child_run import ChildHooks, ChildRun, train_child
 from minimind.run.plan import data_key
 from minimind.spec import ReduceConfig, Spec, SpecError, SweepConfig, with_values
-from minimind.sweep.algorithms import is_pruning
+from minimind.sweep.algorithms import POINT_FAILED_ATTR, is_pruning
 from minimind.sweep.liveness import record_worker
 from minimind.sweep.space import suggest
 from minimind.tracking.lifecycle import describe_exit
@@ -199,8 +199,10 @@ class TrialObjective:
         return hooks.result
 
     def _fail(self, trial: optuna.Trial, reason: str) -> float | list[float]:
-        """Record why and return NaN, which Optuna stores as a FAIL trial without a traceback."""
+        """Record why and return NaN, which Optuna stores as a FAIL trial without a traceback.
+        The failure is the point's: the same values and seeds fail again."""
         trial.set_user_attr(FAILURE_ATTR, reason)
+        trial.set_user_attr(POINT_FAILED_ATTR, True)
         n = len(self.ctx.sweep.metrics)
         return [math.nan] * n if n > 1 else math.nan
 

@@ -18,6 +18,7 @@ from optuna.trial import TrialState
 
 from minimind.record import PARENT_ROLE, ROLE_TAG, STUDY_TAG, study_parent_tags
 from minimind.spec import SpecError, SweepConfig, dump_spec, flatten
+from minimind.sweep.algorithms import failed_at_its_point
 from minimind.sweep.plan import StudyCell
 
 if TYPE_CHECKING:
@@ -32,21 +33,32 @@ PARENT_ATTR = "mlflow_parent_run_id"
 @dataclass(frozen=True)
 class Progress:
     """Trial counts by state. `finished` (COMPLETE + PRUNED) is what `sweep.trials` counts: a
-    pruned trial was a real, informative evaluation; a failed one is not, and is replaced."""
+    pruned trial was a real, informative evaluation; a failed one is not, and is replaced. On a
+    grid, though, a point that failed of itself (`failed_at_point`, among `failed`: a non-finite
+    loss) fails again if trained again, and there is no other point to take its place: there it
+    is answered, and counts (`counted`)."""
 
     complete: int
     pruned: int
     failed: int
     running: int
     waiting: int
+    failed_at_point: int = 0
 
     @property
     def finished(self) -> int:
         return self.complete + self.pruned
 
+    def counted(self, grid: bool) -> int:
+        """The trials that count toward the target (`plan.target_trials`); `grid`: the sweep
+        searches a finite grid (`plan.searches_grid`)."""
+        return self.finished + self.failed_at_point if grid else self.finished
+
     def __str__(self) -> str:
         text = f"{self.finished} finished ({self.complete} complete, {self.pruned} pruned)"
         text += f", {self.failed} failed"
+        if self.failed_at_point:
+            text += f" ({self.failed_at_point} of its values)"
         if self.running:
             text += f", {self.running} running"
         if self.waiting:
@@ -55,13 +67,15 @@ class Progress:
 
 
 def progress(study: optuna.Study) -> Progress:
-    states = [t.state for t in study.get_trials(deepcopy=False)]
+    trials = study.get_trials(deepcopy=False)
+    states = [t.state for t in trials]
     return Progress(
         complete=states.count(TrialState.COMPLETE),
         pruned=states.count(TrialState.PRUNED),
         failed=states.count(TrialState.FAIL),
         running=states.count(TrialState.RUNNING),
         waiting=states.count(TrialState.WAITING),
+        failed_at_point=sum(map(failed_at_its_point, trials)),
     )
 
 

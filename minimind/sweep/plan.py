@@ -105,10 +105,15 @@ def study_name(spec_name: str, variant_name: str) -> str:
     return spec_name if variant_name == BASE_VARIANT else f"{spec_name}/{variant_name}"
 
 
+def searches_grid(sweep: SweepConfig) -> bool:
+    """Whether the sampler visits the points of a finite grid (`space.grid_space`)."""
+    return sweep.sampler.name in ("grid", "bruteforce")
+
+
 def target_trials(sweep: SweepConfig) -> int:
-    """Finished trials (COMPLETE or PRUNED) a study runs to: `trials`, or fewer when a grid or
-    brute-force search has fewer points."""
-    if sweep.sampler.name in ("grid", "bruteforce"):
+    """Trials a study runs to (`optuna_study.Progress.counted`): `trials`, or fewer when a grid
+    or brute-force search has fewer points."""
+    if searches_grid(sweep):
         return min(sweep.trials, grid_size(sweep.params))
     return sweep.trials
 

@@ -19,10 +19,16 @@ from minimind.cli import main
 from minimind.foundations.processes import is_alive
 from minimind.spec import ParamSpec, ReduceConfig, SpecError, SweepConfig, spec_hash
 from minimind.sweep import plan_sweep
-from minimind.sweep.algorithms import build_pruner, build_sampler, worker_seed
+from minimind.sweep.algorithms import (
+    POINT_FAILED_ATTR,
+    GridSampler,
+    build_pruner,
+    build_sampler,
+    worker_seed,
+)
 from minimind.sweep.liveness import WORKER_ATTR, release_orphans
 from minimind.sweep.objective import TrialSink, reduce_values, trial_values
-from minimind.sweep.optuna_study import open_study
+from minimind.sweep.optuna_study import open_study, progress
 from minimind.sweep.space import grid_size, grid_space, grid_values, suggest
 from minimind.sweep.storage import SQLITE_BUSY_TIMEOUT_S, open_storage
 from minimind.sweep.worker import GIVE_UP_AFTER, run_trials
@@ -144,6 +150,34 @@ def test_the_worker_loop_stops_at_the_target_the_deadline_or_after_failures_in_a
     reason = run_trials(study, lambda t: float("nan"), 9, None, 0)
     assert reason == f"gave up after {GIVE_UP_AFTER} failed trials in a row"
     assert [t.state for t in study.trials[3:]] == [TrialState.FAIL] * GIVE_UP_AFTER
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])  # with each, Optuna's sampler repeats another point
+def test_a_grid_trains_an_interrupted_point_again_and_one_that_fails_of_itself_once(
+    seed: int,
+) -> None:
+    # Optuna's own grid sampler counts an interrupted trial's point as visited, and once the grid
+    # is exhausted short of the target repeats a random point, finished or not.
+    points = [1, 2, 3, 4, 5, 6]
+    study = optuna.create_study(sampler=GridSampler({"x": points}, seed=seed))
+    tried: list[int] = []
+
+    def objective(trial: optuna.Trial) -> float:
+        x = trial.suggest_categorical("x", points)
+        tried.append(x)
+        if x in (2, 5) and tried.count(x) == 1:
+            raise RuntimeError("interrupted")  # the attempt's failure, not the point's
+        if x == 3:  # diverges: the same values fail again
+            trial.set_user_attr(POINT_FAILED_ATTR, True)
+            return float("nan")
+        return float(x)
+
+    assert run_trials(study, objective, len(points), None, 0, grid=True) == "done"
+    assert sorted(tried) == [1, 2, 2, 3, 4, 5, 5, 6]  # every point answered, none twice
+    complete = sorted(t.params["x"] for t in study.trials if t.state == TrialState.COMPLETE)
+    assert complete == [1, 2, 4, 5, 6]
+    assert progress(study).counted(grid=True) == 6
+    assert progress(study).counted(grid=False) == 5
 
 
 def test_samplers_and_pruners_are_built_and_their_options_checked() -> None:
