@@ -239,7 +239,11 @@ def _report(args: argparse.Namespace, study: Study) -> int:
     try:
         results, sweeps, runsets = analyse(study, args.tracking_uri)
         results = with_standings(study, results, runsets)
-        previous = read_previous(study.previous.findings) if study.previous else None
+        previous = (
+            read_previous(study.previous.findings, study.previous_rows())
+            if study.previous
+            else None
+        )
         pairs = study.scale_of()
         scale = scale_agreement(study, results, runsets, pairs) if pairs else None
     except CompareError as e:

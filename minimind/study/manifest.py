@@ -69,12 +69,24 @@ class Arm(StrictNumbers):
         return self
 
 
+class PreviousRow(StrictNumbers):
+    """The row of the previous study (`Study.previous`) that a comparison repeats, by that
+    study's labels of its arm and reference: for a row whose labels changed (a reference now
+    called baseline, an arm now tuned), which would not join by its own."""
+
+    model_config = {"extra": "forbid"}
+
+    arm: str = Field(min_length=1)
+    against: str = Field(min_length=1)
+
+
 class ArmComparison(StrictNumbers):
     """`arm` against `against`, and what the literature expects of the difference: its
     direction (`expect`), and where a source gives one its size converted to the metric's units
     (`magnitude_bpb`, a value or a [low, high] range, unsigned: the direction is `expect`'s) with
-    the `source` it is read from; the row's `references`; and `why`, the reason its verdict
-    holds or changed against the previous study (`Study.previous`)."""
+    the `source` it is read from; the row's `references`; `why`, the reason its verdict holds or
+    changed against the previous study (`Study.previous`); and `previous`, that study's row it
+    repeats where the labels differ."""
 
     model_config = {"extra": "forbid"}
 
@@ -89,6 +101,7 @@ class ArmComparison(StrictNumbers):
     source: str | None = Field(default=None, min_length=1)
     references: list[Annotated[str, Field(min_length=1)]] = []
     why: str = ""
+    previous: PreviousRow | None = None
 
     @model_validator(mode="after")
     def _sourced_magnitude(self) -> ArmComparison:
@@ -289,6 +302,16 @@ class Study(StrictNumbers):
         self._scales_pair()
         return self
 
+    def previous_rows(self) -> dict[tuple[str, str], tuple[str, str]]:
+        """The comparisons that name their previous row: (arm, against) labels here -> there."""
+        label = {key: arm.label for key, arm in self.arms.items()}
+        return {
+            (label[c.arm], label[c.against]): (c.previous.arm, c.previous.against)
+            for axis in self.axes
+            for c in axis.comparisons
+            if c.previous is not None
+        }
+
     def scale_of(self) -> dict[str, str]:
         """Each arm with a larger size: its key -> that arm's key."""
         return {key: arm.scale_of for key, arm in self.arms.items() if arm.scale_of}
@@ -341,6 +364,8 @@ class Study(StrictNumbers):
             if comparison.arm in compared:
                 field_error((*path, "arm"), f"{comparison.arm} is compared twice in this axis")
             compared.add(comparison.arm)
+            if comparison.previous is not None and self.previous is None:
+                field_error((*path, "previous"), "names a row of no previous study (`previous:`)")
 
     def _shares_seeds(self, comparison: ArmComparison) -> bool:
         """Both arms take the same runs on seeds that are not disjoint (or not listed)."""

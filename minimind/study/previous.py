@@ -5,12 +5,14 @@ Both sides are findings tables as `findings.csv` writes them (`report.findings_c
 outcome is what its test decided, not whether it met the expectation: `better` or `worse` (a
 difference in that direction, arm against reference), `equal` (equivalent within the margin), or
 `undecided`; the sequential design's stop where the table has one, else the fixed-sample interval
-against zero. Rows join on (axis, arm, against), then on (arm, against) by label for a row whose
-axis was renamed.
+against zero. A row that names the previous row it repeats (a comparison's `previous:`, by that
+study's labels) joins that row; the others join on (axis, arm, against), then on (arm, against)
+by label for a row whose axis was renamed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -22,11 +24,14 @@ Outcome = str
 
 COLUMNS = ["axis", "comparison", "previous", "now", "status", "why"]
 KEYS = ("axis", "arm", "against")
+Labels = tuple[str, str]
+"""A row's (arm, against) labels."""
 
 
-def read_previous(path: Path) -> pd.DataFrame:
+def read_previous(path: Path, joins: Mapping[Labels, Labels] | None = None) -> pd.DataFrame:
     """An earlier study's findings.csv; `StudyError` naming `previous.findings` when it cannot be
-    read as one."""
+    read as one, or when it lacks a row that `joins` (`Study.previous_rows`: this study's labels
+    -> that study's) names."""
     try:
         table = pd.read_csv(path)
     except (OSError, ValueError) as e:
@@ -34,6 +39,13 @@ def read_previous(path: Path) -> pd.DataFrame:
     missing = [c for c in (*KEYS, "agreement") if c not in table.columns]
     if missing:
         raise StudyError(f"previous.findings: {path} has no column {', '.join(missing)}")
+    rows = set(zip(table["arm"], table["against"], strict=True))
+    for (arm, against), (old_arm, old_against) in (joins or {}).items():
+        if (old_arm, old_against) not in rows:
+            raise StudyError(
+                f"previous.findings: {path} has no row {old_arm!r} vs {old_against!r}, which "
+                f"the comparison {arm!r} vs {against!r} names as its `previous`"
+            )
     return table
 
 
@@ -61,6 +73,14 @@ def _verdict(row: pd.Series, metric: str, maximize: bool) -> str:
     return f"{outcome(row, metric, maximize)}{size}: {row['agreement']} with {row['expect']}"
 
 
+def _previous_verdict(before: pd.Series, new: pd.Series, metric: str, maximize: bool) -> str:
+    """The previous row's verdict, with its labels where they are not the current row's."""
+    verdict = _verdict(before, metric, maximize)
+    if (before["arm"], before["against"]) == (new["arm"], new["against"]):
+        return verdict
+    return f"{verdict} ({before['arm']} vs {before['against']})"
+
+
 def _status(before: Outcome | None, now: Outcome | None) -> str:
     if before is None:
         return "new comparison"
@@ -79,15 +99,17 @@ def compare_findings(
     why: dict[tuple[str, str], str],
     metric: str,
     maximize: bool,
+    joins: Mapping[Labels, Labels] | None = None,
 ) -> pd.DataFrame:
     """A row per comparison of either table (`COLUMNS`): the previous and the current verdict,
     the status (holds, flips, now undecided, newly decided, undecided in both, new comparison,
-    not repeated) and `why`, by the current row's (arm, against) labels."""
+    not repeated) and `why`, by the current row's (arm, against) labels; `joins`, the rows that
+    name their previous row (module docstring)."""
     old = previous.reset_index(drop=True)
     matched: set[int] = set()
     rows = []
     for _, new in current.iterrows():
-        j = _match(old, new, matched)
+        j = _match(old, new, matched, (joins or {}).get((new["arm"], new["against"])))
         before = None if j is None else old.loc[j]
         if j is not None:
             matched.add(j)
@@ -95,7 +117,9 @@ def compare_findings(
             {
                 "axis": new["axis"],
                 "comparison": f"{new['arm']} vs {new['against']}",
-                "previous": "-" if before is None else _verdict(before, metric, maximize),
+                "previous": "-"
+                if before is None
+                else _previous_verdict(before, new, metric, maximize),
                 "now": _verdict(new, metric, maximize),
                 "status": _status(
                     None if before is None else outcome(before, metric, maximize),
@@ -119,11 +143,12 @@ def compare_findings(
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _match(old: pd.DataFrame, new: pd.Series, taken: set[int]) -> int | None:
-    """The index of `new`'s row in `old`: same axis, arm and against, else same arm and against
-    (an axis renamed), the first not taken."""
+def _match(old: pd.DataFrame, new: pd.Series, taken: set[int], named: Labels | None) -> int | None:
+    """The index of `new`'s row in `old`: the row `named` (by its labels) when given, else same
+    axis, arm and against, else same arm and against (an axis renamed); the first not taken."""
     free = ~old.index.isin(list(taken))
-    same_pair = (old["arm"] == new["arm"]) & (old["against"] == new["against"]) & free
+    arm, against = named or (new["arm"], new["against"])
+    same_pair = (old["arm"] == arm) & (old["against"] == against) & free
     for hit in (same_pair & (old["axis"] == new["axis"]), same_pair):
         if hit.any():
             return int(old.index[hit][0])

@@ -867,7 +867,9 @@ def previous_table(study: Study, findings: str, old: pd.DataFrame | None) -> pd.
     label = {key: arm.label for key, arm in study.arms.items()}
     why = {(label[c.arm], label[c.against]): c.why for axis in study.axes for c in axis.comparisons}
     current = pd.read_csv(io.StringIO(findings))
-    return compare_findings(old, current, why, study.metric, is_maximized(study.metric))
+    return compare_findings(
+        old, current, why, study.metric, is_maximized(study.metric), study.previous_rows()
+    )
 
 
 def _budget_columns(budget: DataBudget) -> dict[str, float]:
@@ -897,7 +899,7 @@ def write_report(
     (`previous.read_previous`, read here when not given); `scale`, the decisions across scale
     (`scale_agreement.scale_agreement`), written as scale_agreement.csv too."""
     if study.previous is not None and previous is None:
-        previous = read_previous(study.previous.findings)
+        previous = read_previous(study.previous.findings, study.previous_rows())
     folder.mkdir(parents=True, exist_ok=True)
     tables = (read_cost(d / COST_FILE) for d in (folder, study.report_dir))  # lazily: one read
     cost = next(

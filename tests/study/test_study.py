@@ -358,6 +358,10 @@ def test_the_report_shows_each_arm_s_measured_cost_beside_it(results, tmp_path: 
             "axes[0].comparisons[0].arm: unknown arm 'gooood'",
         ),
         (lambda m: m["axes"][0]["comparisons"][1].update(arm="good"), "compared twice"),
+        (
+            lambda m: m["axes"][0]["comparisons"][1].update(previous={"arm": "b", "against": "a"}),
+            "axes[0].comparisons[1].previous: names a row of no previous study",
+        ),
         (lambda m: m["arms"]["bad"].update(label="good"), "arms.bad.label: label 'good'"),
         (lambda m: m["arms"]["bad"].update(where={"x": 1}), "give exactly one of variant"),
         (lambda m: m.update(streams=[["python evil.py"]]), "streams[0][0]: a step is `minimind"),
@@ -704,6 +708,14 @@ def test_probe_figures_are_drawn_only_on_axes_that_name_them(store: str, tmp_pat
             lambda m: m.update(previous={"findings": "nowhere.csv", "label": "old"}),
             "previous.findings: cannot read nowhere.csv",
         ),
+        (
+            lambda m: (
+                m.update(previous={"findings": "results/study_shakespeare/findings.csv"}),
+                m["previous"].update(label="old"),
+                m["axes"][0]["comparisons"][0].update(previous={"arm": "x", "against": "y"}),
+            ),
+            "has no row 'x' vs 'y', which the comparison 'good' vs 'baseline' names",
+        ),
     ],
 )
 def test_bad_expectations_exit_2_naming_the_field(
@@ -805,11 +817,13 @@ def test_the_report_sets_this_study_s_findings_beside_the_previous_study_s(
     old.loc[arm == "bad", "sequential_stop"] = "cap"  # was undecided
     old.loc[arm == "noisy", ["sequential_stop", "val/bpb_delta"]] = ["difference", 0.02]
     old.loc[arm == "same", "axis"] = "renamed"  # joined by its arms' labels
+    old.loc[arm == "post tuned", ["arm", "against"]] = ["post v1", "pre v1"]  # joined as named
     old = pd.concat([old, old[arm == "bad"].assign(arm="gone", axis="first")])
     old.to_csv(tmp_path / "old.csv", index=False)
     manifest = copy.deepcopy(one_look)
     manifest["previous"] = {"findings": str(tmp_path / "old.csv"), "label": "toy study"}
     manifest["axes"][0]["comparisons"][0]["why"] = "more tokens per parameter"
+    manifest["axes"][1]["comparisons"][1]["previous"] = {"arm": "post v1", "against": "pre v1"}
     folder = tmp_path / "second"
     argv = ["study", "report", str(_write(tmp_path, manifest)), "--tracking-uri", store]
     assert main([*argv, "--report-dir", str(folder)]) == 0
@@ -822,9 +836,10 @@ def test_the_report_sets_this_study_s_findings_beside_the_previous_study_s(
     )
     assert "| newly decided |" in rows["bad vs baseline"]
     assert "| now undecided |" in rows["noisy vs baseline"]
-    assert (
-        "| holds |" in rows["same vs baseline"] and "| holds |" in rows["post tuned vs pre tuned"]
-    )
+    assert "| holds |" in rows["same vs baseline"]
+    assert "(post v1 vs pre v1) |" in rows["post tuned vs pre tuned"]
+    assert "| holds |" in rows["post tuned vs pre tuned"]
+    assert "post v1 vs pre v1" not in rows  # not left over as "not repeated"
     assert "| not repeated |" in rows["gone vs baseline"]
 
 
