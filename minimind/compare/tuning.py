@@ -38,8 +38,7 @@ def edge_warnings(
     values that set the cell apart from the others (the ablated ones, such as the block), and a
     param the cell's trials vary is one it searched. Empty when no cell matches.
 
-    `beyond`: plain runs that try a cell's params past its grid (an Optuna grid cannot grow in
-    place); a run of them counts as tried in the cells whose fixed params it shares (`_fixed`).
+    `beyond`: plain runs, outside the sweep, that try a cell's params past its grid; a run of them counts as tried in the cells whose fixed params it shares (`_fixed`).
     With `objective` (a metric's column: `metrics.val/bpb` in a store's runs), one that scored
     better than every trial of the cell is a line too: the arm runs at a value that is not the
     best tried."""

@@ -54,9 +54,9 @@ class Arm(StrictNumbers):
     scale, `scale_agreement.py`): arms pair one to one, and a comparison's two arms are at one
     size."""
     tried_beyond: list[str] = []
-    """Experiments whose runs at the tuning seeds try the arm's sweep past its grid (an Optuna
-    grid cannot grow in place): whether the arm's tuned values sit on the edge of what was tried
-    counts their values too."""
+    """Experiments of plain runs at the tuning seeds that try the arm's sweep past its grid
+    (runs outside the sweep; a grid can also grow in place): whether the arm's tuned values sit
+    on the edge of what was tried counts their values too."""
 
     def selects(self) -> tuple[str, str | None, str]:
         """What runs the arm takes, seeds aside: two arms equal here are one arm's runs."""

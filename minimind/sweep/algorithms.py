@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import optuna
@@ -22,6 +23,7 @@ from minimind.sweep.space import grid_space
 # combination), which trained again with the same seeds fail again; unlike an interrupted trial
 # or one whose worker died.
 POINT_FAILED_ATTR = "failed_at_its_point"
+GRID_POINT_ATTR = "grid_point"  # a trial's system attribute: its point's values, in name order
 
 
 def failed_at_its_point(trial: FrozenTrial) -> bool:
@@ -29,31 +31,68 @@ def failed_at_its_point(trial: FrozenTrial) -> bool:
 
 
 class GridSampler(optuna.samplers.GridSampler):
-    """Optuna's grid sampler, except that a point counts as visited only once a trial of it has
-    an answer: it finished (COMPLETE or PRUNED) or failed at its point. Optuna's counts every
-    ended trial, so the point of an interrupted trial, or of one whose worker died, was never
-    trained again; and once the grid was exhausted short of the target, the sampler evaluated an
-    already finished point a second time. A point queued again (a retried trial, WAITING) is
-    under way, as a RUNNING one is, so that another worker does not take it too."""
+    """Optuna's grid sampler, with a grid's points known by their values, each trained until it
+    has an answer.
+
+    - A point is answered once a trial of it finished (COMPLETE or PRUNED) or failed at its
+      point. Optuna's counts every ended trial, so the point of an interrupted trial, or of one
+      whose worker died, was never trained again; once the grid was exhausted short of the
+      target it trained a finished point a second time.
+    - Optuna's knows a trial's point by its index in the grid as the sampler's seed shuffled it,
+      and a sweep seeds each worker and each invocation apart (`worker_seed`): a resumed sweep
+      read its earlier trials' points wrongly. Here a point is its values (`GRID_POINT_ATTR` while
+      the trial runs, its params after), so that a grid can also grow in place: a spec that adds
+      values (a rate past the edge) keeps the study's trials and trains only the new points.
+    - A point whose trial runs, or is queued again (a retried trial, WAITING), is under way:
+      another worker takes another point while there is one.
+    """
+
+    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+        # Optuna's gives trial n the grid's n-th point while n is below the grid's size, answered
+        # or not; here every trial takes a point without an answer.
+        if "grid_id" in trial.system_attrs or "fixed_params" in trial.system_attrs:
+            return  # a retried trial (its params are set) or an enqueued one
+        choices = self._get_unvisited_grid_ids(study) or list(range(len(self._all_grids)))
+        grid_id = int(self._rng.rng.choice(choices))
+        storage = study._storage
+        storage.set_trial_system_attr(trial._trial_id, "search_space", self._search_space)
+        storage.set_trial_system_attr(trial._trial_id, "grid_id", grid_id)
+        storage.set_trial_system_attr(
+            trial._trial_id, GRID_POINT_ATTR, list(self._all_grids[grid_id])
+        )
+
+    def answered(self, study: Study) -> int:
+        """How many points of this grid a trial answered (of this grid or of an earlier one)."""
+        return len(self._points(study)[0])
 
     def _get_unvisited_grid_ids(self, study: Study) -> list[int]:
+        answered, under_way = self._points(study)
+        unanswered = set(range(len(self._all_grids))) - answered
+        # Every unanswered point under way: Optuna's choice among them (with none, among all
+        # points, after its warning in `after_trial`), as for a race between workers.
+        return sorted(unanswered - under_way) or sorted(unanswered)
+
+    def _points(self, study: Study) -> tuple[set[int], set[int]]:
+        """The indices of this grid's points answered, and of those under way."""
+        index = {tuple(values): i for i, values in enumerate(self._all_grids)}
         answered: set[int] = set()
         under_way: set[int] = set()
         for trial in study._storage.get_all_trials(study._study_id, deepcopy=False):
-            grid_id = trial.system_attrs.get("grid_id")
-            space = trial.system_attrs.get("search_space")
-            if grid_id is None or space is None or not self._same_search_space(space):
+            values: list[Any] | None
+            if all(name in trial.params for name in self._param_names):
+                values = [trial.params[name] for name in self._param_names]
+            else:  # a running trial that has not suggested its values yet
+                values = trial.system_attrs.get(GRID_POINT_ATTR)
+            point = None if values is None else index.get(tuple(values))
+            if point is None:
                 continue
             if trial.state in (TrialState.COMPLETE, TrialState.PRUNED) or failed_at_its_point(
                 trial
             ):
-                answered.add(grid_id)
+                answered.add(point)
             elif trial.state in (TrialState.RUNNING, TrialState.WAITING):
-                under_way.add(grid_id)
-        unanswered = set(range(len(self._all_grids))) - answered
-        # Every unanswered point under way: Optuna's choice among them (or, with none, among all
-        # points, with its warning), as for a race between workers.
-        return sorted(unanswered - under_way) or sorted(unanswered)
+                under_way.add(point)
+        return answered, under_way
 
 
 _SAMPLERS: dict[str, Callable[..., optuna.samplers.BaseSampler]] = {

@@ -28,13 +28,12 @@ from minimind.run.plan import prepare_all
 from minimind.spec import SpecError, SweepConfig
 from minimind.sweep.best import best_trial, describe_front, write_best
 from minimind.sweep.liveness import release_orphans
-from minimind.sweep.optuna_study import Progress, open_parent, open_study, progress
+from minimind.sweep.optuna_study import Progress, counted, open_parent, open_study, progress
 from minimind.sweep.plan import (
     StudyCell,
     SweepPlan,
     describe_sweep,
     plan_sweep,
-    searches_grid,
     target_trials,
 )
 from minimind.sweep.report import StudyReport, describe, log_report, write_report
@@ -146,9 +145,8 @@ def _sweep_study(
     sweep = cell.sweep
     target = target_trials(sweep)
     release_orphans(study, sweep.retries)  # trials of an earlier invocation's dead workers
-    grid = searches_grid(sweep)
     before = progress(study)
-    remaining = target - before.counted(grid)
+    remaining = target - counted(study, sweep)
     workers = max(1, min(sweep.workers, remaining))
     deadline = time.time() + sweep.timeout if sweep.timeout is not None else None
     with open_parent(tracker, study, cell, plan.run_plan.plan_hash) as parent:
@@ -175,8 +173,8 @@ def _sweep_study(
                     for line in run_worker_jobs(job, workers, plan.spec.launcher):
                         print(f"study {cell.name}: {line}", flush=True)
                 else:
-                    with display(f"study {cell.name}", target, before.counted(grid)) as shown:
-                        watch = _watcher(study, cell, shown, grid)
+                    with display(f"study {cell.name}", target, target - remaining) as shown:
+                        watch = _watcher(study, cell, shown)
                         run_workers(job, workers, data=data, watch=watch)
             except KeyboardInterrupt:
                 # The workers have exited: whatever they left RUNNING is failed, not retried.
@@ -188,17 +186,15 @@ def _sweep_study(
         report = write_report(study, sweep, reports_dir / cell.name)
         log_report(parent, report)
         print(_describe(report, study, sweep), flush=True)
-        counted = report.progress.counted(grid)
+        done = counted(study, sweep)
         timed_out = deadline is not None and time.time() >= deadline
-        if counted < target and not timed_out:
-            parent.end("FAILED", f"{counted} of {target} trials finished")
+        if done < target and not timed_out:
+            parent.end("FAILED", f"{done} of {target} trials finished")
             return False, report
     return True, report
 
 
-def _watcher(
-    study: optuna.Study, cell: StudyCell, shown: Display, grid: bool
-) -> Callable[[], None]:
+def _watcher(study: optuna.Study, cell: StudyCell, shown: Display) -> Callable[[], None]:
     """A look at the study's trials for `run_workers`: a report each time the counts change (a
     bar on a terminal, a line elsewhere)."""
     last: list[Progress] = []
@@ -208,7 +204,7 @@ def _watcher(
         if last and now == last[0]:
             return
         last[:] = [now]
-        shown.report(now.counted(grid), status=str(now), line=f"study {cell.name}: {now}")
+        shown.report(counted(study, cell.sweep), status=str(now), line=f"study {cell.name}: {now}")
 
     return watch
 

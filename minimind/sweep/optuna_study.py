@@ -18,8 +18,9 @@ from optuna.trial import TrialState
 
 from minimind.record import PARENT_ROLE, ROLE_TAG, STUDY_TAG, study_parent_tags
 from minimind.spec import SpecError, SweepConfig, dump_spec, flatten
-from minimind.sweep.algorithms import failed_at_its_point
-from minimind.sweep.plan import StudyCell
+from minimind.sweep.algorithms import GridSampler, failed_at_its_point
+from minimind.sweep.plan import StudyCell, searches_grid
+from minimind.sweep.space import grid_space
 
 if TYPE_CHECKING:
     from minimind.tracking import RunHandle, Tracker
@@ -33,10 +34,9 @@ PARENT_ATTR = "mlflow_parent_run_id"
 @dataclass(frozen=True)
 class Progress:
     """Trial counts by state. `finished` (COMPLETE + PRUNED) is what `sweep.trials` counts: a
-    pruned trial was a real, informative evaluation; a failed one is not, and is replaced. On a
-    grid, though, a point that failed of itself (`failed_at_point`, among `failed`: a non-finite
-    loss) fails again if trained again, and there is no other point to take its place: there it
-    is answered, and counts (`counted`)."""
+    pruned trial was a real, informative evaluation; a failed one is not, and is replaced. A
+    grid counts its points instead (`counted`); `failed_at_point`, among `failed`: the trials
+    that failed of their own values (a non-finite loss), which fail again if trained again."""
 
     complete: int
     pruned: int
@@ -48,11 +48,6 @@ class Progress:
     @property
     def finished(self) -> int:
         return self.complete + self.pruned
-
-    def counted(self, grid: bool) -> int:
-        """The trials that count toward the target (`plan.target_trials`); `grid`: the sweep
-        searches a finite grid (`plan.searches_grid`)."""
-        return self.finished + self.failed_at_point if grid else self.finished
 
     def __str__(self) -> str:
         text = f"{self.finished} finished ({self.complete} complete, {self.pruned} pruned)"
@@ -77,6 +72,17 @@ def progress(study: optuna.Study) -> Progress:
         waiting=states.count(TrialState.WAITING),
         failed_at_point=sum(map(failed_at_its_point, trials)),
     )
+
+
+def counted(study: optuna.Study, sweep: SweepConfig) -> int:
+    """The trials that count toward the target (`plan.target_trials`): the finished ones; on a
+    grid, the grid's points answered (`algorithms.GridSampler.answered`, by a trial of this grid
+    or of an earlier, smaller one); by brute force, also the points that failed of their own
+    values, which there is no other point to replace."""
+    if sweep.sampler.name == "grid":
+        return GridSampler(grid_space(sweep.params)).answered(study)
+    counts = progress(study)
+    return counts.finished + (counts.failed_at_point if searches_grid(sweep) else 0)
 
 
 def open_study(

@@ -3,8 +3,8 @@
 Every worker opens the storage, the tracker and the prepared data itself (a spawned process
 shares nothing; a lone worker in the sweep's own process reuses the data the sweep prepared), and
 loops: release the trials of dead workers, count, run one trial. It stops when the study has
-`target` finished trials (COMPLETE + PRUNED; on a grid also the points that failed of their
-own values, `Progress.counted`), when `sweep.timeout` has passed, or after
+`target` finished trials (COMPLETE + PRUNED; on a grid its points answered,
+`optuna_study.counted`), when `sweep.timeout` has passed, or after
 `GIVE_UP_AFTER` failed trials of its own in a row (a spec that cannot train). While the finished
 and running trials together reach the target it waits instead of stopping: a running trial of
 another worker may still fail, or its worker die, and then a trial must take its place. Two
@@ -37,8 +37,7 @@ from minimind.spec import validate_spec
 from minimind.sweep.algorithms import build_pruner, build_sampler, worker_seed
 from minimind.sweep.liveness import release_orphans
 from minimind.sweep.objective import TrialContext, TrialObjective
-from minimind.sweep.optuna_study import open_study, progress
-from minimind.sweep.plan import searches_grid
+from minimind.sweep.optuna_study import counted, open_study, progress
 from minimind.sweep.storage import open_storage
 
 POLL_S = 2.0
@@ -90,9 +89,8 @@ def work(job: WorkerJob, data: Mapping[str, PreparedData] | None = None) -> str:
             data=dict(data or {}),
         )
     )
-    return run_trials(
-        study, objective, job.target, job.deadline, sweep.retries, grid=searches_grid(sweep)
-    )
+    count = functools.partial(counted, sweep=sweep)
+    return run_trials(study, objective, job.target, job.deadline, sweep.retries, count)
 
 
 def _quiet_optuna_once_interrupted() -> None:
@@ -120,23 +118,21 @@ def run_trials(
     target: int,
     deadline: float | None,
     retries: int,
-    *,
-    grid: bool = False,
+    count: Callable[[optuna.Study], int] = lambda study: progress(study).finished,
 ) -> str:
-    """The worker loop (see the module docstring); `grid`: the sampler walks a finite grid, where
-    a point that failed of its own values counts as answered (`Progress.counted`)."""
+    """The worker loop (see the module docstring); `count`, the trials that count toward
+    `target` (`optuna_study.counted`)."""
     failures_in_a_row = 0
     while True:
         release_orphans(study, retries)
-        counts = progress(study)
-        counted = counts.counted(grid)
-        if counted >= target:
+        done = count(study)
+        if done >= target:
             return "done"
         if deadline is not None and time.time() >= deadline:
             return "timeout"
         if failures_in_a_row >= GIVE_UP_AFTER:
             return f"gave up after {failures_in_a_row} failed trials in a row"
-        if counted + counts.running >= target:
+        if done + progress(study).running >= target:
             time.sleep(POLL_S)
             continue
         ended: list[FrozenTrial] = []

@@ -172,12 +172,36 @@ def test_a_grid_trains_an_interrupted_point_again_and_one_that_fails_of_itself_o
             return float("nan")
         return float(x)
 
-    assert run_trials(study, objective, len(points), None, 0, grid=True) == "done"
+    sampler = study.sampler
+    assert isinstance(sampler, GridSampler)
+    assert run_trials(study, objective, len(points), None, 0, sampler.answered) == "done"
     assert sorted(tried) == [1, 2, 2, 3, 4, 5, 5, 6]  # every point answered, none twice
     complete = sorted(t.params["x"] for t in study.trials if t.state == TrialState.COMPLETE)
     assert complete == [1, 2, 4, 5, 6]
-    assert progress(study).counted(grid=True) == 6
-    assert progress(study).counted(grid=False) == 5
+    assert sampler.answered(study) == 6
+    assert progress(study).finished == 5
+
+
+def test_a_grid_grows_in_place_and_a_resumed_sweep_reads_its_points_by_their_values() -> None:
+    """A resumed sweep seeds its sampler apart (`worker_seed`), which shuffles the grid's order
+    otherwise: Optuna's sampler, reading earlier trials by their index in that order, repeats a
+    point and skips another."""
+    study = optuna.create_study(sampler=GridSampler({"x": [1, 2, 3]}, seed=0))
+    tried: list[int] = []
+
+    def objective(trial: optuna.Trial) -> float:
+        tried.append(trial.suggest_categorical("x", [1, 2, 3, 4, 5]))
+        return float(tried[-1])
+
+    assert run_trials(study, objective, 3, None, 0, study.sampler.answered) == "done"
+    for seed in (1, 2, 3):  # resumed: the same grid, and then one grown by a point past its edge
+        study.sampler = GridSampler({"x": [1, 2, 3]}, seed=seed)
+        assert run_trials(study, objective, 3, None, 0, study.sampler.answered) == "done"
+    grown = GridSampler({"x": [1, 2, 3, 4, 5]}, seed=4)
+    study.sampler = grown
+    assert grown.answered(study) == 3
+    assert run_trials(study, objective, 5, None, 0, grown.answered) == "done"
+    assert sorted(tried) == [1, 2, 3, 4, 5]
 
 
 def test_samplers_and_pruners_are_built_and_their_options_checked() -> None:
