@@ -41,8 +41,8 @@ class GridSampler(optuna.samplers.GridSampler):
     - Optuna's knows a trial's point by its index in the grid as the sampler's seed shuffled it,
       and a sweep seeds each worker and each invocation apart (`worker_seed`): a resumed sweep
       read its earlier trials' points wrongly. Here a point is its values (`GRID_POINT_ATTR` while
-      the trial runs, its params after), so that a grid can also grow in place: a spec that adds
-      values (a rate past the edge) keeps the study's trials and trains only the new points.
+      the trial runs, its params after), so that a grid of a range can also grow in place: a
+      spec that moves an end keeps the study's trials and trains only the new points.
     - A point whose trial runs, or is queued again (a retried trial, WAITING), is under way:
       another worker takes another point while there is one.
     """

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import optuna
+from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
 from minimind.record import PARENT_ROLE, ROLE_TAG, STUDY_TAG, study_parent_tags
 from minimind.spec import SpecError, SweepConfig, dump_spec, flatten
 from minimind.sweep.algorithms import GridSampler, failed_at_its_point
 from minimind.sweep.plan import StudyCell, searches_grid
-from minimind.sweep.space import grid_space
+from minimind.sweep.space import choices, grid_space
 
 if TYPE_CHECKING:
     from minimind.tracking import RunHandle, Tracker
@@ -136,6 +137,7 @@ def _check_matches(
             f"study {name!r} in {sweep.storage} was made from a spec that trains "
             f"differently (cell_hash {stored}, this one {cell_hash}); {hint}",
         )
+    _check_choices(study, name, sweep, hint)
     directions = [d.name.lower() for d in study.directions]
     if attrs.get(METRICS_ATTR) != sweep.metrics or directions != sweep.directions:
         raise SpecError(
@@ -144,6 +146,24 @@ def _check_matches(
             f"{_objectives(attrs.get(METRICS_ATTR), directions)}, not "
             f"{_objectives(sweep.metrics, sweep.directions)}; {hint}",
         )
+
+
+def _check_choices(study: optuna.Study, name: str, sweep: SweepConfig, hint: str) -> None:
+    """Optuna fixes a categorical param's choices for a study's life (its storage refuses a
+    trial of other choices): a spec that changed them is a `SpecError`, before any trial fails.
+    A range's ends may change, so a grid of a range grows in place."""
+    recorded: dict[str, list[Any]] = {}
+    for trial in study.get_trials(deepcopy=False):
+        for key, dist in trial.distributions.items():
+            if isinstance(dist, CategoricalDistribution):
+                recorded.setdefault(key, list(dist.choices))
+    for key, param in sweep.params.items():
+        if param.type == "categorical" and key in recorded and recorded[key] != choices(param):
+            raise SpecError(
+                f"sweep.params.{key}",
+                f"study {name!r} in {sweep.storage} tried the choices {recorded[key]}; Optuna "
+                f"keeps a categorical's choices for a study's life: give those, or {hint}",
+            )
 
 
 def _objectives(metrics: Sequence[str] | None, directions: Sequence[str]) -> str:

@@ -17,7 +17,7 @@ def _numeric_range(param: ParamSpec) -> tuple[int | float, int | float]:
     return param.low, param.high
 
 
-def _choices(param: ParamSpec) -> list[Any]:
+def choices(param: ParamSpec) -> list[Any]:
     """A categorical param's choices (the schema requires them for that type)."""
     assert param.choices is not None, "ParamSpec requires choices for a categorical param"
     return list(param.choices)
@@ -28,7 +28,7 @@ def suggest(trial: optuna.Trial, params: Mapping[str, ParamSpec]) -> dict[str, A
     values: dict[str, Any] = {}
     for key, p in params.items():
         if p.type == "categorical":
-            values[key] = trial.suggest_categorical(key, _choices(p))
+            values[key] = trial.suggest_categorical(key, choices(p))
             continue
         low, high = _numeric_range(p)
         if p.type == "float":
@@ -46,7 +46,7 @@ def grid_values(param: ParamSpec) -> list[Any]:
     A float range needs a step (the schema requires one for the grid and brute-force samplers).
     """
     if param.type == "categorical":
-        return _choices(param)
+        return choices(param)
     low, high = _numeric_range(param)
     step = param.step or 1
     if param.type == "float" and param.step is None:
@@ -73,7 +73,7 @@ def describe_param(param: ParamSpec) -> str:
     """One dimension as the dry run shows it: `float in [0.0003, 0.03], log scale`,
     `int in [0, 40] by 10`, `one of [a, b]`."""
     if param.type == "categorical":
-        return f"one of {_choices(param)}"
+        return f"one of {choices(param)}"
     low, high = _numeric_range(param)
     text = f"{param.type} in [{low:g}, {high:g}]"
     if param.step is not None:

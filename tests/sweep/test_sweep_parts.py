@@ -3,6 +3,7 @@ dead-worker clean-up, study checks and up-front validation (exit code 2)."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import subprocess
@@ -28,7 +29,7 @@ from minimind.sweep.algorithms import (
 )
 from minimind.sweep.liveness import WORKER_ATTR, release_orphans
 from minimind.sweep.objective import TrialSink, reduce_values, trial_values
-from minimind.sweep.optuna_study import open_study, progress
+from minimind.sweep.optuna_study import counted, open_study, progress
 from minimind.sweep.space import grid_size, grid_space, grid_values, suggest
 from minimind.sweep.storage import SQLITE_BUSY_TIMEOUT_S, open_storage
 from minimind.sweep.worker import GIVE_UP_AFTER, run_trials
@@ -440,6 +441,31 @@ def test_a_study_stores_its_cell_hash_by_name_and_reads_the_legacy_one() -> None
     assert open_study(storage, "old", sweep, "abc123").study_name == "old"
     with pytest.raises(SpecError, match=r"trains differently \(cell_hash abc123, this one ff"):
         open_study(storage, "old", sweep, "ffffff")
+
+
+def test_a_grid_of_a_range_grows_in_place_and_changed_choices_are_refused_up_front() -> None:
+    """Optuna's storage refuses a trial whose categorical choices differ from the study's earlier
+    trials' (every trial would fail); a range's ends may change."""
+    storage = optuna.storages.InMemoryStorage()
+
+    def sweep(**param: object) -> SweepConfig:
+        return SweepConfig(objective="val/bpb", sampler={"name": "grid"}, params={"x": param})
+
+    def train(study: optuna.Study, config: SweepConfig, seed: int, target: int) -> None:
+        study.sampler = build_sampler(config, seed)  # a resumed sweep seeds its sampler apart
+        objective = functools.partial(lambda t, c: float(suggest(t, c.params)["x"]), c=config)
+        count = functools.partial(counted, sweep=config)
+        assert run_trials(study, objective, target, None, 0, count) == "done"
+
+    first, grown = sweep(type="int", low=1, high=2), sweep(type="int", low=1, high=3)
+    train(open_study(storage, "range", first, "c0ffee"), first, 0, 2)
+    study = open_study(storage, "range", grown, "c0ffee")
+    train(study, grown, 1, 3)
+    assert sorted(t.params["x"] for t in study.trials) == [1, 2, 3]
+    first = sweep(type="categorical", choices=[1, 2])
+    train(open_study(storage, "choices", first, "c0ffee"), first, 0, 2)
+    with pytest.raises(SpecError, match=r"sweep.params.x: .*tried the choices \[1, 2\]; Optuna"):
+        open_study(storage, "choices", sweep(type="categorical", choices=[1, 2, 3]), "c0ffee")
 
 
 def test_optuna_prints_no_info_lines_unless_verbose(sweep_file, capfd, monkeypatch) -> None:
