@@ -214,7 +214,7 @@ def test_bad_eval_tasks_are_spec_errors_before_training(write_spec, tmp_path, ca
 
 
 # The Shakespeare study's baseline (experiments/study/base.yaml until the study on real text
-# replaced it), whose runs the committed results/study/store holds.
+# replaced it), whose runs results/study/store held at commit c7454a3.
 SHAKESPEARE_STUDY_BASE = """
 name: study_base
 description: The Shakespeare study's baseline.
