@@ -29,13 +29,7 @@ from minimind.spec import SpecError, SweepConfig
 from minimind.sweep.best import best_trial, describe_front, write_best
 from minimind.sweep.liveness import release_orphans
 from minimind.sweep.optuna_study import Progress, counted, open_parent, open_study, progress
-from minimind.sweep.plan import (
-    StudyCell,
-    SweepPlan,
-    describe_sweep,
-    plan_sweep,
-    target_trials,
-)
+from minimind.sweep.plan import StudyCell, SweepPlan, describe_sweep, plan_sweep, target_trials
 from minimind.sweep.report import StudyReport, describe, log_report, write_report
 from minimind.sweep.space import edge_warnings
 from minimind.sweep.storage import open_storage

@@ -111,7 +111,7 @@ def searches_grid(sweep: SweepConfig) -> bool:
 
 
 def target_trials(sweep: SweepConfig) -> int:
-    """Trials a study runs to (`optuna_study.Progress.counted`): `trials`, or fewer when a grid
+    """Trials a study runs to (`optuna_study.counted`): `trials`, or fewer when a grid
     or brute-force search has fewer points."""
     if searches_grid(sweep):
         return min(sweep.trials, grid_size(sweep.params))
