@@ -4,6 +4,7 @@ is not a launcher setting."""
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -44,12 +45,57 @@ def _evaluate(name: str) -> tuple[str, list[str]]:
     return line, ["run", BEST.format(name), *options, "-o", "seeds=[0,1,2]", *ADDED]
 
 
+def _beyond(tuned: str, name: str, lr: str, seeds: str, *variants: str) -> tuple[str, list[str]]:
+    """Plain runs of a tuning spec at a rate past its grid, logged as their own experiment."""
+    spec = f"experiments/study/tune_{tuned}.yaml"
+    options = ["-o", f"name=study_beyond_{name}", "-o", f"train.optimizer.lr={lr}"]
+    options += ["-o", f"seeds={seeds}"]
+    chosen = [word for variant in variants for word in ("--variant", variant)]
+    line = " ".join(["minimind run", spec, *options, *(shlex.quote(w) for w in chosen)])
+    return line, ["run", spec, *options, *chosen, *ADDED]
+
+
 # The shipped manifest's streams as command lines, and the argv each is launched with under SLURM.
 SHIPPED_STREAMS = [
-    [*_sweep("large"), _evaluate("large")],
+    [
+        *_sweep("large"),
+        _beyond(
+            "large",
+            "large",
+            "1.0e-3",
+            "[1000]",
+            "mlp=relu2",
+            "attention=mqa",
+            "position=none",
+            "position=learned",
+            "norm=layernorm",
+            "attention=gqa(qk_norm=rmsnorm)",
+        ),
+        _beyond("large_postnorm", "large_postnorm", "4.0e-3", "[1000,1001,1002]"),
+        _evaluate("large"),
+    ],
     [
         *(line for name in ("large_postnorm", "large_muon") for line in _sweep(name)),
         *(line for name in ("small", "small_postnorm", "small_muon") for line in _sweep(name)),
+        _beyond(
+            "small",
+            "small_up",
+            "4.0e-2",
+            "[1000]",
+            "attention=gqa",
+            "mlp=relu2",
+            "mlp=gelu",
+            "attention=mqa",
+        ),
+        _beyond(
+            "small",
+            "small_down",
+            "2.5e-3",
+            "[1000]",
+            "position=learned",
+            "attention=gqa(qk_norm=rmsnorm)",
+        ),
+        _beyond("small_postnorm", "small_postnorm", "1.0e-2", "[1000,1001,1002]"),
         *map(_evaluate, ("large_postnorm", "large_muon", "small", "small_postnorm", "small_muon")),
     ],
 ]
