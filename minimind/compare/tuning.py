@@ -20,6 +20,10 @@ from minimind.record import STUDY_TAG, TRIAL_NUMBER_TAG, is_maximized
 MIN_VALUES = 3
 """Fewer distinct values tried than this have no inside, so no edge."""
 
+REPEATS = "params.seed"
+"""The param a trial of several seeds (`sweep.seeds_per_trial`) varies within one point: its
+seeds repeat the point, they search nothing."""
+
 
 def _numbers(column: pd.Series) -> pd.Series:
     return pd.to_numeric(column, errors="coerce")
@@ -44,7 +48,7 @@ def edge_warnings(
     best tried."""
     if trials.empty or runs.empty or f"tags.{STUDY_TAG}" not in trials:
         return []
-    params = [c for c in trials.columns if c.startswith("params.") and c in runs]
+    params = [c for c in trials.columns if c.startswith("params.") and c in runs and c != REPEATS]
     across = [c for c in params if trials[c].nunique(dropna=True) > 1]
     first = runs.iloc[0]
     warnings = []

@@ -48,6 +48,14 @@ def test_two_values_tried_have_no_inside_so_no_edge() -> None:
     assert edge_warnings(arm("pre", "0.004"), trials({"pre": [1e-3, 4e-3]})) == []
 
 
+def test_the_seeds_of_a_trial_are_repeats_not_a_searched_param() -> None:
+    # each rate on seeds 0-2 (`sweep.seeds_per_trial: 3`), and best.yaml run on the same seeds
+    grid = trials({"pre": [1e-3, 2e-3, 4e-3]})
+    grid = pd.concat([grid.assign(**{"params.seed": str(seed)}) for seed in (0, 1, 2)])
+    tuned = arm("pre", "0.002").assign(**{"params.seed": ["0", "1", "2"]})
+    assert edge_warnings(tuned, grid) == []
+
+
 def test_runs_past_the_grid_count_as_tried_where_they_train_as_the_cell_does() -> None:
     grid = trials({"pre": [1e-3, 2e-3, 4e-3], "post": [1e-3, 2e-3, 4e-3]})
     grid["params.steps"] = "300"
