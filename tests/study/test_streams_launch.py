@@ -33,16 +33,19 @@ def _sweep(name: str) -> list[tuple[str, list[str]]]:
     ]
 
 
-def _evaluate(name: str) -> tuple[str, list[str]]:
-    """A best.yaml trained on the first look's seeds with its size's branch and evaluations."""
+def _evaluate(name: str, *variants: str) -> tuple[str, list[str]]:
+    """A best.yaml (its `variants`, else all) trained on the first look's seeds with its size's
+    branch and evaluations."""
     size = name.split("_")[0]
     options = [
         *BRANCHES[size],
         *("-o", f"train.eval_every={EVERY[size]}"),
         *("-o", "train.probe_every=25"),
+        *("-o", "seeds=[0,1,2]"),
     ]
-    line = f"minimind run {BEST.format(name)} {' '.join(options)} -o seeds=[0,1,2]"
-    return line, ["run", BEST.format(name), *options, "-o", "seeds=[0,1,2]", *ADDED]
+    chosen = [word for variant in variants for word in ("--variant", variant)]
+    line = " ".join(["minimind run", BEST.format(name), *options, *map(shlex.quote, chosen)])
+    return line, ["run", BEST.format(name), *options, *chosen, *ADDED]
 
 
 def _beyond(tuned: str, name: str, lr: str, seeds: str, *variants: str) -> tuple[str, list[str]]:
@@ -72,7 +75,17 @@ SHIPPED_STREAMS = [
             "attention=gqa(qk_norm=rmsnorm)",
         ),
         _beyond("large_postnorm", "large_postnorm", "4.0e-3", "[1000,1001,1002]"),
-        _evaluate("large"),
+        _evaluate(
+            "large",
+            "attention=gqa,lr=0.004",
+            "position=rope-gptj,lr=0.004",
+            "mlp=relu2,lr=0.002",
+            "mlp=gelu,lr=0.004",
+            "attention=mqa,lr=0.002",
+            "position=none,lr=0.002",
+            "norm=layernorm,lr=0.002",
+            "attention=gqa(qk_norm=rmsnorm),lr=0.004",
+        ),  # fmt: skip
     ],
     [
         *(line for name in ("large_postnorm", "large_muon") for line in _sweep(name)),
@@ -96,7 +109,18 @@ SHIPPED_STREAMS = [
             "attention=gqa(qk_norm=rmsnorm)",
         ),
         _beyond("small_postnorm", "small_postnorm", "1.0e-2", "[1000,1001,1002]"),
-        *map(_evaluate, ("large_postnorm", "large_muon", "small", "small_postnorm", "small_muon")),
+        *_sweep("large_learned"),
+        *map(
+            _evaluate,
+            (
+                "large_postnorm",
+                "large_muon",
+                "large_learned",
+                "small",
+                "small_postnorm",
+                "small_muon",
+            ),
+        ),  # fmt: skip
     ],
 ]
 

@@ -488,6 +488,26 @@ def test_every_arm_of_a_size_trains_the_same_tokens_per_parameter(
     assert per_param == pytest.approx({"small": 20, "large": 5}[size], rel=0.002)
 
 
+def test_the_lower_learned_positions_grid_trains_the_model_of_the_cell_it_extends(
+    assembled_corpus: Path,
+) -> None:
+    """tune_large_learned.yaml takes tune_large.yaml's learned-positions cell below its grid: the
+    same model (the MLP width that spec's `match` gives it) and training; only the rates tried
+    and the names differ."""
+    (cell,) = (
+        v for v in expand(load_spec(STUDY / "tune_large.yaml")) if v.name == "position=learned"
+    )
+    (lower,) = expand(load_spec(STUDY / "tune_large_learned.yaml"))
+    named = ("name", "description", "tracking.", "match.", "sweep.")
+    differ = {
+        key
+        for key in set(flatten(cell.spec)) | set(flatten(lower.spec))
+        if flatten(cell.spec).get(key) != flatten(lower.spec).get(key)
+    }
+    assert {key for key in differ if not key.startswith(named)} == set()
+    assert "sweep.params.train.optimizer.lr.choices" in differ
+
+
 def test_a_missing_manifest_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="file not found"):
         load_study(tmp_path / "nope.yaml")
