@@ -11,6 +11,9 @@ specs).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
+
 import pandas as pd
 
 from minimind.compare.runs import ALL_RUNS, load_runs
@@ -29,6 +32,51 @@ def _numbers(column: pd.Series) -> pd.Series:
     return pd.to_numeric(column, errors="coerce")
 
 
+@dataclass(frozen=True)
+class TuningCurve:
+    """How a sweep tuned one param of an arm: its cell's trials (`trials`, the rows of the
+    sweep's runs), the runs past the cell's grid that train as the cell does (`past`, empty
+    without), and the arm's value of it (`chosen`)."""
+
+    param: str
+    """The param, unprefixed: `train.optimizer.lr`."""
+    trials: pd.DataFrame
+    past: pd.DataFrame
+    chosen: float
+
+
+def tuning_curves(
+    runs: pd.DataFrame, trials: pd.DataFrame, beyond: pd.DataFrame | None = None
+) -> list[TuningCurve]:
+    """One curve per param that the sweep cell of `trials` which `runs` (one arm's runs)
+    belong to searched (`edge_warnings` says which cell and params), with the runs of `beyond`
+    that try the cell past its grid (`_fixed`); empty when no cell matches."""
+    curves = []
+    for cell, varying in _cells(runs, trials):
+        past = _fixed(cell, varying, beyond) if beyond is not None else cell.iloc[:0]
+        for column in varying:
+            value = _numbers(runs[column]).dropna()
+            if not value.empty:
+                param = column.removeprefix("params.")
+                curves.append(TuningCurve(param, cell, past, float(value.iloc[0])))
+    return curves
+
+
+def _cells(runs: pd.DataFrame, trials: pd.DataFrame) -> Iterator[tuple[pd.DataFrame, list[str]]]:
+    """The sweep cells of `trials` (each its Optuna study, tag `study`) that `runs` belong to,
+    each with the params its trials vary (`edge_warnings`)."""
+    if trials.empty or runs.empty or f"tags.{STUDY_TAG}" not in trials:
+        return
+    params = [c for c in trials.columns if c.startswith("params.") and c in runs and c != REPEATS]
+    across = [c for c in params if trials[c].nunique(dropna=True) > 1]
+    first = runs.iloc[0]
+    for _, cell in trials.groupby(f"tags.{STUDY_TAG}"):
+        varying = [c for c in across if cell[c].nunique(dropna=True) > 1]
+        defining = [c for c in across if c not in varying]
+        if varying and all(_same(first[c], cell[c].iloc[0]) for c in defining):
+            yield cell, varying
+
+
 def edge_warnings(
     runs: pd.DataFrame,
     trials: pd.DataFrame,
@@ -42,21 +90,12 @@ def edge_warnings(
     values that set the cell apart from the others (the ablated ones, such as the block), and a
     param the cell's trials vary is one it searched. Empty when no cell matches.
 
-    `beyond`: plain runs, outside the sweep, that try a cell's params past its grid; a run of them counts as tried in the cells whose fixed params it shares (`_fixed`).
-    With `objective` (a metric's column: `metrics.val/bpb` in a store's runs), one that scored
-    better than every trial of the cell is a line too: the arm runs at a value that is not the
-    best tried."""
-    if trials.empty or runs.empty or f"tags.{STUDY_TAG}" not in trials:
-        return []
-    params = [c for c in trials.columns if c.startswith("params.") and c in runs and c != REPEATS]
-    across = [c for c in params if trials[c].nunique(dropna=True) > 1]
-    first = runs.iloc[0]
+    `beyond`: plain runs, outside the sweep, that try a cell's params past its grid; a run of
+    them counts as tried in the cells whose fixed params it shares (`_fixed`). With `objective`
+    (a metric's column: `metrics.val/bpb` in a store's runs), one that scored better than every
+    trial of the cell is a line too: the arm runs at a value that is not the best tried."""
     warnings = []
-    for _, cell in trials.groupby(f"tags.{STUDY_TAG}"):
-        varying = [c for c in across if cell[c].nunique(dropna=True) > 1]
-        defining = [c for c in across if c not in varying]
-        if not varying or any(not _same(first[c], cell[c].iloc[0]) for c in defining):
-            continue
+    for cell, varying in _cells(runs, trials):
         if beyond is not None and not beyond.empty:
             past = _fixed(cell, varying, beyond)
             if objective is not None:
@@ -106,16 +145,27 @@ def _fixed(cell: pd.DataFrame, varying: list[str], beyond: pd.DataFrame) -> pd.D
 def _beaten(
     cell: pd.DataFrame, past: pd.DataFrame, varying: list[str], objective: str
 ) -> list[str]:
-    """A line when a run of `past` scored better on `objective` than every trial of `cell`."""
+    """A line when the runs of `past` at one point (values of the `varying` params) scored
+    better on `objective` than the cell's trials at every point, each point by the median over
+    its runs: a sweep that scores a trial by the median of its seeds reads a point past its
+    grid as it reads its own."""
     if past.empty or objective not in past or objective not in cell:
         return []
     sign = -1.0 if is_maximized(objective.removeprefix("metrics.")) else 1.0
-    trial_best = (sign * _numbers(cell[objective])).min()
-    scores = sign * _numbers(past[objective])
-    if scores.isna().all() or not scores.min() < trial_best:
+
+    def medians(runs: pd.DataFrame) -> pd.Series:
+        scores = (sign * _numbers(runs[objective])).rename("score")
+        points = runs[varying].apply(pd.to_numeric, errors="coerce")
+        return scores.groupby([points[c] for c in varying]).median().dropna()
+
+    trial_best, scores = medians(cell).min(), medians(past)
+    if scores.empty or not scores.min() < trial_best:
         return []
-    best = past.loc[scores.idxmin()]
-    values = ", ".join(f"{c.removeprefix('params.')} = {best[c]}" for c in varying)
+    point = scores.idxmin()
+    point = point if isinstance(point, tuple) else (point,)
+    values = ", ".join(
+        f"{c.removeprefix('params.')} = {v:g}" for c, v in zip(varying, point, strict=True)
+    )
     return [
         f"a run past its sweep's grid ({values}) scored {sign * scores.min():.4g}, better than "
         f"the sweep's best {sign * trial_best:.4g}: the value is not the best tried, so it is "

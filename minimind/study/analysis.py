@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 import pandas as pd
 
 from minimind.compare import CompareError, CompareOptions, Comparison, RunSet, compare, load_runs
-from minimind.compare.tuning import edge_warnings, trial_runs
+from minimind.compare.tuning import TuningCurve, edge_warnings, trial_runs, tuning_curves
 from minimind.record import is_maximized
 from minimind.stats.intervals import Sample, paired_differences, power_comparisons
 from minimind.stats.power import SeedsPlan, plan_seeds
@@ -114,6 +114,8 @@ class AxisResult:
     axis: Axis
     comparison: Comparison
     findings: list[Finding]
+    tuning: dict[str, list[TuningCurve]] = field(default_factory=dict)
+    """How each of the axis's arms that a sweep tuned was tuned, by its label (`ArmTuning`)."""
 
 
 def agreement(
@@ -204,13 +206,21 @@ def evaluation_runs(study: Study, name: str, runset: RunSet) -> RunSet:
     )
 
 
-def tuning_edges(
+@dataclass(frozen=True)
+class ArmTuning:
+    """How a sweep tuned an arm (`compare.tuning`): a line for each value it tuned on the edge of
+    what the sweep's trials and its `tried_beyond` runs at the tuning seeds tried, or beaten by
+    one of those runs (then the arm is not tuned), and the curve of each param searched."""
+
+    edges: list[str]
+    curves: list[TuningCurve]
+
+
+def arm_tuning(
     study: Study, every: Mapping[str, RunSet], runsets: Mapping[str, RunSet]
-) -> dict[str, list[str]]:
-    """Per arm, a line for each value its sweep tuned that sits on the edge of what the sweep's
-    trials and its `tried_beyond` runs at the tuning seeds tried (`compare.tuning`): such an
-    arm is not tuned."""
-    edges = {}
+) -> dict[str, ArmTuning]:
+    """`ArmTuning` of every arm whose experiment holds a sweep's trials, by key."""
+    tuning = {}
     for key, arm in study.arms.items():
         runs = every[arm.experiment].runs
         trials = runs[trial_runs(runs)]
@@ -221,8 +231,9 @@ def tuning_edges(
             if tried is not None:
                 finished = tried["status"] == "FINISHED"
                 tried = tried[finished & tried["seed"].isin(study.tuning_seeds)]
-            edges[key] = edge_warnings(mine, trials, tried, f"metrics.{study.metric}")
-    return edges
+            edges = edge_warnings(mine, trials, tried, f"metrics.{study.metric}")
+            tuning[key] = ArmTuning(edges, tuning_curves(mine, trials, tried))
+    return tuning
 
 
 def newest_per_seed(runs: pd.DataFrame) -> pd.DataFrame:
@@ -295,10 +306,11 @@ def analyse_axis(
     study: Study,
     axis: Axis,
     runsets: Mapping[str, RunSet],
-    edges: Mapping[str, list[str]] | None = None,
+    tuning: Mapping[str, ArmTuning] | None = None,
 ) -> AxisResult:
     """The axis's comparison (Holm or the study's correction over its comparisons) and the
-    findings, in the manifest's order."""
+    findings, in the manifest's order; with `tuning` (`arm_tuning`), each side's edges and the
+    curves of its arms."""
     label = {key: arm.label for key, arm in study.arms.items()}
     options = CompareOptions(
         metric=study.metric,
@@ -309,6 +321,7 @@ def analyse_axis(
     comparison = compare(axis_runset(study, axis, runsets), options)
     rows = comparison.table.set_index("variant")
     maximize = is_maximized(study.metric)
+    tuned = tuning or {}
     findings = []
     for c in axis.comparisons:
         row = rows.loc[label[c.arm]]
@@ -319,7 +332,7 @@ def analyse_axis(
             else None
         )
         sides = (c.arm, c.against)
-        edge = tuple(f"{label[k]}: {w}" for k in sides for w in (edges or {}).get(k, []))
+        edge = tuple(f"{label[k]}: {w}" for k in sides if k in tuned for w in tuned[k].edges)
         findings.append(
             Finding(
                 c,
@@ -332,7 +345,9 @@ def analyse_axis(
                 plan,
             )
         )
-    return AxisResult(axis, comparison, findings)
+    keys = dict.fromkeys(k for c in axis.comparisons for k in (c.against, c.arm) if k in tuned)
+    curves = {label[k]: tuned[k].curves for k in keys if tuned[k].curves}
+    return AxisResult(axis, comparison, findings, curves)
 
 
 def plan_finding(
@@ -377,11 +392,11 @@ def load_sweeps(
                 runset = runset or load_runs(tracking_uri, [sensitivity.experiment], all_runs=True)
             except CompareError as e:
                 raise StudyError(f"{where}.experiment: {e}") from e
-            for field in ("x", "by"):
-                param = getattr(sensitivity, field)
+            for name in ("x", "by"):
+                param = getattr(sensitivity, name)
                 if f"params.{param}" not in runset.runs:
                     raise StudyError(
-                        f"{where}.{field}: no run of {sensitivity.experiment} has param {param}"
+                        f"{where}.{name}: no run of {sensitivity.experiment} has param {param}"
                     )
             if f"metrics.{study.metric}" not in runset.runs:
                 raise StudyError(f"{where}.experiment: no run of it logged {study.metric}")
@@ -397,6 +412,6 @@ def analyse(
     the sequential design's standings (`planning.with_standings`) without a second read."""
     every = load_every_run(study, tracking_uri)
     runsets = {name: evaluation_runs(study, name, runset) for name, runset in every.items()}
-    edges = tuning_edges(study, every, runsets)
-    axes = [analyse_axis(study, axis, runsets, edges) for axis in study.axes]
+    tuning = arm_tuning(study, every, runsets)
+    axes = [analyse_axis(study, axis, runsets, tuning) for axis in study.axes]
     return axes, load_sweeps(study, tracking_uri, every), runsets

@@ -36,7 +36,12 @@ from minimind.compare.ladder_plots import ladder_figure
 from minimind.compare.ladder_report import FIGURE_CAPTION
 from minimind.compare.probe_plots import probe_figures
 from minimind.compare.report import CSS, devices
-from minimind.compare.sensitivity import LrSensitivity, lr_sensitivities, sensitivity_rows
+from minimind.compare.sensitivity import (
+    LR_PARAM,
+    LrSensitivity,
+    lr_sensitivities,
+    sensitivity_rows,
+)
 from minimind.compare.table import curve_key
 from minimind.foundations.document import (
     Block,
@@ -76,6 +81,7 @@ from minimind.study.previous import COLUMNS as PREVIOUS_COLUMNS
 from minimind.study.previous import compare_findings, read_previous
 from minimind.study.scale_agreement import scale_blocks
 from minimind.study.streams import command_line
+from minimind.study.tuning_figure import tuning_figures
 
 STUDY_CSS = """
 td.agrees { color: #1a7f37; font-weight: 600; } td.disagrees { color: #cf222e; font-weight: 600; }
@@ -407,7 +413,8 @@ def sensitivity_figure(sensitivity: Sensitivity, runset: RunSet, metric: str) ->
 def axis_figures(
     study: Study, result: AxisResult, sweeps: Mapping[str, RunSet]
 ) -> dict[str, Figure]:
-    """The axis's figures by file stem: curves, final values, probes, learning-rate curves."""
+    """The axis's figures by file stem: curves, final values, probes, the learning-rate curves
+    of its `sensitivity:` entries and its tuned arms' tuning runs (`tuning_figure`)."""
     comparison = result.comparison
     curve = curve_key(comparison.runset, study.metric)
     comparison.runset.fetch_histories([curve, *(k for k, _ in plots.X_AXES[1:])])
@@ -428,6 +435,8 @@ def axis_figures(
         figures[f"{name}_lr{k}"] = sensitivity_figure(
             sensitivity, sweeps[sensitivity.experiment], study.metric
         )
+    tuned = tuning_figures(result.tuning, study.metric, f"{name}: each arm's tuning runs")
+    figures |= {f"{name}_tuning{k}": fig for k, fig in enumerate(tuned.values())}
     return {stem: fig for stem, fig in figures.items() if fig is not None}
 
 
@@ -574,10 +583,23 @@ def sensitivity_note(level: float) -> str:
         "tuning seed, the mean over the lrs tried of min(final val/loss, initial loss) minus "
         "the best final loss (nats; the initial loss is ln(vocabulary), a diverged trial counts "
         f"at it), then the mean over seeds with a {100 * level:.4g}% t interval (none with one "
-        "tuning seed). An arm is the trials that share the value of the entry's `by` param, "
-        "the lr its `x`; at each lr, its best trial over the other params searched beside it "
-        "(a warm-up)."
+        "tuning seed). An arm is its sweep cell's trials, over its own grid (the runs past it "
+        "left out); for an axis's `sensitivity:` entry, the trials that share the value of its "
+        "`by` param, the lr its `x`, at each lr its best trial over the other params searched "
+        "beside it (a warm-up)."
     )
+
+
+def tuned_sensitivity(result: AxisResult, level: float = 1 - ALPHA) -> list[LrSensitivity]:
+    """The lr sensitivity of each of the axis's tuned arms, from its sweep cell's trials,
+    named by its label."""
+    return [
+        replace(found, arm=label)
+        for label, curves in result.tuning.items()
+        for curve in curves
+        if curve.param == LR_PARAM
+        for found in lr_sensitivities(curve.trials, level, lr_param=curve.param)
+    ]
 
 
 SensitivityKey = tuple[str, str, str]
@@ -936,7 +958,9 @@ def write_report(
     if scale is not None:
         scale.to_csv(folder / "scale_agreement.csv", index=False, encoding="utf-8")
     computed = study_sensitivity(study, sweeps)
-    sensitivity = {r.axis.name: axis_sensitivity(r.axis, computed) for r in results}
+    sensitivity = {
+        r.axis.name: [*tuned_sensitivity(r), *axis_sensitivity(r.axis, computed)] for r in results
+    }
     page = document(
         study, results, pngs, stems, env, cost, manifest, ladders, sensitivity,
         previous_table(study, findings, previous), scale,

@@ -12,7 +12,7 @@ from mlflow.entities import Metric
 
 from minimind.cli import main
 from minimind.compare import runs
-from minimind.compare.tuning import edge_warnings
+from minimind.compare.tuning import edge_warnings, tuning_curves
 from minimind.tracking import backend
 
 T0 = 1_700_000_000_000
@@ -78,6 +78,19 @@ def test_runs_past_the_grid_count_as_tried_where_they_train_as_the_cell_does() -
     )
 
 
+def test_an_arm_s_tuning_curve_is_its_cell_s_trials_with_the_runs_past_its_grid() -> None:
+    grid = trials({"pre": [1e-3, 2e-3, 4e-3], "post": [1e-3, 2e-3, 4e-3]})
+    past = pd.DataFrame(
+        [{"params.model.block": block, "params.lr": "0.008"} for block in ("pre", "post")]
+    )
+    (curve,) = tuning_curves(arm("post", "0.002"), grid, past)
+    assert (curve.param, curve.chosen) == ("lr", 0.002)
+    assert set(curve.trials["params.model.block"]) == {"post"} and len(curve.trials) == 3
+    assert curve.past.to_dict("records") == [{"params.model.block": "post", "params.lr": "0.008"}]
+    assert tuning_curves(arm("other", "0.002"), grid, past) == []  # no cell of this sweep
+    assert tuning_curves(arm("pre", "0.004"), grid)[0].past.empty
+
+
 def test_a_run_past_the_grid_that_beat_every_trial_means_the_arm_is_not_tuned() -> None:
     grid = trials({"pre": [1e-3, 2e-3, 4e-3]})
     grid["val/bpb"] = [2.6, 2.5, 2.55]  # the sweep's best: 2e-3
@@ -91,6 +104,21 @@ def test_a_run_past_the_grid_that_beat_every_trial_means_the_arm_is_not_tuned() 
     # a larger-is-better objective: the direction is the metric's
     grid["perf/tokens_per_s"], past["perf/tokens_per_s"] = [1.0, 2.0, 3.0], 2.5
     assert edge_warnings(arm("pre", "0.002"), grid, past, "perf/tokens_per_s") == []
+
+
+def test_points_of_several_seeds_are_read_by_their_median_as_the_sweep_scores_them() -> None:
+    grid = trials({"pre": [1e-3, 2e-3, 4e-3]})
+    grid = pd.concat([grid.assign(**{"params.seed": str(s)}) for s in (0, 1, 2)])
+    grid["val/bpb"] = [2.6, 2.5, 2.55] * 3  # the sweep's best: 2e-3, 2.5 on every seed
+    past = pd.DataFrame(
+        [{"params.model.block": "pre", "params.lr": "0.008", "val/bpb": v} for v in (2.4, 3.4, 3.5)]
+    )
+    # one seed past the grid scored 2.4, but the point's median is 3.4: it beat nothing
+    assert edge_warnings(arm("pre", "0.002"), grid, past, "val/bpb") == []
+    past["val/bpb"] = [2.4, 2.45, 3.5]  # median 2.45: better
+    assert "(lr = 0.008) scored 2.45, better than the sweep's best 2.5" in "".join(
+        edge_warnings(arm("pre", "0.002"), grid, past, "val/bpb")
+    )
 
 
 def tuned_store(tmp_path: Path) -> str:

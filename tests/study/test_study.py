@@ -29,6 +29,7 @@ from minimind.study.analysis import agreement, analyse
 from minimind.study.manifest import Sensitivity, load_study
 from minimind.study.report import sensitivity_figure
 from minimind.study.streams import command_line, train
+from minimind.study.tuning_figure import tuning_figures
 
 T0 = 1_700_000_000_000
 STEPS, BATCH, SEQ, FLOPS_PER_TOKEN = 10, 4, 8, 1000.0
@@ -56,7 +57,7 @@ TUNING_SEED = 7  # the sweep's trials: apart from the evaluation seeds 0-2
 
 def _metrics(final: float, start: int, probes: bool = False) -> list[Metric]:
     ts = lambda step: start + 1000 * step  # noqa: E731
-    out = [Metric("val/bpb", final, ts(STEPS), STEPS)]
+    out = [Metric("val/bpb", final, ts(STEPS), STEPS), Metric("val/loss", final, ts(STEPS), STEPS)]
     if probes:  # the bad arm's attention logits, which only an axis that opts in draws
         out += [Metric("probe/attn_max_logit/layer0", 5.0 * s, ts(s), s) for s in (5, STEPS)]
     for step in (5, STEPS):
@@ -77,6 +78,7 @@ def _params(**extra: str) -> dict[str, str]:
         "flops_per_token": str(FLOPS_PER_TOKEN),
         "num_params": "1000",
         "num_active_params": "1000",
+        "model.vocab_size": "256",
         **extra,
     }
 
@@ -288,8 +290,9 @@ def test_the_report_is_rendered_from_the_runs(store: str, tmp_path: Path) -> Non
         "agrees", "disagrees", "too weak to tell", "agrees", "agrees",
     ]  # fmt: skip
     html = (folder / "index.html").read_text()
-    # the axes' curves and finals, the lr figure and the forest plot
-    assert html.count("data:image/png;base64,") == 6 and 'class="disagrees"' in html
+    # the axes' curves and finals, the lr figure, the tuned arms' tuning runs and the forest plot
+    assert html.count("data:image/png;base64,") == 7 and 'class="disagrees"' in html
+    assert (folder / "second_tuning0.png").exists()
 
 
 def test_the_report_tables_are_made_from_the_numbers(store: str, tmp_path: Path) -> None:
@@ -878,3 +881,32 @@ def test_every_table_of_the_report_wraps_its_cells(results) -> None:
     wrapped = re.search(r"^([^{}\n]*)\{ white-space: normal; \}", report.STUDY_CSS, re.M)
     assert wrapped is not None
     assert classes <= {c for c in re.findall(r"table\.([\w-]+) td", wrapped.group(1))}
+
+
+def test_each_tuned_arm_s_sweep_runs_are_drawn_and_read_for_lr_sensitivity(results) -> None:
+    from minimind.study import report
+
+    study, axes = results
+    second = axes[1]
+    assert not axes[0].tuning  # no arm of the first axis was tuned
+    assert list(second.tuning) == ["pre tuned", "post tuned"]  # the reference first
+    (pre,) = second.tuning["pre tuned"]
+    assert (pre.param, pre.chosen, pre.past.empty) == ("train.optimizer.lr", 0.004, True)
+    assert sorted(pre.trials["params.train.optimizer.lr"].astype(float)) == [1e-3, 2e-3, 4e-3]
+    (figure,) = tuning_figures(second.tuning, study.metric, "second").values()
+    drawn = [
+        (line.get_marker(), list(line.get_xdata()), list(line.get_ydata()))
+        for line in figure.axes[0].lines
+    ]
+    assert [(m, x, y) for m, x, y in drawn if len(x)] == [
+        ("o", [1e-3, 2e-3, 4e-3], [2.6, 2.4, 2.2]),  # pre-norm's trials
+        ("*", [4e-3], [2.2]),  # the rate it was evaluated at
+        ("o", [1e-3, 2e-3], [2.7, 2.5]),  # post-norm's, whose 4e-3 failed
+        ("*", [2e-3], [2.5]),
+        ("x", [4e-3], [2.7]),  # at the worst result drawn
+    ]
+    # pre-norm: the mean over its grid of the final loss less the best, (2.6 + 2.4 + 2.2) / 3 -
+    # 2.2; post-norm's failed trial logged no loss, leaving two rates, too few for a sensitivity
+    (row,) = report.tuned_sensitivity(second)
+    assert (row.arm, row.lrs) == ("pre tuned", [1e-3, 2e-3, 4e-3])
+    assert row.per_seed == pytest.approx([0.2])
