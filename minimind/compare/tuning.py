@@ -17,15 +17,27 @@ from dataclasses import dataclass
 import pandas as pd
 
 from minimind.compare.runs import ALL_RUNS, load_runs
-from minimind.compare.table import Comparison, resolve_group_key
+from minimind.compare.table import (
+    UNPOOLED_PARAMS,
+    UNPOOLED_PREFIXES,
+    Comparison,
+    resolve_group_key,
+)
 from minimind.record import STUDY_TAG, TRIAL_NUMBER_TAG, is_maximized
 
 MIN_VALUES = 3
 """Fewer distinct values tried than this have no inside, so no edge."""
 
-REPEATS = "params.seed"
-"""The param a trial of several seeds (`sweep.seeds_per_trial`) varies within one point: its
-seeds repeat the point, they search nothing."""
+
+def _trains(column: str) -> bool:
+    """Whether `column` is a param that sets how a run trains: not one that names, records or
+    plans it (`compare.table.UNPOOLED_*`). A trial's seeds repeat its point and search nothing;
+    a sweep's own `sweep.*` settings may differ between its trials (a grid grown, a trial run
+    before) and its best.yaml runs do not log them."""
+    if not column.startswith("params."):
+        return False
+    name = column.removeprefix("params.")
+    return name not in UNPOOLED_PARAMS and not name.startswith(UNPOOLED_PREFIXES)
 
 
 def _numbers(column: pd.Series) -> pd.Series:
@@ -49,7 +61,7 @@ def tuning_curves(
     runs: pd.DataFrame, trials: pd.DataFrame, beyond: pd.DataFrame | None = None
 ) -> list[TuningCurve]:
     """One curve per param that the sweep cell of `trials` which `runs` (one arm's runs)
-    belong to searched (`edge_warnings` says which cell and params), with the runs of `beyond`
+    belong to searched (`_cells`: which cell, and the params it searched), with the runs of `beyond`
     that try the cell past its grid (`_fixed`); empty when no cell matches."""
     curves = []
     for cell, varying in _cells(runs, trials):
@@ -67,7 +79,7 @@ def _cells(runs: pd.DataFrame, trials: pd.DataFrame) -> Iterator[tuple[pd.DataFr
     each with the params its trials vary (`edge_warnings`)."""
     if trials.empty or runs.empty or f"tags.{STUDY_TAG}" not in trials:
         return
-    params = [c for c in trials.columns if c.startswith("params.") and c in runs and c != REPEATS]
+    params = [c for c in trials.columns if _trains(c) and c in runs]
     across = [c for c in params if trials[c].nunique(dropna=True) > 1]
     first = runs.iloc[0]
     for _, cell in trials.groupby(f"tags.{STUDY_TAG}"):
@@ -92,8 +104,9 @@ def edge_warnings(
 
     `beyond`: plain runs, outside the sweep, that try a cell's params past its grid; a run of
     them counts as tried in the cells whose fixed params it shares (`_fixed`). With `objective`
-    (a metric's column: `metrics.val/bpb` in a store's runs), one that scored better than every
-    trial of the cell is a line too: the arm runs at a value that is not the best tried."""
+    (a metric's column: `metrics.val/bpb` in a store's runs), a point of them whose median over
+    its runs scored better than every point of the cell's trials is a line too (`_beaten`): the
+    arm runs at a value that is not the best tried."""
     warnings = []
     for cell, varying in _cells(runs, trials):
         if beyond is not None and not beyond.empty:
@@ -118,23 +131,14 @@ def edge_warnings(
     return warnings
 
 
-IDENTITY = ("params.name", "params.description", "params.tracking.")
-"""Params that name a spec rather than set how it trains: they differ between a sweep and the
-runs that extend it."""
-
-
 def _fixed(cell: pd.DataFrame, varying: list[str], beyond: pd.DataFrame) -> pd.DataFrame:
     """The runs of `beyond` that train as the cell's trials do but for its `varying` params:
-    equal to them on every param the trials hold fixed and the run logs, the spec's identity
-    aside (a sweep's own `sweep.*` settings are not logged by a plain run)."""
+    equal to them on every param the trials hold fixed and the run logs that sets how a run
+    trains (`_trains`: the spec's name and its `sweep.*` settings aside)."""
     fixed = [
         c
         for c in cell.columns
-        if c.startswith("params.")
-        and c not in varying
-        and c in beyond
-        and not c.startswith(IDENTITY)
-        and cell[c].nunique(dropna=False) == 1
+        if _trains(c) and c not in varying and c in beyond and cell[c].nunique(dropna=False) == 1
     ]
     keep = pd.Series(True, index=beyond.index)
     for c in fixed:
@@ -167,7 +171,7 @@ def _beaten(
         f"{c.removeprefix('params.')} = {v:g}" for c, v in zip(varying, point, strict=True)
     )
     return [
-        f"a run past its sweep's grid ({values}) scored {sign * scores.min():.4g}, better than "
+        f"runs past its sweep's grid ({values}) scored {sign * scores.min():.4g}, better than "
         f"the sweep's best {sign * trial_best:.4g}: the value is not the best tried, so it is "
         "not tuned"
     ]

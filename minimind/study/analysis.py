@@ -115,7 +115,8 @@ class AxisResult:
     comparison: Comparison
     findings: list[Finding]
     tuning: dict[str, list[TuningCurve]] = field(default_factory=dict)
-    """How each of the axis's arms that a sweep tuned was tuned, by its label (`ArmTuning`)."""
+    """The tuning curves of each of the axis's arms that a sweep tuned, by its label
+    (`ArmTuning.curves`)."""
 
 
 def agreement(
@@ -210,7 +211,8 @@ def evaluation_runs(study: Study, name: str, runset: RunSet) -> RunSet:
 class ArmTuning:
     """How a sweep tuned an arm (`compare.tuning`): a line for each value it tuned on the edge of
     what the sweep's trials and its `tried_beyond` runs at the tuning seeds tried, or beaten by
-    one of those runs (then the arm is not tuned), and the curve of each param searched."""
+    those runs at one point (their median; then the arm is not tuned), and the curve of each
+    param searched."""
 
     edges: list[str]
     curves: list[TuningCurve]
@@ -345,8 +347,10 @@ def analyse_axis(
                 plan,
             )
         )
-    keys = dict.fromkeys(k for c in axis.comparisons for k in (c.against, c.arm) if k in tuned)
-    curves = {label[k]: tuned[k].curves for k in keys if tuned[k].curves}
+    keys: dict[tuple[str, str | None, str], str] = {}  # an A/A arm's runs are its reference's
+    for k in (k for c in axis.comparisons for k in (c.against, c.arm) if k in tuned):
+        keys.setdefault(study.arms[k].selects(), k)
+    curves = {label[k]: tuned[k].curves for k in keys.values() if tuned[k].curves}
     return AxisResult(axis, comparison, findings, curves)
 
 

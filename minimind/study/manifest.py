@@ -55,8 +55,9 @@ class Arm(StrictNumbers):
     size."""
     tried_beyond: list[str] = []
     """Experiments of plain runs at the tuning seeds that try the arm's sweep past its grid
-    (runs outside the sweep; a grid can also grow in place): whether the arm's tuned values sit
-    on the edge of what was tried counts their values too."""
+    (runs outside the sweep; a grid over a range can also grow in place, a categorical one
+    cannot): whether the arm's tuned values sit on the edge of what was tried counts their values
+    too."""
 
     def selects(self) -> tuple[str, str | None, str]:
         """What runs the arm takes, seeds aside: two arms equal here are one arm's runs."""

@@ -68,7 +68,7 @@ def tuning_figures(
                 tried |= {*scores.index, *lost, *past.index}
                 scored += [*scores, *past]
         if failed:
-            top = max(scored, default=0.0)  # the worst result drawn
+            top = max(scored) if scored else ax.get_ylim()[1]  # the worst result drawn
             for value, k in failed:
                 ax.plot([value], [top], "x", color=plt.get_cmap("tab10")(k % 10), ms=10)
         values = sorted(tried)

@@ -56,6 +56,22 @@ def test_the_seeds_of_a_trial_are_repeats_not_a_searched_param() -> None:
     assert edge_warnings(tuned, grid) == []
 
 
+def test_a_sweep_s_own_settings_neither_set_its_cells_apart_nor_must_its_arm_log_them() -> None:
+    # one trial of pre-norm ran before the sweep's grid changed (another `sweep.trials`); the
+    # best.yaml runs log no `sweep.*`, and the runs past the grid log the spec's own
+    grid = trials({"pre": [1e-3, 2e-3, 4e-3], "post": [1e-3, 2e-3, 4e-3]})
+    grid["params.sweep.trials"] = ["4", "3", "3", "3", "3", "3"]
+    past = pd.DataFrame(
+        [{"params.model.block": "post", "params.lr": "0.008", "params.sweep.trials": "9"}]
+    )
+    assert (
+        "highest value its sweep tried ([0.001, 0.004])"
+        in edge_warnings(arm("post", "0.004"), grid)[0]
+    )
+    (curve,) = tuning_curves(arm("post", "0.002"), grid, past)
+    assert len(curve.trials) == 3 and len(curve.past) == 1
+
+
 def test_runs_past_the_grid_count_as_tried_where_they_train_as_the_cell_does() -> None:
     grid = trials({"pre": [1e-3, 2e-3, 4e-3], "post": [1e-3, 2e-3, 4e-3]})
     grid["params.steps"] = "300"
@@ -96,7 +112,7 @@ def test_a_run_past_the_grid_that_beat_every_trial_means_the_arm_is_not_tuned() 
     grid["val/bpb"] = [2.6, 2.5, 2.55]  # the sweep's best: 2e-3
     past = pd.DataFrame([{"params.model.block": "pre", "params.lr": "0.008", "val/bpb": 2.4}])
     assert edge_warnings(arm("pre", "0.002"), grid, past, "val/bpb") == [
-        "a run past its sweep's grid (lr = 0.008) scored 2.4, better than the sweep's best 2.5: "
+        "runs past its sweep's grid (lr = 0.008) scored 2.4, better than the sweep's best 2.5: "
         "the value is not the best tried, so it is not tuned"
     ]
     past["val/bpb"] = 2.51  # tried, and worse: 2e-3 stays tuned

@@ -604,7 +604,7 @@ def test_runs_tried_past_the_grid_at_a_tuning_seed_settle_the_edge(
         params={**past, "train.optimizer.lr": "0.016"}, metrics=_metrics(1.0, start),
     )  # fmt: skip
     (beaten,) = analyse(study, uri)[0][1].findings[1].edges
-    assert "a run past its sweep's grid (train.optimizer.lr = 0.016) scored 1" in beaten
+    assert "runs past its sweep's grid (train.optimizer.lr = 0.016) scored 1" in beaten
     # only a tuning seed's run tried anything: the evaluation seed's alone settles nothing
     for run in (tuning_run, better_run):
         client.delete_run(run)
