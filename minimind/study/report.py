@@ -27,7 +27,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from minimind.compare import RunSet, ladder_render, plots, render
 from minimind.compare.agreement import agreement_blocks, decision_agreement
@@ -81,7 +80,7 @@ from minimind.study.previous import COLUMNS as PREVIOUS_COLUMNS
 from minimind.study.previous import compare_findings, read_previous
 from minimind.study.scale_agreement import scale_blocks
 from minimind.study.streams import command_line
-from minimind.study.tuning_figure import tuning_figures
+from minimind.study.tuning_figure import ticks_at_values_tried, tuning_figures
 
 STUDY_CSS = """
 td.agrees { color: #1a7f37; font-weight: 600; } td.disagrees { color: #cf222e; font-weight: 600; }
@@ -398,10 +397,7 @@ def sensitivity_figure(sensitivity: Sensitivity, runset: RunSet, metric: str) ->
             ax.plot(x[~ok], np.full((~ok).sum(), top), "x", color=color, ms=10)
     if sensitivity.log_x:
         ax.set_xscale("log")
-    # Ticks at the values tried, written plainly (0.004, not 4m or 4×10⁻³), and no others.
-    ax.set_xticks(sorted(pd.to_numeric(runs[x_col], errors="coerce").dropna().unique()))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    ticks_at_values_tried(ax, sorted(pd.to_numeric(runs[x_col], errors="coerce").dropna().unique()))
     ax.set_xlabel(sensitivity.x)
     ax.set_ylabel(f"final {metric} of each trial run")
     ax.set_title(f"{sensitivity.experiment}: {metric} against {sensitivity.x} (x: no result)")

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
@@ -35,6 +36,13 @@ def _scored(runs: pd.DataFrame, param: str, objective: str) -> tuple[pd.Series, 
     done = runs[ok].assign(_x=x[ok], _y=y[ok]).sort_values("start_time", kind="stable")
     done = done.drop_duplicates(["_x", "seed"], keep="last")
     return done.set_index("_x")["_y"], x[(runs["status"] == "FAILED") & x.notna()]
+
+
+def ticks_at_values_tried(ax: Axes, values: Sequence[float]) -> None:
+    """Ticks at the `values` tried, written plainly (0.004, not 4m or 4×10⁻³), and no others."""
+    ax.set_xticks(values)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def tuning_figures(
@@ -74,10 +82,7 @@ def tuning_figures(
         values = sorted(tried)
         if values and values[0] > 0 and values[-1] / values[0] >= LOG_RATIO:
             ax.set_xscale("log")
-        # Ticks at the values tried, written plainly (0.004, not 4m or 4×10⁻³), and no others.
-        ax.set_xticks(values)
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.xaxis.set_minor_formatter(NullFormatter())
+        ticks_at_values_tried(ax, values)
         ax.set_xlabel(param)
         ax.set_ylabel(f"final {metric}")
         ax.set_title(f"{title}\n★ evaluated at, ○ past the grid, × no result", fontsize="medium")
