@@ -151,16 +151,16 @@ def _beaten(
 ) -> list[str]:
     """A line when the runs of `past` at one point (values of the `varying` params) scored
     better on `objective` than the cell's trials at every point, each point by the median over
-    its runs: a sweep that scores a trial by the median of its seeds reads a point past its
-    grid as it reads its own."""
+    its seeds (`scored_points`; a point where a seed failed scores nothing): a sweep that scores
+    a trial by the median of its seeds reads a point past its grid as it reads its own."""
     if past.empty or objective not in past or objective not in cell:
         return []
     sign = -1.0 if is_maximized(objective.removeprefix("metrics.")) else 1.0
 
     def medians(runs: pd.DataFrame) -> pd.Series:
-        scores = (sign * _numbers(runs[objective])).rename("score")
-        points = runs[varying].apply(pd.to_numeric, errors="coerce")
-        return scores.groupby([points[c] for c in varying]).median().dropna()
+        scores, failed = scored_points(runs, varying, objective)
+        by_point = (sign * scores).groupby(level=list(range(len(varying)))).median()
+        return by_point[~by_point.index.isin(failed)]
 
     trial_best, scores = medians(cell).min(), medians(past)
     if scores.empty or not scores.min() < trial_best:
@@ -175,6 +175,40 @@ def _beaten(
         f"the sweep's best {sign * trial_best:.4g}: the value is not the best tried, so it is "
         "not tuned"
     ]
+
+
+def scored_points(
+    runs: pd.DataFrame, columns: list[str], objective: str
+) -> tuple[pd.Series, pd.Index]:
+    """What `runs` (a sweep cell's trials, or runs past its grid; with `seed`, `status` and
+    `start_time`) scored at each point, a point being their values of the `columns` params:
+    each seed's newest run there that ended, FINISHED or FAILED (an interrupted or pruned run
+    ends KILLED, with no result), read as the sweep reads a trial's seed.
+
+    Returns the `objective` of those that finished with it, indexed by their point (the value
+    itself for one column), and the points where one failed (diverged, an invalid value, the
+    objective never logged), as the sweep fails its trial there. A trial retrained after an
+    interruption repeats its seeds: the newest run of a seed counts, once."""
+    missing = pd.Series(float("nan"), index=runs.index)  # no run logged it
+    frame = (
+        runs[columns]
+        .apply(pd.to_numeric, errors="coerce")
+        .assign(
+            _seed=runs["seed"].to_numpy(),
+            _status=runs["status"].to_numpy(),
+            _start=runs["start_time"].to_numpy(),
+            _score=_numbers(runs.get(objective, missing)).to_numpy(),
+        )
+    )
+    ended = frame["_status"].isin(["FINISHED", "FAILED"]) & frame[columns].notna().all(axis=1)
+    newest = (
+        frame[ended]
+        .sort_values("_start", kind="stable")
+        .drop_duplicates([*columns, "_seed"], keep="last")
+    )
+    scored = (newest["_status"] == "FINISHED") & newest["_score"].notna()
+    failed = newest[~scored].set_index(columns).index.unique()
+    return newest[scored].set_index(columns)["_score"], failed
 
 
 def _same(a: object, b: object) -> bool:

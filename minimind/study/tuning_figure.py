@@ -13,29 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from minimind.compare.tuning import TuningCurve
+from minimind.compare.tuning import TuningCurve, scored_points
 
 LOG_RATIO = 4.0
 """Values spanning at least this factor (all positive) are drawn on a log axis: a rate grid."""
-
-
-def _scored(runs: pd.DataFrame, param: str, objective: str) -> tuple[pd.Series, pd.Series]:
-    """The objective of the runs that finished with one (the newest per value of `param` and
-    seed: a trial retrained after an interruption repeats its seeds), indexed by their value of
-    `param`; and the values of the runs that failed (diverged, or an invalid value), which an
-    interrupted run (KILLED) is not."""
-    x = pd.to_numeric(runs[f"params.{param}"], errors="coerce")
-    y = pd.to_numeric(runs.get(objective, pd.Series(np.nan, index=runs.index)), errors="coerce")
-    ok = (runs["status"] == "FINISHED") & y.notna() & x.notna()
-    done = runs[ok].assign(_x=x[ok], _y=y[ok]).sort_values("start_time", kind="stable")
-    done = done.drop_duplicates(["_x", "seed"], keep="last")
-    return done.set_index("_x")["_y"], x[(runs["status"] == "FAILED") & x.notna()]
 
 
 def ticks_at_values_tried(ax: Axes, values: Sequence[float]) -> None:
@@ -61,13 +47,14 @@ def tuning_figures(
         for k, (label, arm) in enumerate(curves.items()):
             color = plt.get_cmap("tab10")(k % 10)
             for curve in (c for c in arm if c.param == param):
-                scores, lost = _scored(curve.trials, param, objective)
+                column = [f"params.{param}"]
+                scores, lost = scored_points(curve.trials, column, objective)
                 median = scores.groupby(level=0).median().sort_index()
                 ax.plot(median.index, median.to_numpy(), "o-", color=color, label=label)
                 if scores.index.duplicated().any():  # several seeds a value: each its dot
                     ax.plot(scores.index, scores.to_numpy(), ".", color=color, alpha=0.4, ms=4)
                 failed += [(float(v), k) for v in lost]
-                past, _ = _scored(curve.past, param, objective)
+                past, _ = scored_points(curve.past, column, objective)
                 ax.plot(past.index, past.to_numpy(), "o", mfc="none", color=color, ms=9)
                 medians = pd.concat([median, past.groupby(level=0).median()])
                 best = medians.groupby(level=0).min()

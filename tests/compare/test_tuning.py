@@ -107,10 +107,20 @@ def test_an_arm_s_tuning_curve_is_its_cell_s_trials_with_the_runs_past_its_grid(
     assert tuning_curves(arm("pre", "0.004"), grid)[0].past.empty
 
 
+def finished(runs: pd.DataFrame, seeds: list[int] | None = None) -> pd.DataFrame:
+    """`runs` as a store's runs table has them: each FINISHED, on seed 0 unless `seeds` (one
+    per row) says otherwise, started in the order of the rows."""
+    return runs.assign(
+        seed=seeds if seeds is not None else 0, status="FINISHED", start_time=range(len(runs))
+    )
+
+
 def test_a_run_past_the_grid_that_beat_every_trial_means_the_arm_is_not_tuned() -> None:
-    grid = trials({"pre": [1e-3, 2e-3, 4e-3]})
+    grid = finished(trials({"pre": [1e-3, 2e-3, 4e-3]}))
     grid["val/bpb"] = [2.6, 2.5, 2.55]  # the sweep's best: 2e-3
-    past = pd.DataFrame([{"params.model.block": "pre", "params.lr": "0.008", "val/bpb": 2.4}])
+    past = finished(
+        pd.DataFrame([{"params.model.block": "pre", "params.lr": "0.008", "val/bpb": 2.4}])
+    )
     assert edge_warnings(arm("pre", "0.002"), grid, past, "val/bpb") == [
         "runs past its sweep's grid (lr = 0.008) scored 2.4, better than the sweep's best 2.5: "
         "the value is not the best tried, so it is not tuned"
@@ -124,10 +134,16 @@ def test_a_run_past_the_grid_that_beat_every_trial_means_the_arm_is_not_tuned() 
 
 def test_points_of_several_seeds_are_read_by_their_median_as_the_sweep_scores_them() -> None:
     grid = trials({"pre": [1e-3, 2e-3, 4e-3]})
-    grid = pd.concat([grid.assign(**{"params.seed": str(s)}) for s in (0, 1, 2)])
+    grid = finished(pd.concat([grid] * 3), seeds=[0] * 3 + [1] * 3 + [2] * 3)
     grid["val/bpb"] = [2.6, 2.5, 2.55] * 3  # the sweep's best: 2e-3, 2.5 on every seed
-    past = pd.DataFrame(
-        [{"params.model.block": "pre", "params.lr": "0.008", "val/bpb": v} for v in (2.4, 3.4, 3.5)]
+    past = finished(
+        pd.DataFrame(
+            [
+                {"params.model.block": "pre", "params.lr": "0.008", "val/bpb": v}
+                for v in (2.4, 3.4, 3.5)
+            ]
+        ),
+        seeds=[0, 1, 2],
     )
     # one seed past the grid scored 2.4, but the point's median is 3.4: it beat nothing
     assert edge_warnings(arm("pre", "0.002"), grid, past, "val/bpb") == []
@@ -135,6 +151,33 @@ def test_points_of_several_seeds_are_read_by_their_median_as_the_sweep_scores_th
     assert "(lr = 0.008) scored 2.45, better than the sweep's best 2.5" in "".join(
         edge_warnings(arm("pre", "0.002"), grid, past, "val/bpb")
     )
+
+
+def test_a_seed_counts_once_by_its_newest_ended_run_and_a_failed_seed_fails_its_point() -> None:
+    grid = finished(trials({"pre": [1e-3, 2e-3, 4e-3]}))
+    grid["val/bpb"] = [2.6, 2.5, 2.55]
+
+    def past(*runs: tuple[int, str, float]) -> pd.DataFrame:
+        """Runs at 8e-3, in the order they started: (seed, status, val/bpb)."""
+        rows = [{"params.model.block": "pre", "params.lr": "0.008", "seed": seed,
+                 "status": status, "val/bpb": bpb} for seed, status, bpb in runs]  # fmt: skip
+        return pd.DataFrame(rows).assign(start_time=range(len(runs)))
+
+    def beaten(runs: pd.DataFrame) -> bool:
+        return edge_warnings(arm("pre", "0.002"), grid, runs, "val/bpb") != []
+
+    # seed 0 retrained after an interruption: its two runs are one seed, not two of three
+    assert not beaten(past((0, "FINISHED", 2.4), (0, "FINISHED", 2.4), (1, "FINISHED", 3.0)))
+    assert beaten(past((0, "FINISHED", 2.4), (1, "FINISHED", 2.4), (2, "FINISHED", 3.0)))
+    # an interrupted run (KILLED) is no result: its partial score neither counts nor fails
+    assert beaten(past((0, "KILLED", 3.9), (0, "FINISHED", 2.4)))
+    assert not beaten(past((0, "KILLED", 2.0)))
+    # a seed that failed fails its point, as the sweep fails a trial, unless trained again
+    assert not beaten(past((0, "FINISHED", 2.4), (1, "FAILED", float("nan"))))
+    assert beaten(past((0, "FINISHED", 2.4), (1, "FAILED", float("nan")), (1, "FINISHED", 2.4)))
+    # a trial that failed at the grid's best point scores nothing there either
+    grid.loc[1, "status"] = "FAILED"
+    assert beaten(past((0, "FINISHED", 2.52)))
 
 
 def tuned_store(tmp_path: Path) -> str:
