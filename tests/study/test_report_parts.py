@@ -74,6 +74,25 @@ def test_the_forest_plot_draws_each_deciding_interval_and_the_sourced_size_on_it
     assert forest_figure(rows[2:], 0.02, "val/bpb", False) is None
 
 
+def test_an_interval_far_wider_than_the_others_is_cut_at_their_range_with_its_numbers() -> None:
+    equal = ArmComparison(arm="a", against="b", expect="equal")
+    narrow = [Decided(-0.01 * k, -0.01 * k - 0.02, -0.01 * k + 0.02, "fixed") for k in range(3)]
+    stalled = Decided(0.27, -0.77, 1.32, "sequential")  # a seed that stalled
+    rows = [ForestRow(f"r{k}", d, equal, "too weak to tell") for k, d in enumerate(narrow)]
+    rows.append(ForestRow("stalled", stalled, equal, "too weak to tell"))
+    ax = forest_figure(rows, margin=0.015, metric="val/bpb", maximize=False).axes[0]
+    low, high = ax.get_xlim()
+    # the narrow rows set the range (-0.04 to 0.02, with room); the stalled row does not
+    assert -0.05 < low < -0.04 and 0.02 < high < 0.03
+    assert [t.get_text() for t in ax.texts] == ["Δ +0.2700 [-0.7700, +1.3200]"]
+    arrows = [line.get_marker() for line in ax.lines if line.get_marker() in ("<", ">")]
+    assert sorted(arrows) == ["<", ">"]  # it goes on past both edges
+    # with every row as wide, none is cut
+    rows[-1] = ForestRow("stalled", Decided(0.01, -0.02, 0.04, "fixed"), equal, "agrees")
+    ax = forest_figure(rows, margin=0.015, metric="val/bpb", maximize=False).axes[0]
+    assert len(ax.texts) == 0 and ax.get_xlim()[1] > 0.04
+
+
 def _finding(
     axis: str, arm: str, stop: str | float, delta: float, agreement: str = "agrees"
 ) -> dict:
