@@ -7,7 +7,8 @@ difference in that direction, arm against reference), `equal` (equivalent within
 `undecided`; the sequential design's stop where the table has one, else the fixed-sample interval
 against zero. A row that names the previous row it repeats (a comparison's `previous:`, by that
 study's labels) joins that row; the others join on (axis, arm, against), then on (arm, against)
-by label for a row whose axis was renamed.
+by label for a row whose axis was renamed. Each table is read by its own metric (`findings_metric`):
+the earlier study may have scored another one (val/bpb on one corpus, val/bpb_macro over domains).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from minimind.record import is_maximized
 from minimind.study.analysis import StudyError
 
 Outcome = str
@@ -39,6 +41,11 @@ def read_previous(path: Path, joins: Mapping[Labels, Labels] | None = None) -> p
     missing = [c for c in (*KEYS, "agreement") if c not in table.columns]
     if missing:
         raise StudyError(f"previous.findings: {path} has no column {', '.join(missing)}")
+    if len(_deltas(table)) != 1:
+        raise StudyError(
+            f"previous.findings: {path} has {len(_deltas(table))} columns <metric>_delta, "
+            "not the one a findings table has"
+        )
     rows = set(zip(table["arm"], table["against"], strict=True))
     for (arm, against), (old_arm, old_against) in (joins or {}).items():
         if (old_arm, old_against) not in rows:
@@ -47,6 +54,16 @@ def read_previous(path: Path, joins: Mapping[Labels, Labels] | None = None) -> p
                 f"the comparison {arm!r} vs {against!r} names as its `previous`"
             )
     return table
+
+
+def _deltas(table: pd.DataFrame) -> list[str]:
+    return [c for c in table.columns if str(c).endswith("_delta")]
+
+
+def findings_metric(table: pd.DataFrame) -> str:
+    """The metric a findings table reports: the one of its column `<metric>_delta`."""
+    (column,) = _deltas(table)
+    return column.removesuffix("_delta")
 
 
 def outcome(row: pd.Series, metric: str, maximize: bool) -> Outcome:
@@ -104,8 +121,11 @@ def compare_findings(
     """A row per comparison of either table (`COLUMNS`): the previous and the current verdict,
     the status (holds, flips, now undecided, newly decided, undecided in both, new comparison,
     not repeated) and `why`, by the current row's (arm, against) labels; `joins`, the rows that
-    name their previous row (module docstring)."""
+    name their previous row (module docstring). `metric` and `maximize` read `current`;
+    `previous` is read by its own metric (`findings_metric`)."""
     old = previous.reset_index(drop=True)
+    old_metric = findings_metric(old)
+    old_maximize = is_maximized(old_metric)
     matched: set[int] = set()
     rows = []
     for _, new in current.iterrows():
@@ -119,10 +139,10 @@ def compare_findings(
                 "comparison": f"{new['arm']} vs {new['against']}",
                 "previous": "-"
                 if before is None
-                else _previous_verdict(before, new, metric, maximize),
+                else _previous_verdict(before, new, old_metric, old_maximize),
                 "now": _verdict(new, metric, maximize),
                 "status": _status(
-                    None if before is None else outcome(before, metric, maximize),
+                    None if before is None else outcome(before, old_metric, old_maximize),
                     outcome(new, metric, maximize),
                 ),
                 "why": why.get((new["arm"], new["against"]), ""),
@@ -134,9 +154,9 @@ def compare_findings(
                 {
                     "axis": before["axis"],
                     "comparison": f"{before['arm']} vs {before['against']}",
-                    "previous": _verdict(before, metric, maximize),
+                    "previous": _verdict(before, old_metric, old_maximize),
                     "now": "-",
-                    "status": _status(outcome(before, metric, maximize), None),
+                    "status": _status(outcome(before, old_metric, old_maximize), None),
                     "why": "",
                 }
             )
