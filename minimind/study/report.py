@@ -158,6 +158,14 @@ def expectation_text(c: ArmComparison, margin: float) -> str:
     return f"{c.expect} by {amount} ({c.source})"
 
 
+def source_text(c: ArmComparison) -> str:
+    """'. <what the source measured>' where `expectation_text` does not quote it already (it
+    does with a magnitude); empty without a source."""
+    if not c.source or c.magnitude_range() is not None:
+        return ""
+    return f". {c.source}"
+
+
 def _verdict_text(finding: Finding, metric: str) -> str:
     if finding.calibration:
         return _calibration_text(finding, metric)
@@ -550,7 +558,8 @@ def _axis_blocks(
         BulletList(
             [
                 [
-                    f"{comparison_name(f)}: {expectation_text(f.comparison, margin)} ",
+                    f"{comparison_name(f)}: {expectation_text(f.comparison, margin)}"
+                    f"{source_text(f.comparison)} ",
                     Small(f"({'; '.join(axis.references_of(f.comparison))})"),
                 ]
                 for f in result.findings

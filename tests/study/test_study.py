@@ -157,7 +157,12 @@ MANIFEST = {
             "expected": "good better, bad better, noisy worse",
             "references": ["Somebody 2020"],
             "comparisons": [
-                {"arm": "good", "against": "base", "expect": "better"},
+                {
+                    "arm": "good",
+                    "against": "base",
+                    "expect": "better",
+                    "source": "Good 2019: ahead",
+                },
                 {"arm": "bad", "against": "base", "expect": "better"},
                 {"arm": "noisy", "against": "base", "expect": "worse"},
             ],
@@ -276,7 +281,8 @@ def test_the_report_is_rendered_from_the_runs(store: str, tmp_path: Path) -> Non
     assert {"index.html", "report.md", "findings.csv", "runs.csv"} <= files
     assert {"first_curves.png", "first_final.png", "second_lr0.png", "forest.png"} <= files
     report = (folder / "report.md").read_text()
-    for text in ("## First axis", "**Expected**: good better", "Somebody 2020", "**disagrees**"):
+    for text in ("## First axis", "**Expected**: good better", "Somebody 2020", "**disagrees**",
+                 ": better. Good 2019: ahead"):  # fmt: skip
         assert text in report
     assert (
         f"too weak to tell (MDE {mde:.2g}; {plan.sentence()})" in report
