@@ -72,6 +72,8 @@ from minimind.study.arm_table import HEADERS as ARM_HEADERS
 from minimind.study.arm_table import arm_rows
 from minimind.study.cost import COST_FILE, CostTable, read_cost
 from minimind.study.data_budget import DataBudget, data_budgets, tokens_per_run
+from minimind.study.domain_table import NOTE as DOMAIN_NOTE
+from minimind.study.domain_table import axis_domain_rows
 from minimind.study.forest import CAPTION as FOREST_CAPTION
 from minimind.study.forest import ForestRow, forest_figure
 from minimind.study.ladders import LadderReading, axis_pointers
@@ -568,6 +570,7 @@ def _axis_blocks(
         ),
         Paragraph(render.caption(result.comparison), "caption"),
         Table(AXIS_HEADERS, axis_rows(result, costs, margin), "comparison"),
+        *domain_blocks(result),
         Paragraph([Strong("Observed"), ":"]),
         BulletList(observations),
     ]
@@ -580,6 +583,14 @@ def _axis_blocks(
             Table(*sensitivity_rows(list(sensitivity)), "comparison"),
         ]
     return blocks
+
+
+def domain_blocks(result: AxisResult) -> list[Block]:
+    """The axis's per-domain table with its note (`domain_table`); none without a suite."""
+    headers, rows = axis_domain_rows(result)
+    if not rows:
+        return []
+    return [Paragraph(DOMAIN_NOTE, "caption"), Table(headers, rows, "comparison")]
 
 
 def sensitivity_note(level: float) -> str:

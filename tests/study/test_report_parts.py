@@ -157,7 +157,6 @@ def test_findings_hold_flip_or_change_decidedness() -> None:
     assert flips["why"] == "a longer budget"
 
 
-
 def test_the_previous_study_is_read_by_the_metric_it_reported() -> None:
     # the earlier study scored one corpus (`m`); this one a macro over domains (`m_macro`)
     old = pd.DataFrame([_finding("x", "held", "difference", 0.05)])
@@ -167,6 +166,7 @@ def test_the_previous_study_is_read_by_the_metric_it_reported() -> None:
     assert table.loc[0, "previous"] == "worse (+0.050): agrees with worse"
     assert table.loc[0, "now"] == "worse (+0.040): agrees with worse"
     assert table.loc[0, "status"] == "holds"
+
 
 def _trials(lr_param: str) -> pd.DataFrame:
     """Two blocks × 3 lrs × 2 warm-ups on one seed: each block's best warm-up differs by lr."""

@@ -26,6 +26,7 @@ from minimind.spec import SpecError, expand, flatten, load_spec
 from minimind.spec.loader import read_yaml_mapping
 from minimind.stats.power import detectable_difference, plan_seeds
 from minimind.study.analysis import agreement, analyse
+from minimind.study.domain_table import out_of_distribution
 from minimind.study.manifest import Sensitivity, load_study
 from minimind.study.report import sensitivity_figure
 from minimind.study.streams import command_line, train
@@ -55,9 +56,12 @@ EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 TUNING_SEED = 7  # the sweep's trials: apart from the evaluation seeds 0-2
 
 
-def _metrics(final: float, start: int, probes: bool = False) -> list[Metric]:
+def _metrics(final: float, start: int, probes: bool = False, domains: bool = False) -> list[Metric]:
     ts = lambda step: start + 1000 * step  # noqa: E731
     out = [Metric("val/bpb", final, ts(STEPS), STEPS), Metric("val/loss", final, ts(STEPS), STEPS)]
+    if domains:  # a held-out suite: a trained domain and one never trained on (`DOMAINS`)
+        out += [Metric("val/verse/bpb", final - 0.5, ts(STEPS), STEPS)]
+        out += [Metric("val/code/bpb", 2 * final, ts(STEPS), STEPS)]
     if probes:  # the bad arm's attention logits, which only an axis that opts in draws
         out += [Metric("probe/attn_max_logit/layer0", 5.0 * s, ts(s), s) for s in (5, STEPS)]
     for step in (5, STEPS):
@@ -68,6 +72,13 @@ def _metrics(final: float, start: int, probes: bool = False) -> list[Metric]:
             Metric("perf/tokens_per_s", 3200.0, ts(step), step),
         ]
     return out
+
+
+DOMAINS = {  # the params of a suite: verse's held-out documents, and code's corpus of its own
+    "data.sources.verse.corpus": "corpus/verse",
+    "data.eval_sets.verse.source": "verse",
+    "data.eval_sets.code.corpus": "corpus/code",
+}
 
 
 def _params(**extra: str) -> dict[str, str]:
@@ -98,8 +109,10 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
             start += 1000
             log_child(
                 client, exp, parent, variant, seed, start,
-                params=_params(),
-                metrics=_metrics(FINAL[variant][seed], start, probes=variant == "bad"),
+                params=_params(**DOMAINS),
+                metrics=_metrics(
+                    FINAL[variant][seed], start, probes=variant == "bad", domains=True
+                ),
             )  # fmt: skip
     exp = client.create_experiment("grid", artifact_location=str(root / "grid"))
     parent = log_parent(client, exp, "grid/block", start)
@@ -289,6 +302,9 @@ def test_the_report_is_rendered_from_the_runs(store: str, tmp_path: Path) -> Non
         and "**Discussion**: Written after the runs." in report
     )
     assert "| 320 | 3.2e+05 |" in report  # tokens and FLOPs per run: 10 x 4 x 8, x 1000
+    # the held-out suite by domain beside the objective, the domain never trained on marked
+    assert "| domain | trained on | good − baseline | bad − baseline | noisy − baseline |" in report
+    assert "| verse | yes | -0.1100 [" in report and "| code | no | -0.2200 [" in report
     assert "git commit of the runs" in report and "minimind run a.yaml" in report
     assert f"Arm cost: not measured (run `minimind study bench {manifest}`)." in report
     findings = pd.read_csv(folder / "findings.csv")
@@ -916,3 +932,16 @@ def test_each_tuned_arm_s_sweep_runs_are_drawn_and_read_for_lr_sensitivity(resul
     (row,) = report.tuned_sensitivity(second)
     assert (row.arm, row.lrs) == ("pre tuned", [1e-3, 2e-3, 4e-3])
     assert row.per_seed == pytest.approx([0.2])
+
+
+def test_a_domain_is_out_of_distribution_when_no_training_source_draws_from_it() -> None:
+    runs = pd.DataFrame([{
+        "params.data.sources.verse.corpus": "corpus/verse",
+        "params.data.sources.wiki.dataset": "wikitext",
+        "params.data.eval_sets.verse.source": "verse",  # verse's held-out documents
+        "params.data.eval_sets.wiki.dataset": "wikitext",  # a training source's own dataset
+        "params.data.eval_sets.code.corpus": "corpus/code",
+        "params.data.eval_sets.glosses.dataset": "wordnet",
+        "params.data.eval_sets.glosses.split": "train",
+    }])  # fmt: skip
+    assert out_of_distribution(runs) == {"code", "glosses"}
