@@ -70,6 +70,10 @@ class Decided:
     low: float
     high: float
     basis: str
+    step: bool = False
+    """The fixed-sample interval of the row's correction step (Holm's), the one its corrected
+    p-value tests: it excludes 0 exactly when that p-value is below 0.05. The sequential and
+    the simultaneous intervals have no such p-value."""
 
 
 def deciding_interval(finding: Finding, metric: str, comparisons: int) -> Decided | None:
@@ -95,7 +99,8 @@ def deciding_interval(finding: Finding, metric: str, comparisons: int) -> Decide
         basis = f"fixed sample, {100 * float(row[f'{metric}_delta_level']):.4g}%"
     if pd.isna(low) or pd.isna(high):
         return None
-    return Decided(delta, float(low), float(high), basis)
+    step = not (finding.comparison.expect == "equal" or finding.calibration)
+    return Decided(delta, float(low), float(high), basis, step)
 
 
 def rules_out_source(comparison: ArmComparison, low: float, high: float, maximize: bool) -> bool:

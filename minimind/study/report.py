@@ -305,7 +305,7 @@ def axis_rows(
             [
                 *map(Cell, texts),
                 _delta_cell(finding, m, comparison.n_comparisons) if finding else Cell("reference"),
-                Cell(render.fmt_p(r, m) if finding else ""),
+                Cell(_p_text(finding, r, m, comparison.n_comparisons) if finding else ""),
                 Cell(render.fmt_multiplier(r)),
                 *_cost_cells(group, costs),
                 Cell(expectation_text(finding.comparison, margin) if finding else ""),
@@ -313,6 +313,13 @@ def axis_rows(
             ]
         )
     return rows
+
+
+def _p_text(finding: Finding, row: pd.Series, metric: str, comparisons: int) -> str:
+    """The corrected p-value where it tests the interval that decides the row (`Decided.step`),
+    else '-': beside a sequential or a simultaneous interval it could disagree with it."""
+    decided = deciding_interval(finding, metric, comparisons)
+    return render.fmt_p(row, metric) if decided is not None and decided.step else render.MISSING
 
 
 def _cost_cells(label: str, costs: Mapping[str, pd.Series] | None) -> list[Cell]:
@@ -808,8 +815,11 @@ def forest_rows(study: Study, results: Sequence[AxisResult]) -> list[ForestRow]:
 def _method_note(study: Study) -> str:
     return (
         f"Each axis is one family: its comparisons' p-values are {study.correction}-corrected "
-        f"together and each interval is at the level of its correction step (it excludes 0 exactly "
-        f"when the corrected p-value is below 0.05); Δ is arm − reference "
+        f"together. Each row shows the one interval that decides it: the sequential design's "
+        f"repeated interval where it stopped or reached the cap; else, for an 'equal' "
+        f"expectation or an A/A row, the simultaneous one; else the fixed-sample interval at the "
+        f"level of its Holm step, beside its corrected p-value (it excludes 0 exactly when that "
+        f"p-value is below 0.05), the only row that shows one. Δ is arm − reference "
         f"in {study.metric} ({'higher' if is_maximized(study.metric) else 'lower'} is better), "
         f"paired by seed where both arms ran the same "
         f"seeds. 'better'/'worse' expectations agree when the corrected test finds a "
@@ -844,6 +854,19 @@ def ladders_csv(ladders: Sequence[LadderReading]) -> str:
     return pd.concat(frames, ignore_index=True).to_csv(index=False)
 
 
+def _decided_columns(finding: Finding, metric: str, comparisons: int) -> dict[str, object]:
+    """The interval that decides the row (`deciding_interval`), which the other interval
+    columns of findings.csv (fixed-sample, sequential) are the parts of."""
+    decided = deciding_interval(finding, metric, comparisons)
+    if decided is None:
+        return {"decided_low": None, "decided_high": None, "decided_basis": None}
+    return {
+        "decided_low": decided.low,
+        "decided_high": decided.high,
+        "decided_basis": decided.basis,
+    }
+
+
 def findings_csv(study: Study, results: list[AxisResult]) -> str:
     m = study.metric
     budgets = {r.axis.name: data_budgets(r.comparison.runset.runs) for r in results}
@@ -856,6 +879,7 @@ def findings_csv(study: Study, results: list[AxisResult]) -> str:
             "expect": f.comparison.expect,
             "agreement": f.agreement,
             **_budget_columns(budgets[r.axis.name].get(f.arm, nothing)),
+            **_decided_columns(f, m, r.comparison.n_comparisons),
             "calibration": f.calibration,
             "tuning_edges": " | ".join(f.edges) or None,
             "sequential_stop": f.standing.stop if f.standing else None,

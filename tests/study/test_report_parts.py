@@ -13,7 +13,8 @@ from matplotlib.container import ErrorbarContainer
 from matplotlib.patches import Rectangle
 
 from minimind.compare.sensitivity import lr_sensitivities, sensitivity_rows
-from minimind.study.analysis import Decided
+from minimind.stats.sequential import Standing
+from minimind.study.analysis import Decided, Finding, deciding_interval
 from minimind.study.arm_table import HEADERS, arm_rows
 from minimind.study.forest import ForestRow, forest_figure
 from minimind.study.manifest import ArmComparison
@@ -197,3 +198,31 @@ def test_a_sensitivity_entry_s_x_and_by_choose_the_lr_and_the_arm() -> None:
     assert lr_sensitivities(runs) == []
     headers, _ = sensitivity_rows(found)
     assert headers[1] == "lr sensitivity (nats) [90% CI]"
+
+
+@pytest.mark.parametrize(
+    ("expect", "calibration", "stopped", "step"),
+    [
+        ("better", False, False, True),  # Holm's step interval: its corrected p tests it
+        ("equal", False, False, False),  # the simultaneous interval
+        ("better", True, False, False),  # an A/A row: the simultaneous interval
+        ("better", False, True, False),  # the sequential design's repeated interval
+    ],
+)
+def test_only_holm_s_step_interval_decides_beside_a_p_value(
+    expect: str, calibration: bool, stopped: bool, step: bool
+) -> None:
+    row = pd.Series({
+        "m_delta": -0.05, "m_delta_low": -0.08, "m_delta_high": -0.02, "m_delta_level": 0.975,
+        "m_delta_method": "paired t", "m_delta_low_simultaneous": -0.09,
+        "m_delta_high_simultaneous": -0.01,
+    })  # fmt: skip
+    finding = Finding(
+        ArmComparison(arm="a", against="b", expect=expect), "a", "b", row, "agrees",
+        calibration=calibration,
+        standing=Standing("difference", 1, 3, [(0, 0)], -0.1, -0.01, 0.02) if stopped else None,
+    )  # fmt: skip
+    decided = deciding_interval(finding, "m", comparisons=2)
+    assert decided is not None and decided.step == step
+    bounds = {True: (-0.08, -0.02), False: (-0.09, -0.01)}[step]
+    assert (decided.low, decided.high) == ((-0.1, -0.01) if stopped else bounds)

@@ -308,6 +308,10 @@ def test_the_report_is_rendered_from_the_runs(store: str, tmp_path: Path) -> Non
     assert "git commit of the runs" in report and "minimind run a.yaml" in report
     assert f"Arm cost: not measured (run `minimind study bench {manifest}`)." in report
     findings = pd.read_csv(folder / "findings.csv")
+    # each row names the interval that decides it; where the sequential design stopped, that one
+    stopped = findings["sequential_stop"].isin(["difference", "equivalent", "cap"])
+    assert stopped.any() and findings["decided_basis"][stopped].str.startswith("sequential").all()
+    assert (findings["decided_low"][stopped] == findings["sequential_low"][stopped]).all()
     assert list(findings["agreement"]) == [
         "agrees", "disagrees", "too weak to tell", "agrees", "agrees",
     ]  # fmt: skip
