@@ -375,9 +375,10 @@ def plan_finding(
     d = paired_differences(side[arm], side[against])
     if len(d) < 2 or not np.std(d, ddof=1) > 0:
         return None
+    equal = expect == "equal"
     return plan_seeds(
-        "equivalence" if expect == "equal" else "difference",
-        study.equivalence_margin,
+        "equivalence" if equal else "difference",
+        study.equivalence_margin if equal else study.planned_difference(),
         float(np.std(d, ddof=1)),
         df=len(d) - 1,
         design="paired",

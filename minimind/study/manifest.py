@@ -281,6 +281,11 @@ class Study(StrictNumbers):
         against = [c.against for axis in self.axes for c in axis.comparisons]
         return max(self.arms, key=against.count)
 
+    def planned_difference(self) -> float:
+        """The difference a `better`/`worse` comparison's plan must detect: `planning.effect`,
+        else the equivalence margin, the smallest effect of interest."""
+        return self.planning.effect if self.planning is not None else self.equivalence_margin
+
     def is_calibration(self, comparison: ArmComparison) -> bool:
         """An A/A comparison: both arms take the same runs, on disjoint seeds."""
         return self.arms[comparison.arm].selects() == self.arms[comparison.against].selects()

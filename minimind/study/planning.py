@@ -83,7 +83,7 @@ def plan_comparison(study: Study, axis: Axis, c: ArmComparison, d: np.ndarray) -
         return None
     return plan_seeds(
         "equivalence" if equal else "difference",
-        study.equivalence_margin if equal else planning.effect,  # type: ignore[union-attr]
+        study.equivalence_margin if equal else study.planned_difference(),
         sd,
         df=df,
         comparisons=len(axis.comparisons),

@@ -321,6 +321,22 @@ def test_the_report_is_rendered_from_the_runs(store: str, tmp_path: Path) -> Non
     assert (folder / "second_tuning0.png").exists()
 
 
+def test_the_report_plans_a_difference_of_the_effect_the_study_plans_for(
+    store: str, tmp_path: Path
+) -> None:
+    # `minimind study plan` and the report's statements plan for one difference: planning.effect
+    d = FINAL["noisy"] - FINAL["base"]
+    plan = plan_seeds("difference", 0.05, d.std(ddof=1), df=2, comparisons=3)
+    manifest = _write(
+        tmp_path, {**MANIFEST, "sequential": {"looks": [3]}, "planning": {"effect": 0.05}}
+    )
+    folder = tmp_path / "report"
+    argv = ["study", "report", str(manifest), "--tracking-uri", store, "--report-dir", str(folder)]
+    assert main(argv) == 0
+    assert plan.sentence() in (folder / "report.md").read_text()
+    assert "detect a difference of 0.05" in plan.sentence()
+
+
 def test_the_report_tables_are_made_from_the_numbers(store: str, tmp_path: Path) -> None:
     """An interval is set under its value and an agreement coloured by the finding itself, not
     by reading formatted text back: a label with a bracket stays whole."""
@@ -571,7 +587,7 @@ def test_an_equal_expectation_is_planned_by_tost_power() -> None:
         table=pd.DataFrame(), runs=runs, problems=pd.DataFrame({"run_id": []}), metric="m",
         by="variant", baseline="b", runset=None, n_comparisons=4,  # type: ignore[arg-type]
     )  # fmt: skip
-    study = SimpleNamespace(equivalence_margin=0.02)
+    study = SimpleNamespace(equivalence_margin=0.02, planned_difference=lambda: 0.02)
     sd = float(np.std(a - b, ddof=1))
     equal = plan_finding(comparison, "a", "b", "equal", study)  # type: ignore[arg-type]
     assert equal == plan_seeds("equivalence", 0.02, sd, df=2, comparisons=4)
