@@ -2,10 +2,11 @@
 learning rate, warm-up, schedule, weight decay, steps, tokens per run, parameters) and its
 train/val gap at the end of training (`val/loss` − `train/loss`, nats, mean ± sd over seeds).
 
-`train/loss` is the mean over the last log window's training batches, `val/loss` the held-out
-loss at the end: a positive gap is the model fitting its training text better than unseen text
-(memorisation once the data repeats), a negative one the window's batches being harder than
-the held-out text on average.
+`train/loss` is the mean over the last log window's training batches, each taken before the
+model learned from it, `val/loss` the held-out loss at the end. Once the data repeats, a
+positive gap is the model fitting its training text better than unseen text (memorisation);
+within one epoch no text repeats, and the gap is how the held-out split (its mix of domains and
+documents) differs from the training stream for that model.
 """
 
 from __future__ import annotations

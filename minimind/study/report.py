@@ -752,8 +752,10 @@ FOREST = "forest"
 ARMS_NOTE = (
     "Each arm's settings as its runs logged them (a value per seed where they differ), its "
     "size and tokens per run, and its train/val gap at the end: val/loss minus the last log "
-    "window's train/loss (nats, mean ± sd over the finished seeds). A positive gap is the "
-    "model fitting text it trained on better than held-out text."
+    "window's train/loss (nats, mean ± sd over the finished seeds). Each training batch's loss "
+    "is taken before the model learns from it, and within one epoch no text repeats: the gap "
+    "is not memorisation but how the held-out split (its mix of domains and documents) differs "
+    "from the training stream (mixed by the sources' weights) for that model."
 )
 
 
