@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from minimind.study.analysis import Decided
 from minimind.study.manifest import ArmComparison
@@ -28,6 +29,11 @@ CAPTION = (
 )
 COLORS = {"agrees": "#1a7f37", "disagrees": "#cf222e"}
 OTHER = "#9a6700"
+AGREEMENT_KEYS = {
+    COLORS["agrees"]: "agrees",
+    COLORS["disagrees"]: "disagrees",
+    OTHER: "too weak to tell",
+}
 
 
 @dataclass(frozen=True)
@@ -68,7 +74,13 @@ def forest_figure(
     better = "higher" if maximize else "lower"
     ax.set_xlabel(f"Δ {metric} (arm − reference; {better} is better)")
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))  # over no row
+    handles, _ = ax.get_legend_handles_labels()
+    shown = dict.fromkeys(COLORS.get(r.agreement, OTHER) for r in rows if r.decided is not None)
+    handles += [  # the points' colours: their agreement with the expectation
+        Line2D([], [], ls="none", marker="o", color=color, label=AGREEMENT_KEYS[color])
+        for color in shown
+    ]
+    ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.set_title(f"Δ {metric} with its deciding interval", fontsize="medium")
     return fig
 

@@ -72,6 +72,8 @@ def test_the_forest_plot_draws_each_deciding_interval_and_the_sourced_size_on_it
     assert tuple(first.lines[0].get_xydata()[0]) == (0.01, 0)  # a row with an interval each
     bar = second.lines[2][0].get_segments()[0]  # the interval's horizontal line
     assert bar[0][0] == pytest.approx(-0.08) and bar[1][0] == pytest.approx(-0.04)
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["margin ±0.02", "sourced magnitude", "too weak to tell", "agrees"]
     assert forest_figure(rows[2:], 0.02, "val/bpb", False) is None
 
 
