@@ -351,7 +351,9 @@ def scale_blocks(
             "large ones, not how often small runs foretell large ones in general. The ranking "
             "agreement is the share of pairs of the paired arms whose means are ordered as at "
             f"{larger} (a tie counts half), with a 95% percentile bootstrap interval over "
-            "the seeds every arm has at both points.",
+            "the seeds every arm has at both points. A shorter budget's runs are branches of "
+            f"{larger}'s: they share its runs' steps up to their own decay and their seeds, so "
+            "their agreement with it is partly built in; the smaller size trains apart.",
             "caption",
         ),
     ]
