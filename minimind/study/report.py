@@ -273,6 +273,21 @@ def observed(finding: Finding, metric: str, comparisons: int = 1) -> str:
     return text + "".join(f"; warning: {edge}" for edge in finding.edges)
 
 
+def seed_differences(result: AxisResult, finding: Finding) -> str:
+    """'; per seed: 0 +0.7591, 1 +0.0161, 2 +0.0395': the arm − reference difference of each
+    seed both ran (finished), so that a seed unlike the others (one that stalled) shows beside
+    the mean it moves; empty for arms on disjoint seeds (an A/A row)."""
+    comparison = result.comparison
+    runs = comparison.runs[~comparison.runs["run_id"].isin(comparison.problems["run_id"])]
+    final = runs.pivot_table(index="seed", columns="group", values=comparison.metric)
+    if finding.arm not in final or finding.against not in final:
+        return ""
+    d = (final[finding.arm] - final[finding.against]).dropna()
+    if d.empty:
+        return ""
+    return "; per seed: " + ", ".join(f"{int(seed)} {v:+.4f}" for seed, v in d.items())
+
+
 def axis_rows(
     result: AxisResult, costs: Mapping[str, pd.Series] | None = None, margin: float = np.nan
 ) -> list[list[Cell]]:
@@ -554,7 +569,8 @@ def _axis_blocks(
     axis, m, margin = result.axis, study.metric, study.equivalence_margin
     k = result.comparison.n_comparisons
     observations: list[list[Inline]] = [
-        [Strong(_agreement_text(f, m)), f": {observed(f, m, k)}"] for f in result.findings
+        [Strong(_agreement_text(f, m)), f": {observed(f, m, k)}{seed_differences(result, f)}"]
+        for f in result.findings
     ]
     observations += [
         [Link(line, f"#{reading.anchor}")]

@@ -302,6 +302,8 @@ def test_the_report_is_rendered_from_the_runs(store: str, tmp_path: Path) -> Non
         and "**Discussion**: Written after the runs." in report
     )
     assert "| 320 | 3.2e+05 |" in report  # tokens and FLOPs per run: 10 x 4 x 8, x 1000
+    # each seed's difference beside the mean, so that a seed unlike the others shows
+    assert "a difference; per seed: 0 -0.1000, 1 -0.1100, 2 -0.1200" in report
     # the held-out suite by domain beside the objective, the domain never trained on marked
     assert "| domain | trained on | good − baseline | bad − baseline | noisy − baseline |" in report
     assert "| verse | yes | -0.1100 [" in report and "| code | no | -0.2200 [" in report
