@@ -837,7 +837,7 @@ def _method_note(study: Study) -> str:
         f"repeated interval where it stopped or reached the cap; else, for an 'equal' "
         f"expectation or an A/A row, the simultaneous one; else the fixed-sample interval at the "
         f"level of its Holm step, beside its corrected p-value (it excludes 0 exactly when that "
-        f"p-value is below 0.05), the only row that shows one. Δ is arm − reference "
+        f"p-value is below 0.05); no other interval has a p-value beside it. Δ is arm − reference "
         f"in {study.metric} ({'higher' if is_maximized(study.metric) else 'lower'} is better), "
         f"paired by seed where both arms ran the same "
         f"seeds. 'better'/'worse' expectations agree when the corrected test finds a "
@@ -873,8 +873,8 @@ def ladders_csv(ladders: Sequence[LadderReading]) -> str:
 
 
 def _decided_columns(finding: Finding, metric: str, comparisons: int) -> dict[str, object]:
-    """The interval that decides the row (`deciding_interval`), which the other interval
-    columns of findings.csv (fixed-sample, sequential) are the parts of."""
+    """The interval that decides the row (`deciding_interval`): which of findings.csv's other
+    intervals (fixed-sample, simultaneous, sequential) it is, named in `decided_basis`."""
     decided = deciding_interval(finding, metric, comparisons)
     if decided is None:
         return {"decided_low": None, "decided_high": None, "decided_basis": None}
