@@ -16,9 +16,9 @@ from minimind.compare.table import CompareOptions
 from minimind.foundations.document import Cell
 from minimind.study.analysis import AxisResult
 
-IDENTITY_KEYS = ("corpus", "dataset")
-"""What names where a source's or an eval set's text comes from, besides a training source's
-own name (`data.eval_sets.<name>.source`)."""
+IDENTITY_KEYS = ("source", "corpus", "dataset")
+"""What names where a source's or an eval set's text comes from: a training source's own name
+(`data.eval_sets.<name>.source`), a corpus folder or a dataset."""
 
 NOTE = (
     "Δ bits per byte on each held-out domain, arm − reference, with its interval: the axis's "
@@ -41,7 +41,7 @@ def out_of_distribution(runs: pd.DataFrame) -> set[str]:
             name, _, key = str(column).removeprefix(prefix).partition(".")
             if str(column).startswith(prefix) and pd.notna(value):
                 found.setdefault(name, set())
-                if key in IDENTITY_KEYS or key == "source":
+                if key in IDENTITY_KEYS:
                     found[name].add(f"{key}={value}")
         return found
 
