@@ -319,10 +319,12 @@ def _best_note(comparison: Comparison) -> str:
 
 
 def _against(comparison: Comparison) -> str:
-    """'Δ vs baseline X', or, with explicit references, against each variant's own."""
+    """'Δ vs baseline X' ('Δ vs baseline S' where the label already says it), or, with
+    explicit references, against each variant's own."""
     if comparison.references and set(comparison.references.values()) != {comparison.baseline}:
         return "Δ of each variant against its reference"
-    return f"Δ vs baseline {comparison.baseline}"
+    named = comparison.baseline.split(" ", 1)[0].lower() == "baseline"
+    return f"Δ vs {comparison.baseline}" if named else f"Δ vs baseline {comparison.baseline}"
 
 
 def _compute_note(comparison: Comparison) -> str:

@@ -174,10 +174,10 @@ class Standing:
     def sentence(self) -> str:
         """'stopped at look 2 (6 seeds: 0-5): a difference, interval [+0.01, +0.03]'."""
         if self.stop == "open":
-            return (
-                f"open after {len(self.pairs)} paired seed(s) ({describe_pairs(self.pairs)}): "
-                f"train both arms to {self.seeds} seeds for look {self.look}"
-            )
+            done = f"open after {len(self.pairs)} paired seed(s) ({describe_pairs(self.pairs)})"
+            if len(self.pairs) >= self.seeds:  # its family is looked at together (Holm)
+                return f"{done}: look {self.look} waits for the rest of its family's seeds"
+            return f"{done}: train both arms to {self.seeds} seeds for look {self.look}"
         interval = f"[{self.low:+.4g}, {self.high:+.4g}]"
         why = {
             "difference": f"a difference, interval {interval}",

@@ -43,8 +43,8 @@ class Finding:
     row: pd.Series
     agreement: Agreement
     calibration: bool = False
-    """An A/A row (`Study.is_calibration`): one arm's runs on disjoint seeds, which must come
-    out no different."""
+    """A calibration row (`Study.is_calibration`): one arm's runs on disjoint seeds, or two arms
+    equal by construction, which must come out no different."""
     edges: tuple[str, ...] = ()
     """'<arm label>: <param> = <value> is the lowest value its sweep tried ...' for each side
     tuned on the edge of its sweep's grid (`compare.tuning`): not a tuned value."""
@@ -305,7 +305,7 @@ def axis_runset(study: Study, axis: Axis, runsets: Mapping[str, RunSet]) -> RunS
     )
     parents = pd.concat([runsets[e].parents for e in experiments], ignore_index=True)
     first = runsets[experiments[0]]
-    selection = "; ".join(runsets[e].selection for e in experiments)
+    selection = "; ".join(dict.fromkeys(runsets[e].selection for e in experiments))
     return RunSet(runs, parents, experiments, selection, first.tracking_uri, first.client)
 
 

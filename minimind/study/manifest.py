@@ -87,13 +87,17 @@ class ArmComparison(StrictNumbers):
     (`magnitude_bpb`, a value or a [low, high] range, unsigned: the direction is `expect`'s) with
     the `source` it is read from; the row's `references`; `why`, the reason its verdict holds or
     changed against the previous study (`Study.previous`); and `previous`, that study's row it
-    repeats where the labels differ."""
+    repeats where the labels differ; `calibration`, a paired A/A row."""
 
     model_config = {"extra": "forbid"}
 
     arm: str
     against: str
     expect: Expectation
+    calibration: bool = False
+    """Two arms equal by construction (`expect: equal`), paired seed by seed: a check of the
+    paired path, not a question, and reported as a calibration row. A comparison of an arm with
+    its own runs on disjoint seeds (`Study.is_self_comparison`) is one without saying so."""
     magnitude_bpb: (
         Annotated[float, Field(gt=0)]
         | Annotated[list[float], Field(min_length=2, max_length=2)]
@@ -113,6 +117,8 @@ class ArmComparison(StrictNumbers):
             field_error(("magnitude_bpb",), "a range is [low, high] with 0 < low <= high")
         if self.magnitude_bpb is not None and self.source is None:
             field_error(("source",), "a magnitude names the source it is read from")
+        if self.calibration and self.expect != "equal":
+            field_error(("calibration",), "a calibration row expects `equal`")
         if self.magnitude_bpb is not None and self.expect == "equal":
             field_error(
                 ("magnitude_bpb",),
@@ -286,9 +292,14 @@ class Study(StrictNumbers):
         else the equivalence margin, the smallest effect of interest."""
         return self.planning.effect if self.planning is not None else self.equivalence_margin
 
-    def is_calibration(self, comparison: ArmComparison) -> bool:
-        """An A/A comparison: both arms take the same runs, on disjoint seeds."""
+    def is_self_comparison(self, comparison: ArmComparison) -> bool:
+        """An unpaired A/A comparison: both arms take the same runs, on disjoint seeds."""
         return self.arms[comparison.arm].selects() == self.arms[comparison.against].selects()
+
+    def is_calibration(self, comparison: ArmComparison) -> bool:
+        """A calibration row, which must come out no different: an arm against its own runs
+        (`is_self_comparison`), or a paired A/A row (`ArmComparison.calibration`)."""
+        return comparison.calibration or self.is_self_comparison(comparison)
 
     def run_steps(self) -> list[RunStep]:
         """Every stream's `run` steps, in the streams' order."""

@@ -61,7 +61,7 @@ def differences(
 ) -> tuple[np.ndarray, list[tuple[int, int]]]:
     """The per-seed differences arm − against and the seeds of each (`PlannedComparison`)."""
     arm, against = (arm_values(study, k, runsets) for k in (comparison.arm, comparison.against))
-    if study.is_calibration(comparison):
+    if study.is_self_comparison(comparison):
         n = min(len(arm), len(against))
         pairs = list(zip(arm.index[:n].astype(int), against.index[:n].astype(int), strict=True))
         return arm.to_numpy()[:n] - against.to_numpy()[:n], pairs

@@ -66,7 +66,7 @@ from minimind.record import (
     is_maximized,
 )
 from minimind.stats.power import ALPHA
-from minimind.stats.sequential import describe_pairs
+from minimind.stats.sequential import Standing, describe_pairs
 from minimind.study.analysis import AxisResult, Finding, deciding_interval, rules_out_source
 from minimind.study.arm_table import HEADERS as ARM_HEADERS
 from minimind.study.arm_table import arm_rows
@@ -197,10 +197,11 @@ def _verdict_text(finding: Finding, metric: str) -> str:
 
 
 def _calibration_text(finding: Finding, metric: str) -> str:
-    """An A/A row: runs of one arm must come out no different; a difference found between them
-    says the comparison or its noise model is wrong."""
+    """A calibration row: runs of one arm, or two arms equal by construction, must come out no
+    different; a difference found between them says the comparison or its noise model is
+    wrong."""
     if calibration_failed(finding, metric):
-        return "calibration FAILED: runs of one arm differ"
+        return "calibration FAILED: a difference where there is none by construction"
     return f"calibration: {_verdict_text(replace(finding, calibration=False), metric)}"
 
 
@@ -232,12 +233,16 @@ def decided_by(finding: Finding, metric: str, comparisons: int) -> str:
         return basis
     if s.stop == "open":
         return f"{basis}; sequential: {s.sentence()}"
-    why = {
+    return f"sequential, look {s.look} ({s.seeds} seeds: {describe_pairs(s.pairs)}): {_why(s)}"
+
+
+def _why(standing: Standing) -> str:
+    """Why a stopped comparison stopped: 'a difference', 'equivalent within ±0.02', ..."""
+    return {
         "difference": "a difference",
-        "equivalent": f"equivalent within ±{s.margin:g}",
+        "equivalent": f"equivalent within ±{standing.margin:g}",
         "cap": "undecided at the cap",
-    }[s.stop]
-    return f"sequential, look {s.look} ({s.seeds} seeds: {describe_pairs(s.pairs)}): {why}"
+    }[standing.stop]
 
 
 def scale_text(budget: DataBudget | None) -> str:
@@ -268,8 +273,9 @@ def observed(finding: Finding, metric: str, comparisons: int = 1) -> str:
         text += f", {render.verdict(row, metric, is_maximized(metric))}"
     multiplier = render.fmt_multiplier(row)
     text += f"; compute multiplier {multiplier}" if multiplier != render.MISSING else ""
-    if finding.standing is not None:
-        text += f"; {decided_by(finding, metric, comparisons)}"
+    s = finding.standing  # the interval's basis above already names its look and seeds
+    if s is not None:
+        text += f"; sequential: {s.sentence()}" if s.stop == "open" else f"; stopped: {_why(s)}"
     return text + "".join(f"; warning: {edge}" for edge in finding.edges)
 
 
@@ -850,9 +856,9 @@ def _method_note(study: Study) -> str:
         f"sequential design (looks at {', '.join(map(str, study.sequential.looks))} seeds, "
         f"{study.sequential.spending.replace('_', '-')}-type alpha spending, Holm per axis) "
         f"says at which look each comparison stopped, with which seeds and why, or the look it "
-        f"waits for; its repeated interval holds the error across looks. An A/A row compares an "
-        f"arm with itself on disjoint seeds, the study's calibration: it must find no "
-        f"difference."
+        f"waits for; its repeated interval holds the error across looks. An A/A row, the study's "
+        f"calibration, compares an arm with itself on disjoint seeds (unpaired) or two arms "
+        f"equal by construction seed by seed (paired): it must find no difference."
     )
 
 

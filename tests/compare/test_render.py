@@ -185,3 +185,12 @@ def test_the_power_line_names_the_family_it_corrects_for(store) -> None:
     c = compare(runset, CompareOptions(power_delta=0.05, references={RMS: LN}))
     assert len(c.table) == 3 and c.power_comparisons == 1 and c.power_alpha == pytest.approx(0.05)
     assert "(holm over 1 comparison(s))" in "\n".join(render.noise_lines(c))
+
+
+def test_the_caption_names_the_baseline_once_where_its_label_says_baseline(store) -> None:
+    from minimind.compare import render
+
+    c = compare(load_runs(store["uri"], ["norm"], all_runs=True), CompareOptions())
+    assert f"; Δ vs baseline {c.baseline} (" in render.caption(c)
+    c.baseline = "baseline S"  # a study's arm label
+    assert "; Δ vs baseline S (" in render.caption(c)

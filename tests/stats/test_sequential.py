@@ -7,6 +7,7 @@ from statsmodels.stats.multitest import multipletests
 
 from minimind.stats.sequential import (
     SequentialDesign,
+    Standing,
     decide,
     fixed_design_rejections,
     holm_rejections,
@@ -156,3 +157,18 @@ def test_a_difference_and_its_interval_agree():
     differ = decisions.stop == "difference"
     excludes_zero = (decisions.low > 0) | (decisions.high < 0)
     np.testing.assert_array_equal(differ, excludes_zero & (decisions.stop != "open"))
+
+
+def test_an_open_comparison_says_what_its_look_waits_for() -> None:
+    def open_after(pairs: int) -> str:
+        return Standing(
+            "open", 1, 3, [(s, s) for s in range(pairs)], np.nan, np.nan, 0.02
+        ).sentence()
+
+    assert (
+        open_after(2) == "open after 2 paired seed(s) (0, 1): train both arms to 3 seeds for look 1"
+    )
+    # its own seeds are in, another comparison of its family (looked at together) lacks them
+    assert open_after(3) == (
+        "open after 3 paired seed(s) (0-2): look 1 waits for the rest of its family's seeds"
+    )

@@ -17,6 +17,7 @@ from mlflow.entities import Metric
 
 from minimind.cli import main
 from minimind.stats.power import plan_seeds
+from minimind.study import report
 from minimind.study.analysis import analyse
 from minimind.study.manifest import load_study
 
@@ -157,6 +158,26 @@ def test_aa_arms_must_take_disjoint_seeds(tmp_path, capsys):
     assert "axes[1].comparisons[0].arm" in err and "disjoint seeds" in err
 
 
+def test_a_paired_calibration_row_pairs_by_seed_and_reports_as_calibration(tmp_path, store):
+    tree = manifest()
+    tree["axes"][0]["comparisons"][1]["calibration"] = True  # same vs base, paired A/A
+    study = load_study(write(tmp_path, tree))
+    paired = analyse(study, store)[0][0].findings[1]
+    assert paired.calibration and not study.is_self_comparison(paired.comparison)
+    assert paired.row["n"] == 6  # paired seed by seed over all six seeds, not split
+    assert report._agreement_text(paired, "val/bpb").startswith("calibration: ")
+    assert report.comparison_name(paired) == "same vs baseline (A/A calibration)"
+    assert not analyse(study, store)[0][0].findings[0].calibration
+
+
+def test_a_calibration_row_must_expect_equal(tmp_path, capsys):
+    tree = manifest()
+    tree["axes"][0]["comparisons"][0]["calibration"] = True  # good vs base, expect better
+    assert main(["study", "plan", write(tmp_path, tree)]) == 2
+    err = capsys.readouterr().err
+    assert "axes[0].comparisons[0].calibration" in err and "expects `equal`" in err
+
+
 def test_seeds_a_later_invocation_trains_join_the_earlier_ones(tmp_path, capsys):
     # the second look's seeds trained by another `minimind run` (`-o seeds=[3,4,5]`)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
@@ -180,7 +201,6 @@ def test_seeds_a_later_invocation_trains_join_the_earlier_ones(tmp_path, capsys)
 
 
 def test_the_report_states_each_comparison_s_look_seeds_and_why(tmp_path, store):
-    from minimind.study import report
     from minimind.study.planning import with_standings
 
     study = load_study(write(tmp_path, manifest()))
@@ -211,7 +231,6 @@ def test_the_report_states_each_comparison_s_look_seeds_and_why(tmp_path, store)
 
 
 def test_the_aa_row_is_the_report_s_calibration(tmp_path, store):
-    from minimind.study import report
 
     study = load_study(write(tmp_path, manifest()))
     results = analyse(study, store)[0]
@@ -227,7 +246,9 @@ def test_the_aa_row_is_the_report_s_calibration(tmp_path, store):
     row = calibration.row.copy()
     row["val/bpb_within_noise"] = False
     failed = dataclasses.replace(calibration, row=row)
-    assert report._agreement_text(failed, "val/bpb") == "calibration FAILED: runs of one arm differ"
+    assert report._agreement_text(failed, "val/bpb") == (
+        "calibration FAILED: a difference where there is none by construction"
+    )
     assert report._agreement_cell(failed, "val/bpb").css == "disagrees"
 
 
