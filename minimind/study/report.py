@@ -737,6 +737,8 @@ def document(
     against the study's `previous:` findings; `scale`, the decisions across scale
     (`scale_agreement.scale_agreement`)."""
     costs = None if cost is None else cost.by_label(study)
+    if not costs:  # a table whose rows are all stale, or of arms since renamed, measures none
+        cost = costs = None
     blocks: list[Block] = [
         Paragraph(study.description),
         Heading(2, "Findings"),
@@ -803,7 +805,7 @@ def previous_blocks(study: Study, table: pd.DataFrame | None) -> list[Block]:
     if study.previous is None or table is None:
         return []
     counts = table["status"].value_counts()
-    summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+    summary = "; ".join(f"{status}: {n}" for status, n in counts.items())
     return [
         Heading(2, f"Compared with the {study.previous.label}", anchor="previous"),
         Paragraph(

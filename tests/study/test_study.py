@@ -967,3 +967,18 @@ def test_a_domain_is_out_of_distribution_when_no_training_source_draws_from_it()
         "params.data.eval_sets.glosses.split": "train",
     }])  # fmt: skip
     assert out_of_distribution(runs) == {"code", "glosses"}
+
+
+def test_a_cost_table_of_other_arms_reads_as_not_measured(store: str, tmp_path: Path) -> None:
+    manifest = _write(tmp_path, MANIFEST)
+    folder = tmp_path / "report"
+    folder.mkdir()
+    # this study's name, but arms it no longer has (a study rewritten under its old name)
+    (folder / "cost.csv").write_text(
+        f"# study: {MANIFEST['name']}\narm,label,ms_per_step\nformer,former,1.0\n"
+    )
+    argv = ["study", "report", str(manifest), "--tracking-uri", store, "--report-dir", str(folder)]
+    assert main(argv) == 0
+    text = (folder / "report.md").read_text()
+    assert f"Arm cost: not measured (run `minimind study bench {manifest}`)." in text
+    assert "measured alone" not in text
