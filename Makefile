@@ -14,8 +14,10 @@ run: install
 # The study: single-change arms at two sizes on the assembled corpus, every arm's learning rate
 # tuned at each size, sequential seeds (3, then 5 per arm), read against the literature into
 # results/study/ (hours on 2 CPU cores; run again, it continues where it stopped). It trains on
-# the assembled corpus, hence `corpus` first.
+# the assembled corpus, hence `corpus` first. On a fresh clone it first restores the committed
+# stores (results/study/store/), so it finishes from the committed runs instead of retraining.
 study: install corpus
+	$(PYTHON) scripts/study_store.py restore --if-absent
 	minimind study train experiments/study/study.yaml
 	minimind study report experiments/study/study.yaml
 

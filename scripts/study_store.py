@@ -2,11 +2,13 @@
 
     python scripts/study_store.py save      # results/{mlflow,optuna}.db -> results/study/store/*.xz
     python scripts/study_store.py restore   # and back, where results/ holds no store yet
+    python scripts/study_store.py restore --if-absent   # the same, and nothing where both exist
 
 `make study` trains into the default stores, results/mlflow.db (runs) and results/optuna.db (the
 tuning sweeps), which git ignores. The study takes hours; to continue it on another machine or a
 fresh clone, `save` after stopping it (Ctrl-C ends the running runs KILLED) and commit
-results/study/store/, then `restore` there before `make study`, which skips every finished run
+results/study/store/; `make study` restores them there first (`--if-absent`: a clone without
+stores gets the committed runs, a machine with its own keeps them), then skips every finished run
 and retrains the interrupted ones from their first step (checkpoints stay behind; a seed
 retrains to the same numbers). Each database is copied with sqlite's online backup, so a copy is
 consistent even while a reader has it open, and written atomically; `restore` never overwrites
@@ -70,7 +72,13 @@ def save() -> None:
     ROOT.write_text(f"{Path.cwd()}\n", encoding="utf-8")
 
 
-def restore() -> None:
+def restore(if_absent: bool = False) -> None:
+    """The saved stores into results/; with `if_absent`, only where neither exists yet (a
+    machine that trained into its own stores continues in them)."""
+    existing = [store for store in STORES if store.exists()]
+    if if_absent and len(existing) == len(STORES):
+        print(f"{', '.join(map(str, existing))} exist: the study continues in them (not restored)")
+        return
     for store in STORES:
         packed = SAVED / f"{store.name}.xz"
         if store.exists():
@@ -91,4 +99,13 @@ def restore() -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("action", choices=["save", "restore"])
-    {"save": save, "restore": restore}[parser.parse_args().action]()
+    parser.add_argument(
+        "--if-absent",
+        action="store_true",
+        help="restore: nothing where both stores exist (still an error where one alone does)",
+    )
+    args = parser.parse_args()
+    if args.action == "save":
+        save()
+    else:
+        restore(args.if_absent)

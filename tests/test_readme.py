@@ -267,7 +267,8 @@ def test_make_study_trains_then_reports_the_shipped_study():
     recipe = re.search(r"^study: install corpus\n((?:\t.*\n)+)", makefile, re.MULTILINE)
     assert recipe is not None
     assert [line.strip() for line in recipe.group(1).splitlines()] == [
-        f"minimind study {action} experiments/study/study.yaml" for action in ("train", "report")
+        "$(PYTHON) scripts/study_store.py restore --if-absent",
+        *(f"minimind study {a} experiments/study/study.yaml" for a in ("train", "report")),
     ]
 
 

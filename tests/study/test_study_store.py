@@ -83,3 +83,28 @@ def test_save_without_a_store_is_an_error(tmp_path, monkeypatch, capsys) -> None
     assert stopped.value.code == 2
     assert "nothing to save" in capsys.readouterr().err
     assert not Path("results/study/store").exists()  # nothing written
+
+
+def test_restore_if_absent_keeps_stores_that_exist(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("results").mkdir()
+    for name in ("mlflow", "optuna"):
+        with closing(sqlite3.connect(f"results/{name}.db")) as db, db:
+            db.execute("create table t (k integer primary key, v text)")
+            db.execute("insert into t values (1, 'saved')")
+    with closing(sqlite3.connect("results/mlflow.db")) as db, db:  # MLflow's artifact paths
+        db.execute("create table experiments (artifact_location text)")
+        db.execute("create table runs (artifact_uri text)")
+    _main(monkeypatch, "save")
+    with closing(sqlite3.connect("results/mlflow.db")) as db, db:
+        db.execute("update t set v = 'trained here since'")
+    _main(monkeypatch, "restore", "--if-absent")  # `make study` on a machine with its stores
+    assert "the study continues in them" in capsys.readouterr().out
+    assert _rows(Path("results/mlflow.db")) == [(1, "trained here since")]
+    Path("results/optuna.db").unlink()
+    with pytest.raises(SystemExit) as stopped:  # one store alone: ambiguous, never overwritten
+        _main(monkeypatch, "restore", "--if-absent")
+    assert stopped.value.code == 2
+    Path("results/mlflow.db").unlink()
+    _main(monkeypatch, "restore", "--if-absent")  # a fresh clone: the committed runs
+    assert _rows(Path("results/mlflow.db")) == [(1, "saved")]
