@@ -323,8 +323,8 @@ def _against(comparison: Comparison) -> str:
     explicit references, against each variant's own."""
     if comparison.references and set(comparison.references.values()) != {comparison.baseline}:
         return "Δ of each variant against its reference"
-    named = comparison.baseline.split(" ", 1)[0].lower() == "baseline"
-    return f"Δ vs {comparison.baseline}" if named else f"Δ vs baseline {comparison.baseline}"
+    name = str(comparison.baseline)
+    return f"Δ vs {name}" if name.split(" ", 1)[0] == "baseline" else f"Δ vs baseline {name}"
 
 
 def _compute_note(comparison: Comparison) -> str:
