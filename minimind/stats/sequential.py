@@ -179,14 +179,19 @@ class Standing:
                 return f"{done}: look {self.look} waits for the rest of its family's seeds"
             return f"{done}: train both arms to {self.seeds} seeds for look {self.look}"
         interval = f"[{self.low:+.4g}, {self.high:+.4g}]"
-        why = {
-            "difference": f"a difference, interval {interval}",
-            "equivalent": f"equivalent within ±{self.margin:g}, interval {interval}",
-            "cap": f"undecided at the cap, interval {interval}",
-        }[self.stop]
         return (
-            f"stopped at look {self.look} ({self.seeds} seeds: {describe_pairs(self.pairs)}): {why}"
+            f"stopped at look {self.look} ({self.seeds} seeds: {describe_pairs(self.pairs)}): "
+            f"{self.reason()}, interval {interval}"
         )
+
+    def reason(self) -> str:
+        """Why a stopped comparison stopped: 'a difference', 'equivalent within ±0.02' or
+        'undecided at the cap'."""
+        return {
+            "difference": "a difference",
+            "equivalent": f"equivalent within ±{self.margin:g}",
+            "cap": "undecided at the cap",
+        }[self.stop]
 
 
 def describe_pairs(pairs: list[tuple[int, int]]) -> str:

@@ -66,7 +66,7 @@ from minimind.record import (
     is_maximized,
 )
 from minimind.stats.power import ALPHA
-from minimind.stats.sequential import Standing, describe_pairs
+from minimind.stats.sequential import describe_pairs
 from minimind.study.analysis import AxisResult, Finding, deciding_interval, rules_out_source
 from minimind.study.arm_table import HEADERS as ARM_HEADERS
 from minimind.study.arm_table import arm_rows
@@ -233,16 +233,7 @@ def decided_by(finding: Finding, metric: str, comparisons: int) -> str:
         return basis
     if s.stop == "open":
         return f"{basis}; sequential: {s.sentence()}"
-    return f"sequential, look {s.look} ({s.seeds} seeds: {describe_pairs(s.pairs)}): {_why(s)}"
-
-
-def _why(standing: Standing) -> str:
-    """Why a stopped comparison stopped: 'a difference', 'equivalent within ±0.02', ..."""
-    return {
-        "difference": "a difference",
-        "equivalent": f"equivalent within ±{standing.margin:g}",
-        "cap": "undecided at the cap",
-    }[standing.stop]
+    return f"sequential, look {s.look} ({s.seeds} seeds: {describe_pairs(s.pairs)}): {s.reason()}"
 
 
 def scale_text(budget: DataBudget | None) -> str:
@@ -275,7 +266,7 @@ def observed(finding: Finding, metric: str, comparisons: int = 1) -> str:
     text += f"; compute multiplier {multiplier}" if multiplier != render.MISSING else ""
     s = finding.standing  # the interval's basis above already names its look and seeds
     if s is not None:
-        text += f"; sequential: {s.sentence()}" if s.stop == "open" else f"; stopped: {_why(s)}"
+        text += f"; sequential: {s.sentence()}" if s.stop == "open" else f"; stopped: {s.reason()}"
     return text + "".join(f"; warning: {edge}" for edge in finding.edges)
 
 
